@@ -1,0 +1,120 @@
+// The reference forward: explicit loops over (batch, head, query, key), one formula per line, so
+// anyone can check it by hand. Slow on purpose; every fast path is tested against it stage by stage.
+// Sums run in index order and round as torch's CPU kernels do at teaching sizes: F.linear goes to
+// BLAS sgemm, which accumulates with fused multiply-add (acc = fma(x, w, acc)); the per-head bmm of
+// small heads uses torch's plain loop (acc += a * b); softmax multiplies by 1 / sum. With that, the
+// course notebook's float32 projections and scores equal torch's bit for bit (tests/test_cases.cpp).
+#include <cmath>
+#include <limits>
+
+#include "forward_detail.hpp"
+
+namespace mha::detail {
+
+namespace {
+
+// y[r, o] = sum_i x[r, i] * W[o, i] + b[o]: torch's F.linear with W of shape (out, in).
+template <class T>
+void linear(const T* x, std::int64_t rows, std::int64_t in, const T* W, const T* b, std::int64_t out, T* y,
+            std::int64_t y_row_stride) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) {
+      T acc = 0;
+      for (std::int64_t i = 0; i < in; ++i) acc = std::fma(x[r * in + i], W[o * in + i], acc);
+      y[r * y_row_stride + o] = acc + (b ? b[o] : T(0));
+    }
+}
+
+}  // namespace
+
+template <class T>
+void forward_reference(const Problem<T>& p, Buffers<T>& b) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, dk = d.d_k;
+  const std::int64_t kv = d.G * dk;
+  T* q = b.q->data();
+  T* k = b.k->data();
+  T* v = b.v->data();
+
+  // 1. In-projections. Keys/values get bias_k/bias_v as row S and a zero row last, as torch cats them.
+  linear(p.query->data(), N * L, E, p.w_q, p.b_q, E, q, E);
+  for (std::int64_t n = 0; n < N; ++n) {
+    linear(p.key->data() + n * S * d.kdim, S, d.kdim, p.w_k, p.b_k, kv, k + n * Sp * kv, kv);
+    linear(p.value->data() + n * S * d.vdim, S, d.vdim, p.w_v, p.b_v, kv, v + n * Sp * kv, kv);
+    std::int64_t row = S;
+    if (p.bias_k) {
+      for (std::int64_t c = 0; c < kv; ++c) {
+        k[(n * Sp + row) * kv + c] = p.bias_k[c];
+        v[(n * Sp + row) * kv + c] = p.bias_v[c];
+      }
+      ++row;
+    }
+    if (p.add_zero_attn)
+      for (std::int64_t c = 0; c < kv; ++c) k[(n * Sp + row) * kv + c] = v[(n * Sp + row) * kv + c] = 0;
+  }
+
+  // 2. Per head: scores, scale, mask, softmax, context. Head h of q is columns h·d_k … of q.
+  const T scale = std::sqrt(T(dk));
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t h = 0; h < H; ++h) {
+      const std::int64_t g = p.kv_head(h);
+      for (std::int64_t i = 0; i < L; ++i) {
+        const T* qi = q + (n * L + i) * E + h * dk;
+        const std::int64_t row = ((n * H + h) * L + i) * Sp;
+        T row_max = neg_inf;
+        for (std::int64_t j = 0; j < Sp; ++j) {
+          const T* kj = k + (n * Sp + j) * kv + g * dk;
+          T raw = 0, scaled = 0;
+          for (std::int64_t c = 0; c < dk; ++c) {
+            raw += qi[c] * kj[c];
+            scaled += (qi[c] / scale) * kj[c];  // torch divides q by √d_k before the product
+          }
+          const T masked = scaled + (p.mask ? p.mask->values[p.mask_index(n, h, i, j)] : T(0));
+          (*b.scores)[row + j] = raw;
+          (*b.scores_scaled)[row + j] = scaled;
+          (*b.scores_masked)[row + j] = masked;
+          row_max = std::max(row_max, masked);
+        }
+        // softmax(x)_j = exp(x_j - max) / sum_j' exp(x_j' - max). All keys blocked: max = -inf and
+        // exp(-inf - -inf) = exp(NaN), so the row is NaN, as in torch — unless the zero policy is on.
+        const bool fully_masked = row_max == neg_inf;
+        b.fully_masked_rows += fully_masked;
+        T denom = 0;
+        for (std::int64_t j = 0; j < Sp; ++j) denom += std::exp((*b.scores_masked)[row + j] - row_max);
+        const T inv_denom = T(1) / denom;
+        for (std::int64_t j = 0; j < Sp; ++j)
+          (*b.weights)[row + j] = (fully_masked && p.fully_masked == FullyMasked::zero)
+                                      ? T(0)
+                                      : std::exp((*b.scores_masked)[row + j] - row_max) * inv_denom;
+        for (std::int64_t c = 0; c < dk; ++c) {
+          T acc = 0;
+          for (std::int64_t j = 0; j < Sp; ++j)
+            acc += (*b.weights)[row + j] * v[(n * Sp + j) * kv + g * dk + c];
+          (*b.context)[((n * H + h) * L + i) * dk + c] = acc;
+        }
+      }
+    }
+
+  // 3. Concat: context (N, H, L, d_k) -> (N, L, H·d_k), i.e. transpose(1, 2).contiguous().view.
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t i = 0; i < L; ++i)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t c = 0; c < dk; ++c)
+          (*b.concat)[(n * L + i) * E + h * dk + c] = (*b.context)[((n * H + h) * L + i) * dk + c];
+
+  // 4. Out-projection, and the head-averaged weights (torch: sum over heads, then / num_heads).
+  linear(b.concat->data(), N * L, E, p.w_o, p.b_o, E, b.output->data(), E);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t i = 0; i < L; ++i)
+      for (std::int64_t j = 0; j < Sp; ++j) {
+        T sum = 0;
+        for (std::int64_t h = 0; h < H; ++h) sum += (*b.weights)[((n * H + h) * L + i) * Sp + j];
+        (*b.weights_avg)[(n * L + i) * Sp + j] = sum / T(H);
+      }
+}
+
+template void forward_reference<float>(const Problem<float>&, Buffers<float>&);
+template void forward_reference<double>(const Problem<double>&, Buffers<double>&);
+
+}  // namespace mha::detail

@@ -1,0 +1,208 @@
+// Mask conversion, builders and torch's mask merge (multi_head_attention_forward, torch 1.13).
+#include "masks.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "errors.hpp"
+
+namespace mha {
+
+template <class T>
+Mask<T> mask_from_keep(const Tensor<T>& keep) {
+  Mask<T> m;
+  m.dtype = MaskDType::boolean;
+  m.values = Tensor<T>(keep.shape);
+  for (std::size_t i = 0; i < keep.data.size(); ++i) m.values.data[i] = keep.data[i] == T(0) ? 1 : 0;
+  return m;
+}
+
+template <class T>
+Mask<T> causal_mask(std::int64_t L, std::int64_t S) {
+  Mask<T> m;
+  m.values = Tensor<T>({L, S});
+  for (std::int64_t i = 0; i < L; ++i)
+    for (std::int64_t j = i + 1; j < S; ++j) m.values.data[std::size_t(i * S + j)] = 1;
+  return m;
+}
+
+template <class T>
+Mask<T> key_padding_from_lengths(const std::vector<std::int64_t>& valid_lengths, std::int64_t S) {
+  Mask<T> m;
+  const std::int64_t N = std::int64_t(valid_lengths.size());
+  m.values = Tensor<T>({N, S});
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t j = valid_lengths[std::size_t(n)]; j < S; ++j)
+      if (j >= 0) m.values.data[std::size_t(n * S + j)] = 1;
+  return m;
+}
+
+namespace {
+
+// A mask in broadcast form over (N, H, L, S_total) with its own sizes (1 or full) per dimension.
+template <class T>
+struct Broadcast {
+  std::int64_t n = 1, h = 1, l = 1, s = 0;
+  bool is_bool = true;
+  std::vector<T> v;
+  T get(std::int64_t in, std::int64_t ih, std::int64_t il, std::int64_t is) const {
+    return v[std::size_t((((n > 1 ? in : 0) * h + (h > 1 ? ih : 0)) * l + (l > 1 ? il : 0)) * s + is)];
+  }
+};
+
+std::string expected_attn_mask_shapes(const Dims& d, MaskLayout layout) {
+  const std::string two = shape_str({d.L, d.S});
+  if (!d.batched) return two + " or " + shape_str({d.H, d.L, d.S});
+  if (layout == MaskLayout::per_batch) return two + " or per-batch " + shape_str({d.N, d.L, d.S});
+  return two + " or " + shape_str({d.N * d.H, d.L, d.S});
+}
+
+}  // namespace
+
+template <class T>
+std::optional<MergedMask<T>> merge_masks(const Dims& d, const std::optional<Mask<T>>& attn_mask,
+                                         const std::optional<Mask<T>>& key_padding_mask, MaskLayout layout,
+                                         std::vector<std::string>* warnings) {
+  if (!attn_mask && !key_padding_mask) return std::nullopt;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+
+  std::optional<Broadcast<T>> am;
+  if (attn_mask) {
+    const Shape& sh = attn_mask->values.shape;
+    if (attn_mask->values.data.size() != std::size_t(numel(sh)))
+      throw ShapeError("attn_mask", "attn_mask: holds " + std::to_string(attn_mask->values.data.size()) +
+                                        " values but its shape " + shape_str(sh) + " needs " +
+                                        std::to_string(numel(sh)));
+    Broadcast<T> b;
+    b.is_bool = attn_mask->dtype != MaskDType::floating;
+    if (attn_mask->dtype == MaskDType::uint8 && warnings)
+      warnings->push_back(
+          "Byte tensor for attn_mask in nn.MultiheadAttention is deprecated. Use bool tensor instead.");
+    if (sh.size() == 2) {
+      if (sh[0] != d.L || sh[1] != d.S)
+        throw ShapeError("attn_mask", "attn_mask: the shape of the 2D attn_mask is " + shape_str(sh) +
+                                          ", but should be " + shape_str({d.L, d.S}) + " (L, S)");
+    } else if (sh.size() == 3) {
+      const Shape torch3 = {d.batched ? d.N * d.H : d.H, d.L, d.S};
+      const Shape per_batch = {d.N, d.L, d.S};
+      if (!d.batched || layout == MaskLayout::torch) {
+        if (sh != torch3) {
+          std::string msg = "attn_mask: the shape of the 3D attn_mask is " + shape_str(sh) +
+                            ", but should be " + shape_str(torch3) +
+                            (d.batched ? " (N·num_heads, L, S): one mask per (batch item, head), "
+                                         "batch-major, head-minor"
+                                       : " (num_heads, L, S)");
+          if (d.batched && sh == per_batch)
+            msg +=
+                ". This mask is (N, L, S), one per batch item, as the course material builds it; "
+                "torch rejects that layout. Repeat it for every head "
+                "(mask.repeat_interleave(num_heads, dim=0)) or choose the per-batch layout "
+                "explicitly (--attn-mask-layout per_batch)";
+          throw ShapeError("attn_mask", msg);
+        }
+        b.n = d.batched ? d.N : 1;
+        b.h = d.H;
+      } else {
+        if (sh != per_batch) {
+          std::string msg = "attn_mask: the per-batch layout wants (N, L, S) = " + shape_str(per_batch) +
+                            ", got " + shape_str(sh);
+          if (sh == torch3)
+            msg += ". That is torch's (N·num_heads, L, S) layout: choose the torch layout for it";
+          throw ShapeError("attn_mask", msg);
+        }
+        b.n = d.N;
+      }
+    } else {
+      throw ShapeError("attn_mask", "attn_mask: expected " + expected_attn_mask_shapes(d, layout) +
+                                        ", got a " + std::to_string(sh.size()) + "-D tensor " +
+                                        shape_str(sh));
+    }
+    b.l = d.L;
+    b.s = d.S_total;
+    // Columns S.. S_total-1 (bias_k row, zero row) stay 0 / False: torch pads with pad(mask, (0, 1)).
+    b.v.assign(std::size_t(b.n * b.h * b.l * b.s), T(0));
+    const T* src = attn_mask->values.ptr();
+    for (std::int64_t r = 0; r < b.n * b.h * b.l; ++r)
+      for (std::int64_t j = 0; j < d.S; ++j) {
+        const T x = src[std::size_t(r * d.S + j)];
+        b.v[std::size_t(r * b.s + j)] = b.is_bool ? T(x != T(0)) : x;
+      }
+    am = std::move(b);
+  }
+
+  std::optional<Broadcast<T>> kpm;
+  if (key_padding_mask) {
+    const Shape& sh = key_padding_mask->values.shape;
+    const Shape want = d.batched ? Shape{d.N, d.S} : Shape{d.S};
+    if (key_padding_mask->dtype == MaskDType::uint8)
+      throw DtypeError("key_padding_mask",
+                       "key_padding_mask: only bool and floating types of key_padding_mask are "
+                       "supported (got uint8)");
+    if (sh != want || key_padding_mask->values.data.size() != std::size_t(numel(want)))
+      throw ShapeError("key_padding_mask", "key_padding_mask: expecting shape " + shape_str(want) +
+                                               (d.batched ? " (N, S)" : " (S,)") + ", but got " +
+                                               shape_str(sh));
+    Broadcast<T> b;
+    b.is_bool = key_padding_mask->dtype == MaskDType::boolean;
+    b.n = d.N;
+    b.s = d.S_total;
+    b.v.assign(std::size_t(d.N * b.s), T(0));
+    for (std::int64_t n = 0; n < d.N; ++n)
+      for (std::int64_t j = 0; j < d.S; ++j) {
+        const T x = key_padding_mask->values.data[std::size_t(n * d.S + j)];
+        b.v[std::size_t(n * b.s + j)] = b.is_bool ? T(x != T(0)) : x;
+      }
+    kpm = std::move(b);
+  }
+
+  // torch 1.13 merges a float attn_mask with masked_fill(key_padding_mask, -inf). Given a float
+  // key_padding_mask, that call reads each float's lowest byte as the bool: 0.0, 1.0 and -inf all
+  // read as False, so the padding is silently ignored, and other values raise "Mask tensor can take
+  // 0 and 1 values only" (pytorch#92554). Neither is worth reproducing: refuse, and say why.
+  if (am && kpm && !am->is_bool && !kpm->is_bool)
+    throw DtypeError("key_padding_mask",
+                     "key_padding_mask: a float key_padding_mask cannot be combined with a float "
+                     "attn_mask: torch 1.13 merges them with masked_fill, which silently ignores a "
+                     "0/1 float key_padding_mask and rejects other values. Use a bool "
+                     "key_padding_mask (True = padding), or add the padding into the float attn_mask");
+
+  MergedMask<T> out;
+  out.n_size = std::max(am ? am->n : 1, kpm ? kpm->n : 1);
+  out.h_size = am ? am->h : 1;
+  out.l_size = am ? am->l : 1;
+  out.s_size = d.S_total;
+  out.values.resize(std::size_t(out.n_size * out.h_size * out.l_size * out.s_size));
+  std::size_t o = 0;
+  for (std::int64_t n = 0; n < out.n_size; ++n)
+    for (std::int64_t h = 0; h < out.h_size; ++h)
+      for (std::int64_t i = 0; i < out.l_size; ++i)
+        for (std::int64_t j = 0; j < out.s_size; ++j, ++o) {
+          T value;
+          if (am && kpm) {
+            const T a = am->get(n, h, i, j), k = kpm->get(n, 0, 0, j);
+            if (am->is_bool)
+              value = (a != T(0) || k != T(0)) ? neg_inf : T(0);  // logical_or, then bool -> -inf
+            else
+              value = k != T(0) ? neg_inf : a;  // masked_fill(key_padding_mask, -inf)
+          } else {
+            const Broadcast<T>& b = am ? *am : *kpm;
+            const T x = b.get(n, h, i, j);
+            value = b.is_bool ? (x != T(0) ? neg_inf : T(0)) : x;
+          }
+          out.values[o] = value;
+        }
+  return out;
+}
+
+#define MHA_INSTANTIATE(T)                                                                         \
+  template Mask<T> mask_from_keep<T>(const Tensor<T>&);                                            \
+  template Mask<T> causal_mask<T>(std::int64_t, std::int64_t);                                     \
+  template Mask<T> key_padding_from_lengths<T>(const std::vector<std::int64_t>&, std::int64_t);    \
+  template std::optional<MergedMask<T>> merge_masks<T>(const Dims&, const std::optional<Mask<T>>&, \
+                                                       const std::optional<Mask<T>>&, MaskLayout,  \
+                                                       std::vector<std::string>*);
+MHA_INSTANTIATE(float)
+MHA_INSTANTIATE(double)
+#undef MHA_INSTANTIATE
+
+}  // namespace mha

@@ -1,0 +1,477 @@
+// Input checks, normalisation to batch-first, the memory guard, the trace assembly and the
+// course-shaped API. The arithmetic itself is in forward_reference.cpp and forward_eigen.cpp.
+#include "mha.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <limits>
+
+#include "errors.hpp"
+#include "forward_detail.hpp"
+#include "torch_rng.hpp"
+
+namespace mha {
+
+const char* mask_dtype_name(MaskDType d) {
+  switch (d) {
+    case MaskDType::boolean: return "bool";
+    case MaskDType::uint8: return "uint8";
+    case MaskDType::floating: return "float";
+  }
+  return "?";
+}
+
+const char* backend_name(Backend b) {
+  return b == Backend::reference ? "reference" : "cpu";
+}
+
+void validate(const Config& c) {
+  auto positive = [](const char* name, std::int64_t v) {
+    if (v <= 0) throw ConfigError(name, std::string(name) + " must be positive, got " + std::to_string(v));
+  };
+  positive("embed_dim", c.embed_dim);
+  positive("num_heads", c.num_heads);
+  if (c.num_kv_heads < 0) positive("num_kv_heads", c.num_kv_heads);
+  if (c.kdim < 0) positive("kdim", c.kdim);
+  if (c.vdim < 0) positive("vdim", c.vdim);
+  if (c.embed_dim % c.num_heads != 0)
+    throw ConfigError("num_heads", "embed_dim " + std::to_string(c.embed_dim) +
+                                       " not divisible by num_heads " + std::to_string(c.num_heads) +
+                                       ": each head gets d_k = embed_dim / num_heads columns");
+  if (c.num_heads % c.kv_heads() != 0)
+    throw ConfigError("num_kv_heads", "num_kv_heads " + std::to_string(c.kv_heads()) +
+                                          " does not divide num_heads " + std::to_string(c.num_heads) +
+                                          ": every key/value head must serve the same number of "
+                                          "query heads");
+}
+
+namespace {
+
+template <class T>
+void check_consistent(const char* name, const Tensor<T>& t) {
+  if (t.data.size() != std::size_t(numel(t.shape)))
+    throw ShapeError(name, std::string(name) + ": shape " + shape_str(t.shape) + " needs " +
+                               std::to_string(numel(t.shape)) + " values, holds " +
+                               std::to_string(t.data.size()));
+}
+
+template <class T>
+void expect_shape(const char* name, const Tensor<T>& t, const Shape& want, const std::string& why) {
+  if (t.empty())
+    throw ShapeError(name, std::string(name) + ": missing; expected shape " + shape_str(want) + " " + why);
+  check_consistent(name, t);
+  if (t.shape != want)
+    throw ShapeError(name, std::string(name) + ": expected shape " + shape_str(want) + " " + why + ", got " +
+                               shape_str(t.shape));
+}
+
+template <class T>
+void expect_absent(const char* name, const Tensor<T>& t, const char* because) {
+  if (!t.empty()) throw ShapeError(name, std::string(name) + " was given but " + because);
+}
+
+template <class T>
+std::int64_t count_nonfinite(const Tensor<T>& t) {
+  std::int64_t n = 0;
+  for (T x : t.data) n += !std::isfinite(x);
+  return n;
+}
+
+// Copies a (N, L, F) / (L, N, F) / (L, F) tensor into batch-first (N, L, F).
+template <class T>
+detail::Buffer<T> to_batch_first(const Tensor<T>& t, bool batched, bool batch_first) {
+  auto out = std::make_shared<std::vector<T>>(t.data);
+  if (!batched || batch_first) return out;
+  const std::int64_t L = t.shape[0], N = t.shape[1], F = t.shape[2];
+  for (std::int64_t l = 0; l < L; ++l)
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t f = 0; f < F; ++f)
+        (*out)[std::size_t((n * L + l) * F + f)] = t.data[std::size_t((l * N + n) * F + f)];
+  return out;
+}
+
+std::uint64_t default_trace_limit() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return std::uint64_t(8) << 30;
+  return std::uint64_t(pages) * std::uint64_t(page) / 2;
+}
+
+}  // namespace
+
+std::uint64_t trace_bytes(const Dims& d, std::size_t scalar_size, bool has_mask) {
+  // Counted in double so absurd sizes saturate instead of wrapping.
+  const double N = double(d.N), L = double(d.L), S = double(d.S), Sp = double(d.S_total), E = double(d.E),
+               H = double(d.H), kv = double(d.G * d.d_k);
+  const double elems = N * L * E + N * S * double(d.kdim + d.vdim)  // inputs
+                       + N * L * E + 2 * N * Sp * kv                // q, k, v
+                       + (4 + (has_mask ? 1 : 0)) * N * H * L * Sp  // scores ×3, weights, mask
+                       + N * H * L * double(d.d_k)                  // context
+                       + 2 * N * L * E                              // concat, output
+                       + N * L * Sp;                                // weights averaged
+  const double bytes = elems * double(scalar_size);
+  return bytes >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max() : std::uint64_t(bytes);
+}
+
+void check_trace_fits(const Dims& d, std::size_t scalar_size, bool has_mask, std::uint64_t max_trace_bytes) {
+  const std::uint64_t need = trace_bytes(d, scalar_size, has_mask);
+  const std::uint64_t limit = max_trace_bytes ? max_trace_bytes : default_trace_limit();
+  if (need > limit)
+    throw TooLargeError("sizes",
+                        "the trace at N=" + std::to_string(d.N) + ", L=" + std::to_string(d.L) +
+                            ", S=" + std::to_string(d.S) + ", E=" + std::to_string(d.E) +
+                            ", H=" + std::to_string(d.H) + " would need " + std::to_string(need) +
+                            " bytes (" + std::to_string(double(need) / double(1 << 30)) +
+                            " GiB), more than the limit of " + std::to_string(limit) +
+                            " bytes; nothing was allocated",
+                        need, limit);
+}
+
+Dims dims_for(const Config& c, std::int64_t N, std::int64_t L, std::int64_t S) {
+  Dims d;
+  d.N = N;
+  d.L = L;
+  d.S = S;
+  d.S_total = S + (c.add_bias_kv ? 1 : 0) + (c.add_zero_attn ? 1 : 0);
+  d.E = c.embed_dim;
+  d.H = c.num_heads;
+  d.G = c.kv_heads();
+  d.d_k = c.head_dim();
+  d.kdim = c.key_dim();
+  d.vdim = c.value_dim();
+  return d;
+}
+
+template <class T>
+Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o) {
+  validate(c);
+  Dims d;
+  const std::int64_t qd = in.query.dim();
+  if (qd != 2 && qd != 3)
+    throw ShapeError("query", "query should be unbatched 2D or batched 3D tensor but received " +
+                                  std::to_string(qd) + "-D query tensor of shape " +
+                                  shape_str(in.query.shape));
+  d.batched = qd == 3;
+  if (in.key.dim() != qd || in.value.dim() != qd)
+    throw ShapeError("key", std::string("For ") + (d.batched ? "batched (3-D)" : "unbatched (2-D)") +
+                                " query, expected key and value to be " + std::to_string(qd) +
+                                "-D but found " + std::to_string(in.key.dim()) + "-D and " +
+                                std::to_string(in.value.dim()) + "-D tensors respectively");
+  check_consistent("query", in.query);
+  check_consistent("key", in.key);
+  check_consistent("value", in.value);
+  const int b = (!d.batched || c.batch_first) ? 0 : 1;  // batch axis
+  const int t = (!d.batched || c.batch_first) ? 1 : 0;  // sequence axis
+  const std::string layout = !d.batched ? "(L, E)" : c.batch_first ? "(N, L, E)" : "(L, N, E)";
+  d = dims_for(c, d.batched ? in.query.shape[b] : 1, in.query.shape[d.batched ? t : 0],
+               in.key.shape[d.batched ? t : 0]);
+  d.batched = qd == 3;
+  d.E = in.query.shape.back();
+  if (d.E != c.embed_dim)
+    throw ShapeError("query", "query: was expecting embedding dimension of " + std::to_string(c.embed_dim) +
+                                  " (last axis of " + layout + "), but got query of shape " +
+                                  shape_str(in.query.shape));
+  if (d.N <= 0 || d.L <= 0 || d.S <= 0)
+    throw ShapeError("query", "query/key: sizes must be positive, got query " + shape_str(in.query.shape) +
+                                  " and key " + shape_str(in.key.shape));
+  auto kv_shape = [&](std::int64_t feat) {
+    if (!d.batched) return Shape{d.S, feat};
+    return c.batch_first ? Shape{d.N, d.S, feat} : Shape{d.S, d.N, feat};
+  };
+  const std::string kv_layout = !d.batched ? "" : c.batch_first ? " (N, S, ·)" : " (S, N, ·)";
+  if (in.key.shape != kv_shape(d.kdim))
+    throw ShapeError("key", "key: expected shape " + shape_str(kv_shape(d.kdim)) + kv_layout + " with kdim " +
+                                std::to_string(d.kdim) + " and the query's batch " + std::to_string(d.N) +
+                                ", got " + shape_str(in.key.shape));
+  if (in.value.shape != kv_shape(d.vdim))
+    throw ShapeError("value", "value: expected shape " + shape_str(kv_shape(d.vdim)) + kv_layout +
+                                  " (key's batch and sequence length, vdim " + std::to_string(d.vdim) +
+                                  "), got " + shape_str(in.value.shape));
+
+  // Parameters, under torch's names.
+  const std::int64_t E = d.E, kv = d.G * d.d_k;
+  const bool packed = !w.in_proj_weight.empty();
+  if (packed) {
+    if (!c.qkv_same_embed_dim())
+      throw ShapeError("in_proj_weight",
+                       "in_proj_weight: packed weights need kdim == vdim == embed_dim; "
+                       "with kdim " +
+                           std::to_string(d.kdim) + " and vdim " + std::to_string(d.vdim) +
+                           " give q_proj_weight, k_proj_weight and v_proj_weight");
+    expect_shape("in_proj_weight", w.in_proj_weight, {E + 2 * kv, E},
+                 kv == E ? "(3·embed_dim, embed_dim)" : "(embed_dim + 2·num_kv_heads·d_k, embed_dim)");
+    expect_absent("q_proj_weight", w.q_proj_weight, "in_proj_weight is given too");
+  } else {
+    expect_shape("q_proj_weight", w.q_proj_weight, {E, E}, "(embed_dim, embed_dim)");
+    expect_shape("k_proj_weight", w.k_proj_weight, {kv, d.kdim}, "(num_kv_heads·d_k, kdim)");
+    expect_shape("v_proj_weight", w.v_proj_weight, {kv, d.vdim}, "(num_kv_heads·d_k, vdim)");
+  }
+  expect_shape("out_proj.weight", w.out_proj_weight, {E, E}, "(embed_dim, embed_dim)");
+  if (c.bias) {
+    expect_shape("in_proj_bias", w.in_proj_bias, {E + 2 * kv}, "(embed_dim + 2·num_kv_heads·d_k,)");
+    expect_shape("out_proj.bias", w.out_proj_bias, {E}, "(embed_dim,)");
+  } else {
+    expect_absent("in_proj_bias", w.in_proj_bias, "bias=False");
+    expect_absent("out_proj.bias", w.out_proj_bias, "bias=False");
+  }
+  if (c.add_bias_kv) {
+    expect_shape("bias_k", w.bias_k, {1, 1, kv}, "(1, 1, num_kv_heads·d_k)");
+    expect_shape("bias_v", w.bias_v, {1, 1, kv}, "(1, 1, num_kv_heads·d_k)");
+  } else {
+    expect_absent("bias_k", w.bias_k, "add_bias_kv=False");
+    expect_absent("bias_v", w.bias_v, "add_bias_kv=False");
+  }
+
+  check_trace_fits(d, sizeof(T), in.attn_mask.has_value() || in.key_padding_mask.has_value(),
+                   o.max_trace_bytes);
+  return d;
+}
+
+namespace detail {
+
+template <class T>
+Buffers<T> allocate_buffers(const Dims& d) {
+  auto make = [](std::int64_t n) { return std::make_shared<std::vector<T>>(std::size_t(n)); };
+  const std::int64_t kv = d.G * d.d_k, scores = d.N * d.H * d.L * d.S_total;
+  Buffers<T> b;
+  b.q = make(d.N * d.L * d.E);
+  b.k = make(d.N * d.S_total * kv);
+  b.v = make(d.N * d.S_total * kv);
+  b.scores = make(scores);
+  b.scores_scaled = make(scores);
+  b.scores_masked = make(scores);
+  b.weights = make(scores);
+  b.context = make(d.N * d.H * d.L * d.d_k);
+  b.concat = make(d.N * d.L * d.E);
+  b.output = make(d.N * d.L * d.E);
+  b.weights_avg = make(d.N * d.L * d.S_total);
+  return b;
+}
+
+}  // namespace detail
+
+namespace {
+
+template <class T>
+Stage<T> stage(std::string name, std::string formula, std::string note, Shape shape,
+               detail::Buffer<T> storage, Shape strides = {}, std::string view_of = "") {
+  Stage<T> s;
+  s.name = std::move(name);
+  s.formula = std::move(formula);
+  s.note = std::move(note);
+  s.strides = strides.empty() ? contiguous_strides(shape) : std::move(strides);
+  s.shape = std::move(shape);
+  s.storage = std::move(storage);
+  s.view_of = std::move(view_of);
+  return s;
+}
+
+template <class T>
+Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k,
+                     kv = G * dk;
+  std::string kv_extra;
+  if (Sp > S) {
+    kv_extra = "; then";
+    if (p.bias_k) kv_extra += " cat bias_k";
+    if (p.bias_k && p.add_zero_attn) kv_extra += ",";
+    if (p.add_zero_attn) kv_extra += " cat a zero row";
+    kv_extra += " along S";
+  }
+  const char* gqa = G < H ? " (G key/value heads shared by H/G query heads each)" : "";
+  Trace<T> t;
+  auto& s = t.stages;
+  s.push_back(stage<T>("query", "query", "input, batch-first", {N, L, E}, p.query));
+  s.push_back(stage<T>("key", "key", "input, batch-first", {N, S, d.kdim}, p.key));
+  s.push_back(stage<T>("value", "value", "input, batch-first", {N, S, d.vdim}, p.value));
+  s.push_back(
+      stage<T>("q", "F.linear(query, W_q, b_q)", "in-projection: W_q = in_proj_weight[:E]", {N, L, E}, b.q));
+  s.push_back(stage<T>("k", "F.linear(key, W_k, b_k)" + kv_extra,
+                       std::string("in-projection: W_k = in_proj_weight[E:E+G·d_k]") + gqa, {N, Sp, kv},
+                       b.k));
+  s.push_back(stage<T>("v", "F.linear(value, W_v, b_v)" + kv_extra,
+                       "in-projection: W_v = in_proj_weight[E+G·d_k:]", {N, Sp, kv}, b.v));
+  s.push_back(stage<T>("q_view", "q.view(N, L, H, d_k)",
+                       "a view of q: same storage, contiguous; head h owns columns h·d_k … (h+1)·d_k-1",
+                       {N, L, H, dk}, b.q, {}, "q"));
+  s.push_back(stage<T>("k_view", "k.view(N, S, G, d_k)", "a view of k: same storage, contiguous",
+                       {N, Sp, G, dk}, b.k, {}, "k"));
+  s.push_back(stage<T>("v_view", "v.view(N, S, G, d_k)", "a view of v: same storage, contiguous",
+                       {N, Sp, G, dk}, b.v, {}, "v"));
+  s.push_back(stage<T>("q_heads", "q_view.transpose(1, 2)",
+                       "a view of q: non-contiguous (only strides swap), so .view() on it fails until "
+                       ".contiguous()",
+                       {N, H, L, dk}, b.q, {L * E, dk, E, 1}, "q"));
+  s.push_back(stage<T>("k_heads", "k_view.transpose(1, 2)", "a view of k: non-contiguous", {N, G, Sp, dk},
+                       b.k, {Sp * kv, dk, kv, 1}, "k"));
+  s.push_back(stage<T>("v_heads", "v_view.transpose(1, 2)", "a view of v: non-contiguous", {N, G, Sp, dk},
+                       b.v, {Sp * kv, dk, kv, 1}, "v"));
+  s.push_back(stage<T>("scores", "q_heads @ k_heads.transpose(-2, -1)",
+                       "raw dot products q_i·k_j per head: O(L·S·d_k) each", {N, H, L, Sp}, b.scores));
+  s.push_back(stage<T>("scores_scaled", "(q_heads / math.sqrt(d_k)) @ k_heads.transpose(-2, -1)",
+                       "÷√d_k keeps the softmax out of saturation; torch scales q before the product",
+                       {N, H, L, Sp}, b.scores_scaled));
+  if (p.mask) {
+    const MergedMask<T>& m = *p.mask;
+    const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
+                           m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
+    auto storage = std::make_shared<std::vector<T>>(m.values);
+    s.push_back(stage<T>("attn_mask",
+                         "attn_mask merged with key_padding_mask; bool True -> -inf, float added",
+                         "additive; broadcast (stride 0) where one mask serves every batch item, "
+                         "head or query",
+                         {N, H, L, Sp}, storage, strides));
+  }
+  s.push_back(
+      stage<T>("scores_masked",
+               p.mask ? "torch.baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))" : "scores_scaled (no mask)",
+               "-inf where a key is blocked", {N, H, L, Sp}, b.scores_masked));
+  s.push_back(stage<T>("attn_weights", "F.softmax(scores_masked, dim=-1)",
+                       p.fully_masked == FullyMasked::nan
+                           ? "each row sums to 1; a row with every key blocked is NaN (torch)"
+                           : "each row sums to 1; a row with every key blocked is 0 (course notebook)",
+                       {N, H, L, Sp}, b.weights));
+  s.push_back(stage<T>("context", "attn_weights @ v_heads", "per-head context: a weighted mix of values",
+                       {N, H, L, dk}, b.context));
+  s.push_back(stage<T>("context_transposed", "context.transpose(1, 2)", "a view of context: non-contiguous",
+                       {N, L, H, dk}, b.context, {H * L * dk, dk, L * dk, 1}, "context"));
+  s.push_back(stage<T>("concat", "context_transposed.contiguous().view(N, L, E)",
+                       "heads side by side: .contiguous() copies, then .view() is legal", {N, L, E},
+                       b.concat));
+  s.push_back(stage<T>("output", "F.linear(concat, out_proj.weight, out_proj.bias)",
+                       "out-projection mixes the heads", {N, L, E}, b.output));
+  s.push_back(stage<T>("attn_weights_avg", "attn_weights.sum(dim=1) / num_heads",
+                       "what need_weights=True returns by default (average_attn_weights)", {N, L, Sp},
+                       b.weights_avg));
+  return t;
+}
+
+}  // namespace
+
+template <class T>
+ForwardResult<T> forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o) {
+  ForwardResult<T> r;
+  r.dims = check_inputs(c, w, in, o);
+  r.config = c;
+  r.backend = o.backend;
+  r.fully_masked = o.fully_masked;
+
+  detail::Problem<T> p;
+  p.d = r.dims;
+  p.fully_masked = o.fully_masked;
+  p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &r.warnings);
+  p.query = to_batch_first(in.query, p.d.batched, c.batch_first);
+  p.key = to_batch_first(in.key, p.d.batched, c.batch_first);
+  p.value = to_batch_first(in.value, p.d.batched, c.batch_first);
+  const std::int64_t E = p.d.E, kv = p.d.G * p.d.d_k;
+  if (!w.in_proj_weight.empty()) {
+    p.w_q = w.in_proj_weight.ptr();
+    p.w_k = p.w_q + E * E;
+    p.w_v = p.w_k + kv * E;
+  } else {
+    p.w_q = w.q_proj_weight.ptr();
+    p.w_k = w.k_proj_weight.ptr();
+    p.w_v = w.v_proj_weight.ptr();
+  }
+  if (c.bias) {
+    p.b_q = w.in_proj_bias.ptr();
+    p.b_k = p.b_q + E;
+    p.b_v = p.b_k + kv;
+    p.b_o = w.out_proj_bias.ptr();
+  }
+  p.w_o = w.out_proj_weight.ptr();
+  if (c.add_bias_kv) {
+    p.bias_k = w.bias_k.ptr();
+    p.bias_v = w.bias_v.ptr();
+  }
+  p.add_zero_attn = c.add_zero_attn;
+
+  for (const Tensor<T>* t :
+       {&in.query, &in.key, &in.value, &w.in_proj_weight, &w.q_proj_weight, &w.k_proj_weight,
+        &w.v_proj_weight, &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})
+    r.nonfinite_inputs += count_nonfinite(*t);
+
+  detail::Buffers<T> b = detail::allocate_buffers<T>(p.d);
+  if (o.backend == Backend::reference)
+    detail::forward_reference(p, b);
+  else
+    detail::forward_eigen(p, b);
+  r.fully_masked_rows = b.fully_masked_rows;
+  r.trace = make_trace(p, b);
+  return r;
+}
+
+template <class T>
+Tensor<T> ForwardResult<T>::output() const {
+  Tensor<T> bf = trace["output"].contiguous();  // (N, L, E)
+  if (!dims.batched) return Tensor<T>({dims.L, dims.E}, std::move(bf.data));
+  if (config.batch_first) return bf;
+  Tensor<T> out({dims.L, dims.N, dims.E});
+  for (std::int64_t n = 0; n < dims.N; ++n)
+    for (std::int64_t l = 0; l < dims.L; ++l)
+      for (std::int64_t e = 0; e < dims.E; ++e)
+        out.data[std::size_t((l * dims.N + n) * dims.E + e)] =
+            bf.data[std::size_t((n * dims.L + l) * dims.E + e)];
+  return out;
+}
+
+template <class T>
+Tensor<T> ForwardResult<T>::attn_weights(bool average_attn_weights) const {
+  Tensor<T> w = trace[average_attn_weights ? "attn_weights_avg" : "attn_weights"].contiguous();
+  if (!dims.batched) w.shape.erase(w.shape.begin());  // torch squeezes the batch dimension
+  return w;
+}
+
+template <class T>
+MultiHeadAttention<T>::MultiHeadAttention(std::int64_t d_model, std::int64_t num_heads, bool bias,
+                                          std::uint64_t seed) {
+  config_.embed_dim = d_model;
+  config_.num_heads = num_heads;
+  config_.bias = bias;
+  validate(config_);
+  TorchGenerator gen(seed);
+  weights_ = torch_default_init<T>(config_, gen);
+}
+
+template <class T>
+Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& Q, const Tensor<T>& K, const Tensor<T>& V,
+                                         const std::optional<Mask<T>>& mask) {
+  Inputs<T> in{Q, K, V, mask, std::nullopt};
+  last_ = mha::forward(config_, weights_, in, options_);
+  return last_.output();
+}
+
+template <class T>
+Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const std::optional<Mask<T>>& mask) {
+  return forward(x, x, x, mask);
+}
+
+template <class T>
+Tensor<T> multi_head_attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                               std::int64_t num_heads, std::int64_t d_model, const Weights<T>& weights,
+                               const std::optional<Mask<T>>& mask, const Options& options) {
+  Config c;
+  c.embed_dim = d_model;
+  c.num_heads = num_heads;
+  c.bias = !weights.in_proj_bias.empty();
+  c.kdim = k.dim() > 0 ? k.shape.back() : 0;
+  c.vdim = v.dim() > 0 ? v.shape.back() : 0;
+  Inputs<T> in{q, k, v, mask, std::nullopt};
+  return forward(c, weights, in, options).output();
+}
+
+#define MHA_INSTANTIATE(T)                                                                                  \
+  template Dims check_inputs<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&);        \
+  template ForwardResult<T> forward<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&); \
+  template struct ForwardResult<T>;                                                                         \
+  template class MultiHeadAttention<T>;                                                                     \
+  template Tensor<T> multi_head_attention<T>(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,          \
+                                             std::int64_t, std::int64_t, const Weights<T>&,                 \
+                                             const std::optional<Mask<T>>&, const Options&);                \
+  template detail::Buffers<T> detail::allocate_buffers<T>(const Dims&);
+MHA_INSTANTIATE(float)
+MHA_INSTANTIATE(double)
+#undef MHA_INSTANTIATE
+
+}  // namespace mha

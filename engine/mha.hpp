@@ -1,0 +1,162 @@
+// The public engine API: torch.nn.MultiheadAttention.forward (torch 1.13 semantics) for float and
+// double, returning every intermediate as a Trace. Two paths fill the same trace: an explicit-loop
+// reference (forward_reference.cpp) and the batched Eigen path (forward_eigen.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensor.hpp"
+#include "trace.hpp"
+
+namespace mha {
+
+// Module configuration, named as torch.nn.MultiheadAttention's constructor names it.
+struct Config {
+  std::int64_t embed_dim = 0;
+  std::int64_t num_heads = 1;
+  std::int64_t num_kv_heads = 0;  // grouped-query attention: G key/value heads; 0 means num_heads
+  bool bias = true;               // in_proj_bias and out_proj.bias
+  std::int64_t kdim = 0;          // key feature size; 0 means embed_dim
+  std::int64_t vdim = 0;          // value feature size; 0 means embed_dim
+  bool add_bias_kv = false;       // learned bias_k / bias_v rows appended to the keys and values
+  bool add_zero_attn = false;     // a zero key/value row appended after the head split
+  bool batch_first = true;        // (N, L, E) inputs; false: (L, N, E)
+
+  std::int64_t head_dim() const { return num_heads > 0 ? embed_dim / num_heads : 0; }
+  std::int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  std::int64_t key_dim() const { return kdim > 0 ? kdim : embed_dim; }
+  std::int64_t value_dim() const { return vdim > 0 ? vdim : embed_dim; }
+  std::int64_t kv_embed_dim() const { return kv_heads() * head_dim(); }  // G * d_k
+  // torch packs q, k, v into one in_proj_weight when kdim == vdim == embed_dim.
+  bool qkv_same_embed_dim() const { return key_dim() == embed_dim && value_dim() == embed_dim; }
+};
+
+// Throws ConfigError for sizes that cannot work (embed_dim % num_heads, num_kv_heads ∤ num_heads, ...).
+void validate(const Config& c);
+
+// The module's parameters, under torch's state_dict names. Empty tensors are absent parameters.
+template <class T>
+struct Weights {
+  Tensor<T> in_proj_weight;   // (E + 2·G·d_k, E): rows q, then k, then v (torch: (3E, E))
+  Tensor<T> q_proj_weight;    // (E, E)        used instead when kdim or vdim differ from E
+  Tensor<T> k_proj_weight;    // (G·d_k, kdim)
+  Tensor<T> v_proj_weight;    // (G·d_k, vdim)
+  Tensor<T> in_proj_bias;     // (E + 2·G·d_k,)
+  Tensor<T> bias_k;           // (1, 1, G·d_k)  add_bias_kv
+  Tensor<T> bias_v;           // (1, 1, G·d_k)
+  Tensor<T> out_proj_weight;  // (E, E)   state_dict name "out_proj.weight"
+  Tensor<T> out_proj_bias;    // (E,)     state_dict name "out_proj.bias"
+};
+
+// How a mask's values are to be read. torch accepts bool (True = not allowed) and float (added to
+// the scores); uint8 is torch's deprecated spelling of bool for attn_mask.
+enum class MaskDType { boolean, uint8, floating };
+const char* mask_dtype_name(MaskDType d);
+
+template <class T>
+struct Mask {
+  MaskDType dtype = MaskDType::boolean;
+  Tensor<T> values;  // boolean/uint8: 0 or 1 (non-zero = blocked); floating: added to the scores
+};
+
+// torch's only 3-D attn_mask layout is (N·num_heads, L, S), batch-major and head-minor. The course
+// material passes (N, L, S), one mask per batch item shared by its heads; torch rejects that, so it
+// is accepted here only when asked for explicitly.
+enum class MaskLayout { torch, per_batch };
+
+// What a query row whose every key is blocked gives. torch: NaN (softmax of all -inf). The course
+// notebook maps that NaN to 0 instead, which is the `zero` choice.
+enum class FullyMasked { nan, zero };
+
+enum class Backend { reference, eigen };
+const char* backend_name(Backend b);
+
+struct Options {
+  MaskLayout attn_mask_layout = MaskLayout::torch;
+  FullyMasked fully_masked = FullyMasked::nan;
+  Backend backend = Backend::eigen;
+  // Refuse before allocating when the trace would need more; 0 means half of physical memory.
+  std::uint64_t max_trace_bytes = 0;
+};
+
+template <class T>
+struct Inputs {
+  Tensor<T> query;                          // (N, L, E) batch_first, (L, N, E) otherwise, or unbatched (L, E)
+  Tensor<T> key;                            // (N, S, kdim) likewise
+  Tensor<T> value;                          // (N, S, vdim) likewise
+  std::optional<Mask<T>> attn_mask;         // (L, S), (N·H, L, S), or per_batch (N, L, S)
+  std::optional<Mask<T>> key_padding_mask;  // (N, S); unbatched (S,)
+};
+
+// Sizes after the input checks; S_total = S + add_bias_kv + add_zero_attn (torch's final src_len).
+struct Dims {
+  std::int64_t N = 0, L = 0, S = 0, S_total = 0, E = 0, H = 0, G = 0, d_k = 0, kdim = 0, vdim = 0;
+  bool batched = true;
+};
+
+template <class T>
+struct ForwardResult {
+  Trace<T> trace;  // every stage, batch-first and batched (N = 1 for unbatched input)
+  Dims dims;
+  Config config;
+  Backend backend = Backend::eigen;
+  FullyMasked fully_masked = FullyMasked::nan;  // the policy this result was computed with
+  std::int64_t fully_masked_rows = 0;           // (n, h, i) rows whose every key was blocked
+  std::int64_t nonfinite_inputs = 0;            // NaN/Inf values found in the inputs and weights
+  std::vector<std::string> warnings;            // e.g. torch's uint8-mask deprecation
+
+  // The module's return values, in the input's own layout, as torch returns them.
+  Tensor<T> output() const;                                 // like query
+  Tensor<T> attn_weights(bool average_attn_weights) const;  // (N,H,L,S') or averaged (N,L,S')
+};
+
+// Bytes the trace of a forward at these sizes would hold (what max_trace_bytes is checked against).
+std::uint64_t trace_bytes(const Dims& d, std::size_t scalar_size, bool has_mask);
+// Throws TooLargeError, naming the bytes needed, when that exceeds max_trace_bytes (0: half of RAM).
+void check_trace_fits(const Dims& d, std::size_t scalar_size, bool has_mask, std::uint64_t max_trace_bytes);
+// The sizes a batch-first forward of this config would have (used before inputs exist).
+Dims dims_for(const Config& c, std::int64_t N, std::int64_t L, std::int64_t S);
+
+// Checks every input against the config and returns the sizes; throws ShapeError/DtypeError/ConfigError.
+template <class T>
+Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o);
+
+// One forward pass. Throws the errors in errors.hpp, never crashes on bad input.
+template <class T>
+ForwardResult<T> forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o = {});
+
+// The course's API shapes, in C++. Weights start from torch's default initialisation drawn from
+// torch.manual_seed(seed); replace them through weights().
+template <class T>
+class MultiHeadAttention {
+ public:
+  MultiHeadAttention(std::int64_t d_model, std::int64_t num_heads, bool bias = true, std::uint64_t seed = 0);
+  // Q, K, V: (batch, seq_len, d_model). The mask follows torch (True = blocked) unless `options()`
+  // says otherwise; convert the other convention with mask_from_keep() first.
+  Tensor<T> forward(const Tensor<T>& Q, const Tensor<T>& K, const Tensor<T>& V,
+                    const std::optional<Mask<T>>& mask = std::nullopt);
+  Tensor<T> forward(const Tensor<T>& x, const std::optional<Mask<T>>& mask = std::nullopt);
+
+  Weights<T>& weights() { return weights_; }
+  Options& options() { return options_; }
+  const Config& config() const { return config_; }
+  const ForwardResult<T>& last() const { return last_; }  // the trace of the last forward
+
+ private:
+  Config config_;
+  Weights<T> weights_;
+  Options options_;
+  ForwardResult<T> last_;
+};
+
+// The notebook's free function: (batch, seq_len, d_model) in and out, with explicit weights.
+template <class T>
+Tensor<T> multi_head_attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                               std::int64_t num_heads, std::int64_t d_model, const Weights<T>& weights,
+                               const std::optional<Mask<T>>& mask = std::nullopt,
+                               const Options& options = {});
+
+}  // namespace mha

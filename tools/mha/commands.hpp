@@ -1,0 +1,13 @@
+// Subcommands of the `mha` command-line tool. Each registers its options on the CLI11 app and
+// runs when chosen; errors are thrown as mha::Error and printed by main.cpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace mha::cli {
+
+// Adds `mha compute`; returns the function that runs it once the command line is parsed.
+std::function<int()> add_compute(CLI::App& app);
+
+}  // namespace mha::cli

@@ -1,0 +1,24 @@
+// `mha`: the engine from the command line, with no GL, GLFW or ImGui linked — the proof that the
+// engine stands alone. Subcommands live one per file (compute.cpp, ...).
+#include <cstdio>
+#include <exception>
+
+#include "commands.hpp"
+#include "errors.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mha: multi-head attention, stage by stage, equal to torch.nn.MultiheadAttention"};
+  app.require_subcommand(1);
+  auto run_compute = mha::cli::add_compute(app);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (app.got_subcommand("compute")) return run_compute();
+  } catch (const mha::Error& e) {
+    std::fprintf(stderr, "mha: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mha: error: %s\n", e.what());
+    return 3;
+  }
+  return 1;
+}

@@ -43,7 +43,8 @@ struct Tensor {
 };
 
 // An array as a file holds it: dtype, shape and the raw little-endian bytes in C order.
-// Readers convert Fortran-order and half-precision data on load, so `data` is always C order.
+// Readers convert Fortran order on load, so `data` is always C order; f16/bf16 stay as stored
+// and are widened by to_tensor.
 struct Array {
   DType dtype = DType::f32;
   Shape shape;

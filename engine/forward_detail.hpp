@@ -58,15 +58,33 @@ struct Buffers {
   Buffer<T> concat;         // (N, L, E)      heads side by side
   Buffer<T> output;         // (N, L, E)      out projection
   Buffer<T> weights_avg;    // (N, L, S')     sum over heads / H
+  Buffer<T> q_scaled;       // (N, L, E)      q / √d_k: scratch of the Eigen path, not in the trace
+  Buffer<T> scratch;        // the Eigen path's per-thread blocks, sized (and kept) by forward_eigen
   std::int64_t fully_masked_rows = 0;
 };
 
+// What a Workspace keeps between forwards: the trace's buffers (the batch-first input copies and
+// the merged mask included) and the Eigen path's scratch.
 template <class T>
-Buffers<T> allocate_buffers(const Dims& d);
+struct WorkspaceState {
+  Buffer<T> query, key, value, mask;
+  Buffers<T> buffers;
+  std::int64_t allocations = 0;
+};
+
+// Points ws.buffers at storage for a forward of sizes `d`, reusing each buffer whose size is
+// unchanged and that only the workspace holds, allocating the others. Every element of the reused
+// buffers is overwritten by both forward paths, so old values never leak into a new trace.
+template <class T>
+Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws);
+// The same rule for one buffer of n elements.
+template <class T>
+Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws);
 
 template <class T>
 void forward_reference(const Problem<T>& p, Buffers<T>& b);
+// threads: as Options::threads; times: null, or filled with the phase times.
 template <class T>
-void forward_eigen(const Problem<T>& p, Buffers<T>& b);
+void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads, StageTimes* times);
 
 }  // namespace mha::detail

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -78,11 +79,16 @@ std::int64_t count_nonfinite(const Tensor<T>& t) {
   return n;
 }
 
-// Copies a (N, L, F) / (L, N, F) / (L, F) tensor into batch-first (N, L, F).
+// Copies a (N, L, F) / (L, N, F) / (L, F) tensor into batch-first (N, L, F), in a buffer of the
+// workspace.
 template <class T>
-detail::Buffer<T> to_batch_first(const Tensor<T>& t, bool batched, bool batch_first) {
-  auto out = std::make_shared<std::vector<T>>(t.data);
-  if (!batched || batch_first) return out;
+detail::Buffer<T> to_batch_first(const Tensor<T>& t, bool batched, bool batch_first, detail::Buffer<T>& slot,
+                                 detail::WorkspaceState<T>& ws) {
+  detail::Buffer<T> out = detail::reuse_or_allocate(slot, t.data.size(), ws);
+  if (!batched || batch_first) {
+    std::copy(t.data.begin(), t.data.end(), out->begin());
+    return out;
+  }
   const std::int64_t L = t.shape[0], N = t.shape[1], F = t.shape[2];
   for (std::int64_t l = 0; l < L; ++l)
     for (std::int64_t n = 0; n < N; ++n)
@@ -230,21 +236,37 @@ Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, con
 namespace detail {
 
 template <class T>
-Buffers<T> allocate_buffers(const Dims& d) {
-  auto make = [](std::int64_t n) { return std::make_shared<std::vector<T>>(std::size_t(n)); };
-  const std::int64_t kv = d.G * d.d_k, scores = d.N * d.H * d.L * d.S_total;
-  Buffers<T> b;
-  b.q = make(d.N * d.L * d.E);
-  b.k = make(d.N * d.S_total * kv);
-  b.v = make(d.N * d.S_total * kv);
-  b.scores = make(scores);
-  b.scores_scaled = make(scores);
-  b.scores_masked = make(scores);
-  b.weights = make(scores);
-  b.context = make(d.N * d.H * d.L * d.d_k);
-  b.concat = make(d.N * d.L * d.E);
-  b.output = make(d.N * d.L * d.E);
-  b.weights_avg = make(d.N * d.L * d.S_total);
+Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws) {
+  if (!slot || slot.use_count() != 1 || slot->size() != n) {
+    slot.reset();  // drop ours first, so a size change never holds the old and the new buffer at once
+    slot = std::make_shared<std::vector<T>>(n);
+    ++ws.allocations;
+  }
+  return slot;
+}
+
+template <class T>
+Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws) {
+  const std::size_t kv = std::size_t(d.G * d.d_k), NL = std::size_t(d.N * d.L),
+                    NSp = std::size_t(d.N * d.S_total);
+  const std::size_t E = std::size_t(d.E), scores = std::size_t(d.N * d.H * d.L * d.S_total);
+  Buffers<T>& b = ws.buffers;
+  b.q = reuse_or_allocate(b.q, NL * E, ws);
+  b.k = reuse_or_allocate(b.k, NSp * kv, ws);
+  b.v = reuse_or_allocate(b.v, NSp * kv, ws);
+  b.scores = reuse_or_allocate(b.scores, scores, ws);
+  b.scores_scaled = reuse_or_allocate(b.scores_scaled, scores, ws);
+  b.scores_masked = reuse_or_allocate(b.scores_masked, scores, ws);
+  b.weights = reuse_or_allocate(b.weights, scores, ws);
+  b.context = reuse_or_allocate(b.context, NL * std::size_t(d.H * d.d_k), ws);
+  b.concat = reuse_or_allocate(b.concat, NL * E, ws);
+  b.output = reuse_or_allocate(b.output, NL * E, ws);
+  b.weights_avg = reuse_or_allocate(b.weights_avg, NL * std::size_t(d.S_total), ws);
+  if (backend == Backend::eigen)
+    b.q_scaled = reuse_or_allocate(b.q_scaled, NL * E, ws);
+  else
+    b.q_scaled.reset();
+  b.fully_masked_rows = 0;
   return b;
 }
 
@@ -266,8 +288,10 @@ Stage<T> stage(std::string name, std::string formula, std::string note, Shape sh
   return s;
 }
 
+// mask_storage: the merged mask's values, in a workspace buffer (unused without a mask).
 template <class T>
-Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b) {
+Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
+                    detail::Buffer<T> mask_storage) {
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k,
                      kv = G * dk;
@@ -316,12 +340,12 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b) {
     const MergedMask<T>& m = *p.mask;
     const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
                            m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
-    auto storage = std::make_shared<std::vector<T>>(m.values);
+    std::copy(m.values.begin(), m.values.end(), mask_storage->begin());
     s.push_back(stage<T>("attn_mask",
                          "attn_mask merged with key_padding_mask; bool True -> -inf, float added",
                          "additive; broadcast (stride 0) where one mask serves every batch item, "
                          "head or query",
-                         {N, H, L, Sp}, storage, strides));
+                         {N, H, L, Sp}, std::move(mask_storage), strides));
   }
   s.push_back(
       stage<T>("scores_masked",
@@ -350,20 +374,25 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b) {
 }  // namespace
 
 template <class T>
-ForwardResult<T> forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o) {
-  ForwardResult<T> r;
-  r.dims = check_inputs(c, w, in, o);
+ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                          Workspace<T>& ws, ForwardResult<T>& r) {
+  detail::Problem<T> p;
+  p.d = check_inputs(c, w, in, o);
+  std::vector<std::string> warnings;
+  p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
+  // Every check has passed. Let go of the previous result, so that its buffers can be reused.
+  r = ForwardResult<T>();
+  r.dims = p.d;
   r.config = c;
   r.backend = o.backend;
   r.fully_masked = o.fully_masked;
+  r.warnings = std::move(warnings);
 
-  detail::Problem<T> p;
-  p.d = r.dims;
+  detail::WorkspaceState<T>& st = ws.state();
   p.fully_masked = o.fully_masked;
-  p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &r.warnings);
-  p.query = to_batch_first(in.query, p.d.batched, c.batch_first);
-  p.key = to_batch_first(in.key, p.d.batched, c.batch_first);
-  p.value = to_batch_first(in.value, p.d.batched, c.batch_first);
+  p.query = to_batch_first(in.query, p.d.batched, c.batch_first, st.query, st);
+  p.key = to_batch_first(in.key, p.d.batched, c.batch_first, st.key, st);
+  p.value = to_batch_first(in.value, p.d.batched, c.batch_first, st.value, st);
   const std::int64_t E = p.d.E, kv = p.d.G * p.d.d_k;
   if (!w.in_proj_weight.empty()) {
     p.w_q = w.in_proj_weight.ptr();
@@ -392,14 +421,51 @@ ForwardResult<T> forward(const Config& c, const Weights<T>& w, const Inputs<T>& 
         &w.v_proj_weight, &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})
     r.nonfinite_inputs += count_nonfinite(*t);
 
-  detail::Buffers<T> b = detail::allocate_buffers<T>(p.d);
+  detail::Buffers<T>& b = detail::prepare_buffers(p.d, o.backend, st);
+  detail::Buffer<T> mask_storage;
+  if (p.mask) mask_storage = detail::reuse_or_allocate(st.mask, p.mask->values.size(), st);
   if (o.backend == Backend::reference)
     detail::forward_reference(p, b);
   else
-    detail::forward_eigen(p, b);
+    detail::forward_eigen(p, b, o.threads, o.stage_times);
   r.fully_masked_rows = b.fully_masked_rows;
-  r.trace = make_trace(p, b);
+  r.trace = make_trace(p, b, std::move(mask_storage));
   return r;
+}
+
+template <class T>
+ForwardResult<T> forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o) {
+  Workspace<T> ws;  // dies here; the result's trace keeps the buffers
+  ForwardResult<T> r;
+  forward(c, w, in, o, ws, r);
+  return r;
+}
+
+template <class T>
+Workspace<T>::Workspace() noexcept = default;
+template <class T>
+Workspace<T>::~Workspace() = default;
+template <class T>
+Workspace<T>::Workspace(const Workspace&) {}
+template <class T>
+Workspace<T>& Workspace<T>::operator=(const Workspace& other) {
+  if (this != &other) state_.reset();
+  return *this;
+}
+template <class T>
+Workspace<T>::Workspace(Workspace&&) noexcept = default;
+template <class T>
+Workspace<T>& Workspace<T>::operator=(Workspace&&) noexcept = default;
+
+template <class T>
+std::int64_t Workspace<T>::allocations() const {
+  return state_ ? state_->allocations : 0;
+}
+
+template <class T>
+detail::WorkspaceState<T>& Workspace<T>::state() {
+  if (!state_) state_ = std::make_unique<detail::WorkspaceState<T>>();
+  return *state_;
 }
 
 template <class T>
@@ -438,7 +504,7 @@ template <class T>
 Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& Q, const Tensor<T>& K, const Tensor<T>& V,
                                          const std::optional<Mask<T>>& mask) {
   Inputs<T> in{Q, K, V, mask, std::nullopt};
-  last_ = mha::forward(config_, weights_, in, options_);
+  mha::forward(config_, weights_, in, options_, workspace_, last_);
   return last_.output();
 }
 
@@ -469,7 +535,12 @@ Tensor<T> multi_head_attention(const Tensor<T>& q, const Tensor<T>& k, const Ten
   template Tensor<T> multi_head_attention<T>(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,          \
                                              std::int64_t, std::int64_t, const Weights<T>&,                 \
                                              const std::optional<Mask<T>>&, const Options&);                \
-  template detail::Buffers<T> detail::allocate_buffers<T>(const Dims&);
+  template ForwardResult<T>& forward<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&, \
+                                        Workspace<T>&, ForwardResult<T>&);                                  \
+  template class Workspace<T>;                                                                              \
+  template detail::Buffer<T> detail::reuse_or_allocate<T>(detail::Buffer<T>&, std::size_t,                  \
+                                                          detail::WorkspaceState<T>&);                      \
+  template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&);
 MHA_INSTANTIATE(float)
 MHA_INSTANTIATE(double)
 #undef MHA_INSTANTIATE

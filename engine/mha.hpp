@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,12 +75,31 @@ enum class FullyMasked { nan, zero };
 enum class Backend { reference, eigen };
 const char* backend_name(Backend b);
 
+// Where one Eigen forward spent its time, in milliseconds (filled through Options::stage_times). The
+// phases inside the fused per-head loop run interleaved on several threads, so their wall time is
+// split between them in proportion to the thread time each took; the six add up to the Eigen
+// path's wall time (input checks, copies and the trace assembly are not in them).
+struct StageTimes {
+  double projections = 0;   // q, k, v in-projections and q / √d_k
+  double scores = 0;        // per-head (q / √d_k)·kᵀ
+  double mask_softmax = 0;  // raw scores (scaled·√d_k), + mask, softmax over keys
+  double context = 0;       // weights·v, and the copy into concat
+  double out_proj = 0;      // out-projection
+  double average = 0;       // head-averaged weights
+  int threads = 0;          // threads the forward ran on
+};
+
 struct Options {
   MaskLayout attn_mask_layout = MaskLayout::torch;
   FullyMasked fully_masked = FullyMasked::nan;
   Backend backend = Backend::eigen;
   // Refuse before allocating when the trace would need more; 0 means half of physical memory.
   std::uint64_t max_trace_bytes = 0;
+  // Threads for the Eigen path: 0 means one per hardware thread. Problems too small to repay
+  // starting a thread (teaching sizes) always run on the caller's thread.
+  int threads = 0;
+  // When set, the Eigen path overwrites it with its per-phase times (`mha bench`); null costs nothing.
+  StageTimes* stage_times = nullptr;
 };
 
 template <class T>
@@ -128,6 +148,43 @@ Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, con
 template <class T>
 ForwardResult<T> forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o = {});
 
+namespace detail {
+template <class T>
+struct WorkspaceState;
+}
+
+// Buffers kept between forwards, so that recomputing after an edit at unchanged sizes allocates
+// none of the trace's tensors. A result computed into a workspace shares storage with it: its trace
+// points into the workspace's buffers. The next forward into the same workspace reuses a buffer
+// only when the workspace holds the only reference to it; a buffer that an earlier result (or a
+// copy of a Stage) still holds is left alone and a new one is allocated. So nothing a caller still
+// holds is ever overwritten; to get the reuse, let go of the previous result, which the forward
+// overload below does for the result it is given. Not for use by two threads at once.
+template <class T>
+class Workspace {
+ public:
+  Workspace() noexcept;
+  ~Workspace();
+  Workspace(const Workspace&);  // a copy starts empty: two workspaces never share buffers
+  Workspace& operator=(const Workspace&);
+  Workspace(Workspace&&) noexcept;
+  Workspace& operator=(Workspace&&) noexcept;
+
+  // Buffers allocated so far; a forward that reused every buffer adds none.
+  std::int64_t allocations() const;
+  detail::WorkspaceState<T>& state();  // the engine's access; made on first use
+
+ private:
+  std::unique_ptr<detail::WorkspaceState<T>> state_;  // null until the first forward
+};
+
+// The same forward, computed into `result` with `ws`'s buffers: the inputs are checked first (on an
+// error `result` is untouched), then `result` is released and recomputed, reusing every buffer of
+// unchanged size that nobody else holds (see Workspace). Returns `result`.
+template <class T>
+ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                          Workspace<T>& ws, ForwardResult<T>& result);
+
 // The course's API shapes, in C++. Weights start from torch's default initialisation drawn from
 // torch.manual_seed(seed); replace them through weights().
 template <class T>
@@ -149,6 +206,7 @@ class MultiHeadAttention {
   Config config_;
   Weights<T> weights_;
   Options options_;
+  Workspace<T> workspace_;  // each forward recomputes last_ in place, reusing its buffers
   ForwardResult<T> last_;
 };
 

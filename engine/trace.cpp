@@ -5,6 +5,16 @@
 
 namespace mha {
 
+bool is_contiguous(const Shape& shape, const Shape& strides) {
+  std::int64_t expected = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
 template <class T>
 T Stage<T>::at(const Shape& index) const {
   std::int64_t off = offset;

@@ -12,6 +12,10 @@
 
 namespace mha {
 
+// torch's Tensor.is_contiguous(): row-major strides, where a dimension of size 1 may have any stride
+// (q_heads at L = 1 is contiguous although its strides differ from a fresh tensor's).
+bool is_contiguous(const Shape& shape, const Shape& strides);
+
 template <class T>
 struct Stage {
   std::string name;     // "q_heads": also the .npy file name written by `mha compute --out`
@@ -23,7 +27,7 @@ struct Stage {
   std::int64_t offset = 0;
   std::string view_of;  // name of the stage whose storage this one views ("" = owns its storage)
 
-  bool is_contiguous() const { return strides == contiguous_strides(shape); }
+  bool is_contiguous() const { return mha::is_contiguous(shape, strides); }
   std::int64_t numel() const { return mha::numel(shape); }
   // Element at a full index (one entry per dimension); no bounds check beyond the shape's rank.
   T at(const Shape& index) const;

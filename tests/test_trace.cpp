@@ -50,6 +50,13 @@ TEST_CASE("view keeps q's storage; transpose makes it non-contiguous", "[trace]"
   CHECK(ct.contiguous().data == concat.data);  // .contiguous().view(N, L, E) is a reshape of the copy
 }
 
+TEST_CASE("contiguity follows torch: size-1 dimensions may have any stride", "[trace]") {
+  CHECK(is_contiguous({3, 2, 4, 4}, {32, 16, 4, 1}));
+  CHECK_FALSE(is_contiguous({3, 2, 4, 4}, {32, 4, 8, 1}));  // q_heads
+  CHECK(is_contiguous({3, 2, 1, 4}, {8, 4, 8, 1}));         // q_heads at L = 1: torch says contiguous
+  CHECK(is_contiguous({1, 5}, {0, 1}));
+}
+
 TEST_CASE("a 2-D mask is one buffer broadcast over batch and heads", "[trace]") {
   const ForwardResult<float> r = notebook_forward(causal_mask<float>(4, 4));
   const Stage<float>& m = r.trace["attn_mask"];

@@ -3,7 +3,8 @@
 # `apt-get update` once and installs only when something is missing. --torch adds python3-torch
 # (only needed to regenerate the reference fixtures: tools/gen_fixtures.py).
 set -euo pipefail
-pkgs=(cmake g++ make pkg-config libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev)
+pkgs=(cmake g++ make pkg-config libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
+      libimgui-dev libstb-dev libglfw3-dev libepoxy-dev xvfb xauth libgl1-mesa-dri)
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy libopenblas0-pthread); fi
 
 missing=()

@@ -10,9 +10,11 @@ int main(int argc, char** argv) {
   CLI::App app{"mha: multi-head attention, stage by stage, equal to torch.nn.MultiheadAttention"};
   app.require_subcommand(1);
   auto run_compute = mha::cli::add_compute(app);
+  auto run_bench = mha::cli::add_bench(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("compute")) return run_compute();
+    if (app.got_subcommand("bench")) return run_bench();
   } catch (const mha::Error& e) {
     std::fprintf(stderr, "mha: error: %s\n", e.what());
     return 2;

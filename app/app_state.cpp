@@ -1,0 +1,92 @@
+// Edits, undo/redo, recompute and debounced autosave: the only places the scenario changes.
+#include "app_state.hpp"
+
+#include "errors.hpp"
+
+namespace mha::app {
+
+namespace {
+
+// Which inline error slot an engine error belongs to (the argument it names).
+std::string error_slot(const std::string& argument) {
+  if (argument == "attn_mask" || argument == "key_padding_mask") return "mask";
+  if (argument == "num_heads" || argument == "num_kv_heads" || argument == "embed_dim") return argument;
+  if (argument == "sizes" || argument == "shape") return "sizes";
+  return "tensors";  // query/key/value/weights
+}
+
+constexpr double kCoalesceSeconds = 0.75;  // a slider drag is one undo step
+constexpr double kAutosaveDelay = 1.0;     // debounce: save a second after the last edit
+
+}  // namespace
+
+void AppState::edited(const char* what) {
+  const bool coalesce = what == last_edit && now - last_edit_time < kCoalesceSeconds;
+  if (!coalesce) history.push(committed, what);
+  committed = scenario;
+  last_edit = what;
+  last_edit_time = now;
+  autosave_pending = true;
+  recompute();
+}
+
+void AppState::undo() {
+  const std::string what = history.undo(scenario);
+  if (what.empty()) return;
+  committed = scenario;
+  last_edit.clear();
+  status = "undid: " + what;
+  autosave_pending = true;
+  recompute();
+}
+
+void AppState::redo() {
+  const std::string what = history.redo(scenario);
+  if (what.empty()) return;
+  committed = scenario;
+  last_edit.clear();
+  status = "redid: " + what;
+  autosave_pending = true;
+  recompute();
+}
+
+void AppState::load(Scenario s, const std::string& what) {
+  history.push(committed, what);
+  scenario = std::move(s);
+  committed = scenario;
+  last_edit.clear();
+  autosave_pending = true;
+  recompute();
+}
+
+void AppState::recompute() {
+  computer.request(scenario);
+  tick(now);  // a synchronous result is ready now: show it this frame
+}
+
+void AppState::tick(double t) {
+  now = t;
+  if (auto o = computer.poll()) {
+    for (const char* key : {"num_heads", "num_kv_heads", "embed_dim", "sizes", "mask", "tensors"})
+      errors.erase(key);
+    compute_failed = !o->result;
+    if (o->result) {
+      if (result.valid()) previous = std::move(result);
+      result = std::move(*o->result);
+    } else {
+      errors[error_slot(o->error_argument)] = o->error;
+    }
+  }
+  // Derived every frame: a job the worker dropped (overtaken by a newer edit) delivers nothing.
+  stale = computer.busy() || compute_failed;
+  if (autosave_pending && !autosave_path.empty() && now - last_edit_time >= kAutosaveDelay) {
+    autosave_pending = false;
+    try {
+      save_scenario(autosave_path, scenario);
+    } catch (const Error& e) {
+      status = std::string("autosave failed: ") + e.what();
+    }
+  }
+}
+
+}  // namespace mha::app

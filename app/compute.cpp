@@ -1,0 +1,194 @@
+// Scenario -> engine inputs, and the compute worker: one background thread, newest job wins,
+// results carry a sequence number so a late worker result never replaces a newer one.
+#include "compute.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "errors.hpp"
+#include "masks.hpp"
+#include "torch_rng.hpp"
+
+namespace mha::app {
+
+namespace {
+
+void require_shape(const char* name, const Tensor<float>& t, const Shape& want) {
+  if (t.shape != want)
+    throw ShapeError("tensors", std::string("the edited ") + name + " is " + shape_str(t.shape) +
+                                    " but the sizes now need " + shape_str(want) +
+                                    ": reset it (Inputs → Reset) or change the sizes back");
+}
+
+Mask<float> mask_from_spec(const Scenario& s, std::int64_t N, std::int64_t L, std::int64_t S) {
+  const MaskSpec& m = s.mask;
+  const Shape want = m.scope == MaskScope::shared      ? Shape{L, S}
+                     : m.scope == MaskScope::per_batch ? Shape{N, L, S}
+                                                       : Shape{N * s.num_heads, L, S};
+  if (m.cells_shape != want || m.cells.size() != std::size_t(numel(want)))
+    throw ShapeError("attn_mask", "the mask is " + shape_str(m.cells_shape) +
+                                      " but the sizes and scope need " + shape_str(want) +
+                                      ": pick a preset again or reset the mask");
+  if (m.convention == MaskConvention::additive) {
+    Mask<float> out;
+    out.dtype = MaskDType::floating;
+    out.values = Tensor<float>(want, m.cells);
+    return out;
+  }
+  if (m.convention == MaskConvention::keep) {  // the course's 1 = attend, converted by the named function
+    Tensor<float> keep(want);
+    for (std::size_t i = 0; i < m.cells.size(); ++i)
+      keep.data[i] = std::isinf(m.cells[i]) && m.cells[i] < 0 ? 0 : 1;
+    return mask_from_keep(keep);
+  }
+  Mask<float> out;  // torch bool: True = blocked
+  out.values = Tensor<float>(want);
+  for (std::size_t i = 0; i < m.cells.size(); ++i)
+    out.values.data[i] = std::isinf(m.cells[i]) && m.cells[i] < 0;
+  return out;
+}
+
+}  // namespace
+
+Built build_forward(const Scenario& s) {
+  Built b;
+  Config& c = b.config;
+  c.embed_dim = s.embed_dim;
+  c.num_heads = s.num_heads;
+  c.num_kv_heads = s.num_kv_heads;
+  c.bias = s.bias;
+  validate(c);
+  const std::int64_t N = s.batch, L = s.L(), S = s.S();
+  if (N <= 0 || L <= 0 || S <= 0)
+    throw ConfigError("sizes", "batch, query length and key length must be positive (N=" + std::to_string(N) +
+                                   ", L=" + std::to_string(L) + ", S=" + std::to_string(S) + ")");
+  const bool has_mask = !s.mask.cells.empty() || !s.mask.key_padding.empty();
+  check_trace_fits(dims_for(c, N, L, S), sizeof(float), has_mask, 0);
+
+  // torch.manual_seed(seed), then the inputs, then nn.MultiheadAttention's default init.
+  if (s.cross_attention || s.separate_qkv) {
+    SeededCase<float> sc = torch_seeded_case<float>(c, s.seed, N, L, S);
+    b.inputs = std::move(sc.inputs);
+    b.weights = std::move(sc.weights);
+  } else {
+    TorchGenerator gen(s.seed);
+    b.inputs.query = gen.rand<float>({N, L, s.embed_dim});
+    b.weights = torch_default_init<float>(c, gen);
+  }
+  if (s.query) require_shape("query", *s.query, {N, L, s.embed_dim}), b.inputs.query = *s.query;
+  if (!s.cross_attention && !s.separate_qkv) {
+    b.inputs.key = b.inputs.query;  // self-attention: one x for query, key and value
+    b.inputs.value = b.inputs.query;
+  }
+  if (s.key) require_shape("key", *s.key, {N, S, s.embed_dim}), b.inputs.key = *s.key;
+  if (s.value) require_shape("value", *s.value, {N, S, s.embed_dim}), b.inputs.value = *s.value;
+  if (s.weights) b.weights = *s.weights;  // the engine checks their shapes and names them
+
+  if (!s.mask.cells.empty()) {
+    b.inputs.attn_mask = mask_from_spec(s, N, L, S);
+    if (s.mask.scope == MaskScope::per_batch) b.options.attn_mask_layout = MaskLayout::per_batch;
+  }
+  if (!s.mask.key_padding.empty()) {
+    if (s.mask.key_padding.size() != std::size_t(N * S))
+      throw ShapeError("key_padding_mask",
+                       "the key padding mask has " + std::to_string(s.mask.key_padding.size()) +
+                           " cells but (N, S) = " + shape_str({N, S}) + " needs " + std::to_string(N * S));
+    Mask<float> kpm;
+    kpm.values = Tensor<float>({N, S});
+    for (std::size_t i = 0; i < s.mask.key_padding.size(); ++i)
+      kpm.values.data[i] = s.mask.key_padding[i] ? 1 : 0;
+    b.inputs.key_padding_mask = std::move(kpm);
+  }
+  b.options.fully_masked = s.fully_masked;
+  return b;
+}
+
+double forward_work(const Scenario& s) {
+  const double N = double(s.batch), L = double(s.L()), S = double(s.S()), E = double(s.embed_dim);
+  const double kv =
+      s.num_heads > 0 && s.num_kv_heads > 0 ? E * double(s.num_kv_heads) / double(s.num_heads) : E;
+  // projections (q, k, v, out) + scores twice (raw and scaled) + weights·V
+  return N * (2 * L * E * E + 2 * S * E * kv + 3 * L * S * E);
+}
+
+Computer::Computer() : worker_([this] { worker_loop(); }) {}
+
+Computer::~Computer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+Computer::Outcome Computer::run(const Scenario& s) {
+  Outcome out;
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Built b = build_forward(s);
+    auto fwd =
+        std::make_shared<const ForwardResult<float>>(forward(b.config, b.weights, b.inputs, b.options));
+    Result r;
+    r.forward = std::move(fwd);
+    r.query_tokens = s.query_tokens();
+    r.key_tokens = s.key_tokens();
+    r.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    out.result = std::move(r);
+  } catch (const Error& e) {
+    out.error = e.what();
+    out.error_argument = e.argument;
+  } catch (const std::bad_alloc&) {
+    out.error = "out of memory while computing this size; the last result is kept";
+    out.error_argument = "sizes";
+  }
+  return out;
+}
+
+void Computer::request(const Scenario& s) {
+  const std::uint64_t seq = ++requested_;
+  if (forward_work(s) <= kSyncWorkLimit) {
+    Outcome o = run(s);
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_.reset();  // a queued larger job is older than this edit
+    deliver(std::move(o), seq);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = Job{s, seq};
+    busy_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Computer::deliver(Outcome o, std::uint64_t seq) {
+  if (seq < delivered_seq_) return;  // an older job finished after a newer one: drop it
+  delivered_seq_ = seq;
+  if (o.result) o.result->generation = ++generation_;
+  done_ = std::move(o);
+}
+
+std::optional<Computer::Outcome> Computer::poll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::optional<Outcome> o = std::move(done_);
+  done_.reset();
+  return o;
+}
+
+void Computer::worker_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [this] { return quit_ || job_.has_value(); });
+    if (quit_) return;
+    Job job = std::move(*job_);
+    job_.reset();
+    lock.unlock();
+    Outcome o = run(job.scenario);
+    lock.lock();
+    deliver(std::move(o), job.seq);
+    busy_ = job_.has_value();
+  }
+}
+
+}  // namespace mha::app

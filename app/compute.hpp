@@ -1,0 +1,79 @@
+// Turns a Scenario into an engine forward. Small problems are computed at once; larger ones run on
+// a worker thread so the UI stays responsive (the last result stays on screen, marked stale).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "scenario.hpp"
+
+namespace mha::app {
+
+struct Result {
+  std::shared_ptr<const ForwardResult<float>> forward;  // null until the first success
+  std::vector<std::string> query_tokens, key_tokens;
+  std::uint64_t generation = 0;  // increases with every new result: texture caches key on it
+  double compute_ms = 0;
+  bool valid() const { return forward != nullptr; }
+};
+
+// The engine inputs a scenario describes. Throws mha::Error (ConfigError, ShapeError, TooLargeError)
+// naming the control to show the message next to.
+struct Built {
+  Config config;
+  Weights<float> weights;
+  Inputs<float> inputs;
+  Options options;
+};
+Built build_forward(const Scenario& s);
+
+// Above this many multiply-adds a recompute goes to the worker thread (a 60 Hz frame is 16 ms;
+// the Eigen path does ≥ 1 GFLOP/s even on a slow core, so 2·10^6 MACs stay well inside a frame).
+constexpr double kSyncWorkLimit = 2e6;
+double forward_work(const Scenario& s);  // multiply-adds of one forward at the scenario's sizes
+
+class Computer {
+ public:
+  Computer();
+  ~Computer();
+  Computer(const Computer&) = delete;
+  Computer& operator=(const Computer&) = delete;
+
+  // Starts a forward of `s`. Small ones finish before this returns; large ones replace any queued
+  // job on the worker (the newest edit wins).
+  void request(const Scenario& s);
+  // A finished result or error, once; nullopt while nothing new is ready.
+  struct Outcome {
+    std::optional<Result> result;
+    std::string error, error_argument;  // when the forward threw
+  };
+  std::optional<Outcome> poll();
+  bool busy() const { return busy_; }
+
+ private:
+  struct Job {
+    Scenario scenario;
+    std::uint64_t seq;
+  };
+  Outcome run(const Scenario& s);
+  void deliver(Outcome o, std::uint64_t seq);  // under mutex_
+  void worker_loop();
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::optional<Job> job_;
+  std::optional<Outcome> done_;
+  std::atomic<bool> busy_{false};
+  bool quit_ = false;
+  std::uint64_t requested_ = 0;      // sequence number of the newest request (UI thread only)
+  std::uint64_t delivered_seq_ = 0;  // newest sequence delivered so far
+  std::uint64_t generation_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace mha::app

@@ -1,0 +1,48 @@
+// The heatmap widget: one texture quad (not one widget per cell, so L = 256+ stays fast), token
+// labels on both axes, values printed when cells are large enough, blocked cells hatched, NaN
+// rows flagged, and the hovered/clicked cell reported back.
+#pragma once
+
+#include <imgui.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "colormap.hpp"
+#include "textures.hpp"
+
+namespace mha::app {
+
+struct Heatmap {
+  std::string id;  // unique per widget; also the texture slot
+  const float* values = nullptr;
+  int rows = 0, cols = 0;
+  std::int64_t row_stride = 0, col_stride = 1;  // in elements: strided views need no copy
+  float vmin = 0, vmax = 1;
+  Colormap colormap = Colormap::viridis;
+  const std::vector<std::string>* row_labels = nullptr;  // queries
+  const std::vector<std::string>* col_labels = nullptr;  // keys
+  std::function<bool(int row, int col)> blocked;         // drawn grey and hatched
+  bool show_values = true;
+  float max_cell = 48.0f;                    // cell size cap in pixels (the widget fits `size`)
+  ImVec2 size{0, 0};                         // space to fill; 0 = the available region
+  std::uint64_t version = 0;                 // content version: the texture is refilled only when it changes
+  int selected_row = -1, selected_col = -1;  // outlined
+};
+
+struct HeatmapEvent {
+  bool hovered = false;
+  bool clicked = false;   // mouse released on a cell
+  bool dragging = false;  // left button held over a cell (mask painting)
+  int row = -1, col = -1;
+};
+
+HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h);
+// A vertical colorbar with ticks, `height` pixels tall.
+void draw_colorbar(Textures& textures, Colormap c, float vmin, float vmax, float height);
+// Range helpers: sequential [min, max] of finite values; diverging symmetric [-m, m].
+void finite_range(const float* v, std::int64_t n, float* lo, float* hi);
+
+}  // namespace mha::app

@@ -1,0 +1,201 @@
+// mha-studio: the live visualizer. Reads straight through: setup, main loop, rendering, cleanup.
+//   mha-studio [--scenario FILE] [--screenshot FILE.png --frames N] [--font-scale X] [--tab NAME]
+#include <epoxy/gl.h>
+// epoxy first: it must define the GL entry points before GLFW includes any GL header.
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <stb_image_write.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "app_state.hpp"
+#include "errors.hpp"
+#include "fonts.hpp"
+#include "gl_textures.hpp"
+#include "ui.hpp"
+
+namespace fs = std::filesystem;
+using namespace mha::app;
+
+namespace {
+
+// $XDG_STATE_HOME/mha-studio/autosave.json, else ~/.local/state/mha-studio/autosave.json.
+std::string autosave_path() {
+  fs::path base;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x)
+    base = x;
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    base = fs::path(home) / ".local" / "state";
+  else
+    return "";
+  std::error_code ec;
+  fs::create_directories(base / "mha-studio", ec);
+  return ec ? "" : (base / "mha-studio" / "autosave.json").string();
+}
+
+bool save_screenshot(const std::string& path, int w, int h) {
+  std::vector<unsigned char> px(std::size_t(w) * std::size_t(h) * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  stbi_flip_vertically_on_write(1);  // GL's first row is the bottom one
+  return stbi_write_png(path.c_str(), w, h, 4, px.data(), w * 4) != 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // ---- Setup: arguments ----
+  CLI::App cli{"mha-studio: multi-head attention, live, stage by stage"};
+  std::string scenario_file, screenshot, tab_name;
+  int frames = 3, width = 1280, height = 720;
+  float font_scale = 0;
+  bool no_autosave = false;
+  cli.add_option("--scenario", scenario_file, "Open this scenario JSON (see docs/scenario.md)");
+  cli.add_option("--screenshot", screenshot, "Save a PNG of the window after --frames frames, then exit");
+  cli.add_option("--frames", frames, "Frames to draw before the screenshot (default 3)");
+  cli.add_option("--font-scale", font_scale, "Presenter font scale, 1 to 3");
+  cli.add_option("--tab", tab_name, "Open on this view: Pipeline, Reshape, Heads, Mask, Compare, Complexity");
+  cli.add_option("--width", width, "Window width (default 1280)");
+  cli.add_option("--height", height, "Window height (default 720)");
+  cli.add_flag("--no-autosave", no_autosave, "Neither restore nor write the autosave");
+  CLI11_PARSE(cli, argc, argv);
+  const std::string assets = find_assets_dir(argv[0]);
+
+  // ---- Setup: window and GL context ----
+  glfwSetErrorCallback(
+      [](int code, const char* what) { std::fprintf(stderr, "GLFW error %d: %s\n", code, what); });
+  if (!glfwInit()) {
+    std::fprintf(stderr, "mha-studio: cannot initialise GLFW (no display? try xvfb-run)\n");
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  GLFWwindow* window = glfwCreateWindow(width, height, "MHA Studio", nullptr, nullptr);
+  if (!window) {
+    std::fprintf(stderr, "mha-studio: cannot create an OpenGL 3.3 window\n");
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(screenshot.empty() ? 1 : 0);
+
+  // ---- Setup: Dear ImGui ----
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;  // the view state lives in the scenario (and its autosave)
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330");
+  float content_scale = 1;
+  glfwGetWindowContentScale(window, &content_scale, nullptr);
+
+  // ---- Setup: the scenario: --scenario, else the autosave, else the course notebook ----
+  AppState state;
+  UiEnv env;
+  env.presets = list_presets(assets + "/presets");
+  const bool batch_run = !screenshot.empty();
+  const std::string autosave = (no_autosave || batch_run) ? "" : autosave_path();
+  try {
+    if (!scenario_file.empty()) {
+      state.scenario = load_scenario(scenario_file);
+      env.scenario_path = scenario_file;
+    } else if (!autosave.empty() && fs::exists(autosave)) {
+      state.scenario = load_scenario(autosave);
+      state.status = "restored autosave from " + autosave;
+    } else if (fs::exists(assets + "/presets/course_notebook.json")) {
+      state.scenario = load_scenario(assets + "/presets/course_notebook.json");
+    }
+  } catch (const mha::Error& e) {
+    state.errors["file"] = e.what();  // start from the default scenario and say why
+    state.status = "could not open the scenario; started from the default";
+  }
+  state.autosave_path = autosave;
+  if (font_scale > 0) {
+    state.scenario.view.presenter = true;
+    state.scenario.view.font_scale = std::clamp(font_scale, 1.0f, 3.0f);
+  }
+  for (int i = 0; i < 6; ++i)
+    if (tab_name == kTabNames[i]) env.select_tab = i;
+  if (env.select_tab < 0) env.select_tab = state.scenario.view.tab;
+  state.committed = state.scenario;
+  state.recompute();
+  auto textures = std::make_unique<GlTextures>();  // GL objects: released before the context
+
+  // ---- Main loop ----
+  float font_px = 0;
+  bool presenter = !state.scenario.view.presenter;  // forces the first apply_theme
+  int frame = 0;
+  while (!glfwWindowShouldClose(window) && !env.quit_requested) {
+    if (batch_run)
+      glfwPollEvents();
+    else if (state.animating)
+      glfwPollEvents();  // the Reshape animation wants every frame
+    else
+      glfwWaitEventsTimeout(state.computer.busy() ? 0.05 : 0.25);  // idle: no busy loop
+    state.animating = false;
+
+    // Fonts and theme follow the presenter settings; the atlas is rebuilt outside a frame.
+    const ViewState& v = state.scenario.view;
+    const float want_px = std::round(17.0f * content_scale * (v.presenter ? v.font_scale : 1.0f));
+    if (want_px != font_px) {
+      const std::string warning = load_fonts(assets, want_px);
+      if (!warning.empty()) state.status = warning;
+      ImGui_ImplOpenGL3_DestroyFontsTexture();
+      ImGui_ImplOpenGL3_CreateFontsTexture();
+      font_px = want_px;
+    }
+    if (v.presenter != presenter) apply_theme(presenter = v.presenter);
+
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    if (batch_run) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover in screenshots
+    ImGui::NewFrame();
+    state.tick(ImGui::GetTime());
+    draw_ui(state, *textures, env);
+
+    // ---- Rendering ----
+    ImGui::Render();
+    int fb_w = 0, fb_h = 0;
+    glfwGetFramebufferSize(window, &fb_w, &fb_h);
+    glViewport(0, 0, fb_w, fb_h);
+    glClearColor(0.1f, 0.1f, 0.11f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    // A screenshot waits for a background compute to land, so it shows a real result.
+    if (batch_run && ++frame >= frames && !state.computer.busy()) {
+      const bool ok = save_screenshot(screenshot, fb_w, fb_h);
+      std::fprintf(ok ? stdout : stderr, ok ? "wrote %s (%dx%d)\n" : "mha-studio: cannot write %s\n",
+                   screenshot.c_str(), fb_w, fb_h);
+      env.quit_requested = true;
+      if (!ok) frame = -1;
+    }
+    glfwSwapBuffers(window);
+  }
+
+  // ---- Cleanup ----
+  if (!autosave.empty()) {
+    try {
+      save_scenario(autosave, state.scenario);
+    } catch (const mha::Error& e) {
+      std::fprintf(stderr, "mha-studio: autosave on exit failed: %s\n", e.what());
+    }
+  }
+  textures.reset();
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return frame < 0 ? 1 : 0;
+}

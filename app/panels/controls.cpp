@@ -1,0 +1,298 @@
+// The left column: scenario sizes, sentence, seed, inputs and weights, options, view settings.
+// Invalid values are kept as typed and explained inline; the last valid result stays on screen.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "errors.hpp"
+#include "io/npy.hpp"
+#include "io/safetensors.hpp"
+#include "panels.hpp"
+
+namespace mha::app {
+
+namespace {
+
+const ImVec4 kErrorColor(1.0f, 0.38f, 0.38f, 1.0f);
+
+void inline_error(const AppState& state, const char* slot) {
+  auto it = state.errors.find(slot);
+  if (it == state.errors.end()) return;
+  ImGui::PushStyleColor(ImGuiCol_Text, kErrorColor);
+  ImGui::TextWrapped("%s", it->second.c_str());
+  ImGui::PopStyleColor();
+}
+
+// Keeps the mask fitted to new sizes; a mask too large to hold is reported, not a crash.
+void fit_mask(AppState& state) {
+  try {
+    fit_mask_to_sizes(state.scenario);
+  } catch (const Error& e) {
+    state.errors["mask"] = e.what();
+  }
+}
+
+// A size field: applies at once, keeps the mask fitted, one undo step per field and drag.
+void size_field(AppState& state, const char* label, std::int64_t* value, const char* tip, std::int64_t lo = 1,
+                std::int64_t hi = 1 << 20) {
+  std::int64_t v = *value;
+  const std::int64_t step = 1;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  if (ImGui::InputScalar(label, ImGuiDataType_S64, &v, &step, nullptr, "%lld")) {
+    v = std::clamp(v, lo, hi);
+    if (v != *value) {
+      *value = v;
+      fit_mask(state);
+      state.edited(label);
+    }
+  }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+}
+
+// Every number in a numpy/torch printout ("tensor([[0.88, 0.91], ...])"), in order.
+std::vector<float> parse_numbers(const std::string& text) {
+  std::vector<float> out;
+  const char* p = text.c_str();
+  while (*p) {
+    if (std::isdigit(static_cast<unsigned char>(*p)) ||
+        ((*p == '-' || *p == '+' || *p == '.') && p[1] &&
+         (std::isdigit(static_cast<unsigned char>(p[1])) || p[1] == '.'))) {
+      char* end = nullptr;
+      const float v = std::strtof(p, &end);
+      if (end == p) {
+        ++p;
+        continue;
+      }
+      out.push_back(v);
+      p = end;
+    } else if (std::strncmp(p, "nan", 3) == 0 || std::strncmp(p, "inf", 3) == 0) {
+      out.push_back(std::strtof(p, nullptr));
+      p += 3;
+    } else {
+      ++p;
+    }
+  }
+  return out;
+}
+
+void inputs_section(AppState& state) {
+  Scenario& s = state.scenario;
+  const std::int64_t N = s.batch, L = s.L(), E = s.embed_dim;
+  const bool edited_any = s.query || s.key || s.value;
+  ImGui::TextDisabled("query = %s", edited_any && s.query ? "edited tensor" : "torch.rand from the seed");
+  static std::string paste;
+  static std::string npy_path;
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputTextMultiline("##paste", &paste, ImVec2(-1, ImGui::GetTextLineHeight() * 3));
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Paste a numpy/torch printout of the query (N, L, E) = (%lld, %lld, %lld)",
+                      (long long)N, (long long)L, (long long)E);
+  if (ImGui::Button("Use pasted query")) {
+    const std::vector<float> v = parse_numbers(paste);
+    if (std::int64_t(v.size()) != N * L * E) {
+      state.errors["tensors"] = "the pasted text holds " + std::to_string(v.size()) +
+                                " numbers; the query (N, L, E) = " + shape_str({N, L, E}) + " needs " +
+                                std::to_string(N * L * E);
+    } else {
+      s.query = Tensor<float>({N, L, E}, v);
+      state.edited("paste query");
+    }
+  }
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
+  ImGui::InputTextWithHint("##npy", "query.npy path", &npy_path);
+  ImGui::SameLine();
+  if (ImGui::Button("Load .npy")) {
+    try {
+      Tensor<float> t = to_tensor<float>(read_npy(npy_path));
+      if (t.dim() == 2) t.shape.insert(t.shape.begin(), 1);  // (L, E) -> (1, L, E)
+      s.query = std::move(t);
+      state.edited("load query");
+    } catch (const Error& e) {
+      state.errors["tensors"] = e.what();
+    }
+  }
+  // Cell-by-cell editing of batch item 0 at teaching sizes.
+  if (s.query && s.query->shape.size() == 3 && s.query->shape[1] * s.query->shape[2] <= 256 &&
+      ImGui::TreeNode("Edit query cells (batch 0)")) {
+    Tensor<float>& q = *s.query;
+    for (std::int64_t i = 0; i < q.shape[1]; ++i) {
+      ImGui::PushID(int(i));
+      for (std::int64_t e = 0; e < q.shape[2]; ++e) {
+        if (e) ImGui::SameLine(0, 2);
+        ImGui::PushID(int(e));
+        ImGui::SetNextItemWidth(ImGui::GetFontSize() * 2.6f);
+        if (ImGui::DragFloat("##c", &q.data[std::size_t(i * q.shape[2] + e)], 0.01f, 0, 0, "%.2f"))
+          state.edited("edit query cell");
+        ImGui::PopID();
+      }
+      ImGui::PopID();
+    }
+    ImGui::TreePop();
+  } else if (!s.query && ImGui::Button("Edit query cells")) {
+    s.query = build_forward(s).inputs.query;  // start from the generated values
+    state.edited("edit query cells");
+  }
+  if (edited_any) {
+    ImGui::SameLine();
+    if (ImGui::Button("Reset inputs")) {
+      s.query.reset();
+      s.key.reset();
+      s.value.reset();
+      state.edited("reset inputs");
+    }
+  }
+}
+
+void weights_section(AppState& state) {
+  Scenario& s = state.scenario;
+  static std::string path;
+  ImGui::TextDisabled("weights = %s", s.weights ? "loaded" : "nn.MultiheadAttention default init (seed)");
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
+  ImGui::InputTextWithHint("##wpath", "folder of .npy or .safetensors", &path);
+  ImGui::SameLine();
+  if (ImGui::Button("Load")) {
+    try {
+      Weights<float> w;
+      auto put = [&w](const std::string& name, Tensor<float> t) {
+        std::map<std::string, Tensor<float>*> slots = {{"in_proj_weight", &w.in_proj_weight},
+                                                       {"q_proj_weight", &w.q_proj_weight},
+                                                       {"k_proj_weight", &w.k_proj_weight},
+                                                       {"v_proj_weight", &w.v_proj_weight},
+                                                       {"in_proj_bias", &w.in_proj_bias},
+                                                       {"bias_k", &w.bias_k},
+                                                       {"bias_v", &w.bias_v},
+                                                       {"out_proj.weight", &w.out_proj_weight},
+                                                       {"out_proj.bias", &w.out_proj_bias}};
+        auto it = slots.find(name);
+        if (it != slots.end()) *it->second = std::move(t);
+      };
+      if (std::filesystem::is_directory(path)) {
+        for (const char* n : {"in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight",
+                              "in_proj_bias", "bias_k", "bias_v", "out_proj.weight", "out_proj.bias"}) {
+          const auto f = std::filesystem::path(path) / (std::string(n) + ".npy");
+          if (std::filesystem::exists(f)) put(n, to_tensor<float>(read_npy(f.string())));
+        }
+      } else {
+        for (auto& [name, a] : read_safetensors(path)) put(name, to_tensor<float>(a));
+      }
+      if (w.out_proj_weight.empty())
+        throw FileError(path, path + ": no out_proj.weight found (torch state_dict names expected)");
+      s.bias = !w.in_proj_bias.empty();
+      s.weights = std::move(w);
+      state.edited("load weights");
+    } catch (const Error& e) {
+      state.errors["tensors"] = e.what();
+    }
+  }
+  if (s.weights) {
+    ImGui::SameLine();
+    if (ImGui::Button("Default")) {
+      s.weights.reset();
+      state.edited("default weights");
+    }
+  }
+}
+
+}  // namespace
+
+void draw_controls(AppState& state) {
+  Scenario& s = state.scenario;
+  ImGui::TextDisabled("%s", s.name.c_str());
+
+  ImGui::Separator();
+  ImGui::TextUnformatted("Sentence (tokens label the axes)");
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::InputTextWithHint("##sentence", "e.g. the cat sat on the mat", &s.sentence)) {
+    fit_mask(state);
+    state.edited("sentence");
+  }
+  if (ImGui::Checkbox("cross-attention (L != S)", &s.cross_attention)) {
+    fit_mask(state);
+    state.edited("cross-attention");
+  }
+  if (s.cross_attention) {
+    ImGui::SetNextItemWidth(-1);
+    if (ImGui::InputTextWithHint("##source", "key/value sentence", &s.source_sentence)) {
+      fit_mask(state);
+      state.edited("source sentence");
+    }
+  } else if (ImGui::Checkbox("separate q, k, v (as the notebook)", &s.separate_qkv)) {
+    state.edited("separate q, k, v");
+  }
+
+  ImGui::Separator();
+  size_field(state, "N batch", &s.batch, "batch size N");
+  if (s.sentence.empty())
+    size_field(state, "L query len", &s.tgt_len, "query length L (or type a sentence)");
+  else
+    ImGui::Text("L = %lld tokens", (long long)s.L());
+  if (s.cross_attention) {
+    if (s.source_sentence.empty())
+      size_field(state, "S key len", &s.src_len, "key/value length S");
+    else
+      ImGui::Text("S = %lld tokens", (long long)s.S());
+  }
+  size_field(state, "E embed_dim", &s.embed_dim, "d_model = embed_dim");
+  inline_error(state, "embed_dim");
+  size_field(state, "H num_heads", &s.num_heads, "heads; each gets d_k = E / H columns");
+  inline_error(state, "num_heads");
+  size_field(state, "G kv heads", &s.num_kv_heads,
+             "grouped-query attention: G key/value heads (0 = H, 1 = MQA)", 0);
+  inline_error(state, "num_kv_heads");
+  if (s.num_heads > 0 && s.embed_dim % s.num_heads == 0)
+    ImGui::TextDisabled("d_k = %lld / %lld = %lld", (long long)s.embed_dim, (long long)s.num_heads,
+                        (long long)(s.embed_dim / s.num_heads));
+  inline_error(state, "sizes");
+  if (ImGui::Checkbox("bias", &s.bias)) state.edited("bias");
+  int seed = int(s.seed);
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  if (ImGui::InputInt("seed", &seed) && seed >= 0) {
+    s.seed = std::uint64_t(seed);
+    state.edited("seed");
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("torch.manual_seed(seed): inputs by torch.rand, weights by default init");
+
+  if (ImGui::CollapsingHeader("Inputs")) inputs_section(state);
+  if (ImGui::CollapsingHeader("Weights")) weights_section(state);
+  inline_error(state, "tensors");
+  inline_error(state, "mask");
+
+  ImGui::Separator();
+  int policy = s.fully_masked == FullyMasked::nan ? 0 : 1;
+  ImGui::TextUnformatted("A query that may see no key:");
+  bool policy_changed = ImGui::RadioButton("NaN (torch)", &policy, 0);
+  ImGui::SameLine();
+  policy_changed |= ImGui::RadioButton("0 (notebook)", &policy, 1);
+  if (policy_changed) {
+    s.fully_masked = policy ? FullyMasked::zero : FullyMasked::nan;
+    state.edited("fully masked policy");
+  }
+
+  ImGui::Separator();
+  ViewState& v = s.view;
+  if (state.result.valid()) {
+    int b = v.batch_index;
+    const int n = int(state.result.forward->dims.N);
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+    if (n > 1 && ImGui::SliderInt("batch item", &b, 0, n - 1)) v.batch_index = b;
+  }
+  int cmap = int(v.colormap);
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  if (ImGui::Combo("colormap", &cmap, "viridis\0magma\0cividis\0diverging\0")) v.colormap = Colormap(cmap);
+  ImGui::Checkbox("cell values", &v.show_values);
+  ImGui::Checkbox("presenter mode", &v.presenter);
+  if (v.presenter) {
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+    ImGui::SliderFloat("font scale", &v.font_scale, 1.0f, 3.0f, "%.1fx");
+  }
+  inline_error(state, "file");
+}
+
+}  // namespace mha::app

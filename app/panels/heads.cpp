@@ -1,0 +1,488 @@
+// The Heads view: every head of one stage (raw, scaled or masked scores, weights, or context) for one
+// batch item as a grid of heatmaps plus the head average, on one colour range shared by all heads so
+// they compare at a glance. Under each weights map: its mean row entropy and a row-sum check.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "heatmap.hpp"
+#include "panels.hpp"
+
+namespace mha::app {
+
+namespace {
+
+struct StageChoice {
+  const char* name;   // trace name
+  const char* label;  // combo text (ASCII: the font may lack maths glyphs)
+};
+// The per-head stages, in the order the forward makes them.
+constexpr StageChoice kStages[] = {
+    {"scores", "scores  (q . k)"},
+    {"scores_scaled", "scores_scaled  (/ sqrt(d_k))"},
+    {"scores_masked", "scores_masked  (+ mask)"},
+    {"attn_weights", "attn_weights  (softmax)"},
+    {"context", "context  (weights @ V)"},
+};
+constexpr int kStageCount = int(sizeof kStages / sizeof kStages[0]);
+constexpr int kMasked = 2, kWeights = 3, kContext = 4;
+
+// The view may name a stage another panel chose; anything that is not a per-head (L, S) or (L, d_k)
+// stage shows the weights.
+int stage_index(const std::string& name) {
+  for (int i = 0; i < kStageCount; ++i)
+    if (name == kStages[i].name) return i;
+  return kWeights;
+}
+
+std::uint64_t mix(std::initializer_list<std::uint64_t> parts) {
+  std::uint64_t v = 1469598103934665603ull;  // FNV-1a over the parts: never 0 in practice
+  for (std::uint64_t p : parts) v = (v ^ p) * 1099511628211ull;
+  return v;
+}
+
+bool neg_inf(float v) {
+  return std::isinf(v) && v < 0;
+}
+
+// True when `seen` was taken from `p` itself. Unlike the generation (which restarts with every
+// Computer, as in the UI tests) or a raw address (reused after a free), an owner cannot be mistaken.
+bool same_owner(const std::weak_ptr<const ForwardResult<float>>& seen,
+                const std::shared_ptr<const ForwardResult<float>>& p) {
+  return !seen.owner_before(p) && !p.owner_before(seen);
+}
+
+// The width of a widget `w` wide with its label to the right.
+float labelled(const char* label, float w) {
+  return w + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
+}
+
+// Puts the next widget on this line when `w` pixels still fit, else on a new one (presenter fonts).
+void same_line_if_fits(float w) {
+  ImGui::SameLine();
+  if (ImGui::GetContentRegionAvail().x < w) ImGui::NewLine();
+}
+
+// One (rows, cols) matrix of a stage, addressed through its strides (no copy).
+struct Plane {
+  const float* p = nullptr;
+  std::int64_t rs = 0, cs = 1;
+  int rows = 0, cols = 0;
+  float at(int i, int j) const { return p[std::int64_t(i) * rs + std::int64_t(j) * cs]; }
+};
+
+Plane head_plane(const Stage<float>& s, int n, int h) {  // (N, H, R, C) at [n, h]
+  return {s.storage->data() + s.offset + n * s.strides[0] + h * s.strides[1], s.strides[2], s.strides[3],
+          int(s.shape[2]), int(s.shape[3])};
+}
+
+Plane item_plane(const Stage<float>& s, int n) {  // (N, R, C) at [n]
+  return {s.storage->data() + s.offset + n * s.strides[0], s.strides[1], s.strides[2], int(s.shape[1]),
+          int(s.shape[2])};
+}
+
+// A weights row-check: softmax rows must sum to 1; a row whose every key is blocked is NaN (torch) or
+// all 0 (the notebook's policy) and is counted apart so it does not read as a numerical error.
+struct RowCheck {
+  double entropy = 0;      // mean over ordinary rows, bits
+  double entropy_max = 0;  // the same for uniform weights over each row's visible keys
+  double max_err = 0;      // max |row sum - 1| over ordinary rows
+  int nan_rows = 0, zero_rows = 0;
+};
+
+RowCheck check_rows(const Plane& w, const Plane* mask) {
+  RowCheck c;
+  int ordinary = 0;
+  for (int i = 0; i < w.rows; ++i) {
+    double sum = 0, ent = 0;
+    bool nan = false, all_zero = true;
+    int visible = 0;
+    for (int j = 0; j < w.cols; ++j) {
+      const float p = w.at(i, j);
+      if (std::isnan(p)) nan = true;
+      if (p != 0) all_zero = false;
+      if (p > 0) ent -= double(p) * std::log2(double(p));
+      sum += double(p);
+      if (!mask || !neg_inf(mask->at(i, j))) ++visible;
+    }
+    if (nan) {
+      ++c.nan_rows;
+    } else if (all_zero) {
+      ++c.zero_rows;
+    } else {
+      ++ordinary;
+      c.entropy += ent;
+      c.entropy_max += std::log2(double(std::max(visible, 1)));
+      c.max_err = std::max(c.max_err, std::fabs(sum - 1.0));
+    }
+  }
+  if (ordinary > 0) {
+    c.entropy /= ordinary;
+    c.entropy_max /= ordinary;
+  }
+  return c;
+}
+
+// What one (result, stage, batch item) needs beyond the trace itself; rebuilt only when one of those
+// changes, since each piece costs a pass over H·L·S values.
+struct HeadsCache {
+  std::weak_ptr<const ForwardResult<float>> source;
+  int stage = -1, batch = -1;
+  float lo = 0, hi = 0, maxabs = 0;       // finite values of every head of this item
+  std::vector<float> mean;                // rows × cols head mean (attn_weights: the trace has it)
+  std::vector<std::uint8_t> avg_blocked;  // rows × cols: blocked in every head (weights, masked)
+  std::vector<RowCheck> checks;           // attn_weights per head, then the average
+  std::int64_t masked_rows = 0;           // fully masked (h, i) rows of this batch item
+};
+
+void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si, int b) {
+  const ForwardResult<float>& f = *source;
+  const Trace<float>& t = f.trace;
+  const Stage<float>& s = *t.find(kStages[si].name);
+  const Stage<float>& w = *t.find("attn_weights");
+  const Stage<float>* mask = t.find("attn_mask");
+  const int H = int(f.dims.H), R = int(s.shape[2]), C = int(s.shape[3]);
+  c.source = source;
+  c.stage = si;
+  c.batch = b;
+
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo, maxabs = 0;
+  const bool want_mean = si != kWeights;
+  c.mean.assign(want_mean ? std::size_t(R) * std::size_t(C) : 0, 0.0f);
+  for (int h = 0; h < H; ++h) {
+    const Plane p = head_plane(s, b, h);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) {
+        const float v = p.at(i, j);
+        if (std::isfinite(v)) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+          maxabs = std::max(maxabs, std::fabs(v));
+        }
+        if (want_mean) c.mean[std::size_t(i) * std::size_t(C) + std::size_t(j)] += v;
+      }
+  }
+  for (float& v : c.mean) v /= float(H);
+  if (lo > hi) lo = hi = 0;
+  c.lo = lo;
+  c.hi = hi;
+  c.maxabs = maxabs;
+
+  // The average of the weights is blocked only where every head is (per-head masks differ).
+  c.avg_blocked.clear();
+  if (si == kWeights && mask) {
+    c.avg_blocked.assign(std::size_t(R) * std::size_t(C), 1);
+    for (int h = 0; h < H; ++h) {
+      const Plane m = head_plane(*mask, b, h);
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j)
+          if (!neg_inf(m.at(i, j))) c.avg_blocked[std::size_t(i) * std::size_t(C) + std::size_t(j)] = 0;
+    }
+  }
+
+  // Row checks always come from the weights: the fully-masked count matters for every stage.
+  c.checks.clear();
+  c.masked_rows = 0;
+  for (int h = 0; h < H; ++h) {
+    const Plane m = mask ? head_plane(*mask, b, h) : Plane{};
+    c.checks.push_back(check_rows(head_plane(w, b, h), mask ? &m : nullptr));
+    c.masked_rows += c.checks.back().nan_rows + c.checks.back().zero_rows;
+  }
+  c.checks.push_back(check_rows(item_plane(*t.find("attn_weights_avg"), b), nullptr));
+}
+
+// Mirrors the heatmap widget's margins (heatmap.cpp) to know how large a map will be, so the grid
+// can pick its column count before drawing.
+struct LabelSpace {
+  float row_w = 0, col_w = 0;
+};
+
+LabelSpace label_space(const std::vector<std::string>* rows, int nrows, const std::vector<std::string>* cols,
+                       int ncols) {
+  const float font = ImGui::GetFontSize();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  LabelSpace l;
+  for (int i = 0; rows && i < nrows && i < int(rows->size()); ++i)
+    l.row_w = std::max(l.row_w, ImGui::CalcTextSize((*rows)[std::size_t(i)].c_str()).x);
+  for (int j = 0; cols && j < ncols && j < int(cols->size()); ++j)
+    l.col_w = std::max(l.col_w, ImGui::CalcTextSize((*cols)[std::size_t(j)].c_str()).x);
+  l.row_w = std::min(l.row_w, font * 8) + style.ItemSpacing.x;
+  l.col_w = std::min(l.col_w, font * 8) + style.ItemSpacing.y;
+  return l;
+}
+
+// The cell size of a map `w` wide, before any height limit.
+float cell_for_width(const LabelSpace& l, float w, int cols, float max_cell) {
+  return std::max(1.0f, std::min(max_cell, (w - l.row_w - ImGui::GetFontSize() * 1.5f) / float(cols)));
+}
+
+// The height a map with this cell size needs. The widget subtracts col_w from the height it is given
+// whatever the label direction, so that much is always reserved.
+float map_height(const LabelSpace& l, float cell, int rows) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const bool vertical = l.col_w - style.ItemSpacing.y > cell;
+  const float top = vertical ? l.col_w : ImGui::GetFontSize() + style.ItemSpacing.y;
+  return std::max(top, l.col_w) + cell * float(rows) + 1.0f;
+}
+
+const std::vector<std::string>& feature_labels(int n) {
+  static std::vector<std::string> labels;
+  if (int(labels.size()) != n) {
+    labels.clear();
+    for (int i = 0; i < n; ++i) labels.push_back(std::to_string(i));
+  }
+  return labels;
+}
+
+void row_check_lines(const RowCheck& c) {
+  ImGui::Text("entropy %.2f bits", c.entropy);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Mean over the query rows of -sum p log2 p.\n0 bits: each query looks at one key; %.2f bits: "
+        "uniform over the keys it may see.",
+        c.entropy_max);
+  const bool ok = c.max_err < 1e-4;
+  ImGui::TextColored(ok ? ImGui::GetStyleColorVec4(ImGuiCol_Text) : ImVec4(1.0f, 0.55f, 0.2f, 1.0f),
+                     "row sums 1 %s %.0e", "\xC2\xB1", c.max_err);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("max |row sum - 1| over the rows that have a visible key (softmax rows sum to 1).");
+  if (c.nan_rows > 0 || c.zero_rows > 0) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.0f, 0.25f, 0.8f, 1.0f), c.nan_rows > 0 ? "+%d NaN" : "+%d zero",
+                       c.nan_rows > 0 ? c.nan_rows : c.zero_rows);
+  }
+}
+
+}  // namespace
+
+void draw_heads(AppState& state, Textures& tex) {
+  if (!state.result.valid()) {
+    ImGui::TextWrapped("No result yet: the heads appear once the inputs give a valid forward.");
+    return;
+  }
+  ViewState& view = state.scenario.view;
+  const ForwardResult<float>& f = *state.result.forward;
+  const Dims& d = f.dims;
+  const float font = ImGui::GetFontSize();
+  const ImGuiStyle& style = ImGui::GetStyle();
+
+  // Controls: stage and batch item (the colormap and "cell values" are in the left column).
+  const int si = stage_index(view.stage);
+  ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
+  if (ImGui::BeginCombo("stage", kStages[si].label)) {
+    for (int i = 0; i < kStageCount; ++i)
+      if (ImGui::Selectable(kStages[i].label, i == si)) view.stage = kStages[i].name;
+    ImGui::EndCombo();
+  }
+  const int N = int(d.N), H = int(d.H);
+  const int b = std::clamp(view.batch_index, 0, N - 1);
+  if (N > 1) {
+    same_line_if_fits(labelled("batch item", font * 6));
+    int pick = b;
+    ImGui::SetNextItemWidth(font * 6);
+    if (ImGui::SliderInt("batch item", &pick, 0, N - 1)) view.batch_index = pick;
+  }
+
+  const Stage<float>* sp = f.trace.find(kStages[si].name);
+  if (!sp || sp->shape.size() != 4 || !f.trace.find("attn_weights") || !f.trace.find("attn_weights_avg")) {
+    ImGui::TextWrapped("This result has no stage '%s'.", kStages[si].name);
+    return;
+  }
+  const Stage<float>& s = *sp;
+  const Stage<float>* mask = f.trace.find("attn_mask");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("%s %s = %s", shape_str(s.shape).c_str(), s.name.c_str(), s.formula.c_str());
+  ImGui::TextWrapped("%s%s", s.note.c_str(),
+                     si == kContext ? ". Rows: query tokens; columns: the head's d_k features." : "");
+  ImGui::PopStyleColor();
+
+  static HeadsCache cache;
+  const std::uint64_t gen = state.result.generation;
+  if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b)
+    rebuild(cache, state.result.forward, si, b);
+
+  // Colours: scores are signed around 0, so diverging with a symmetric range; weights are
+  // probabilities, so sequential from 0; context follows the user's map.
+  const bool scores = si < kWeights;
+  Colormap cmap = view.colormap;
+  if (scores) cmap = Colormap::diverging;
+  if (si == kWeights && cmap == Colormap::diverging) cmap = Colormap::viridis;
+  float vmin = cache.lo, vmax = cache.hi;
+  if (cmap == Colormap::diverging) {
+    const float m = cache.maxabs > 0 ? cache.maxabs : 1.0f;
+    vmin = -m;
+    vmax = m;
+  } else if (si == kWeights) {
+    vmin = 0;
+    vmax = cache.hi > 0 ? cache.hi : 1.0f;
+  } else if (vmax <= vmin) {
+    vmax = vmin + 1.0f;
+  }
+
+  const int R = int(s.shape[2]), C = int(s.shape[3]);
+  const std::vector<std::string>* row_labels = &state.result.query_tokens;
+  const std::vector<std::string>* col_labels = si == kContext ? &feature_labels(C) : &state.result.key_tokens;
+
+  // The footer is measured first so the grid knows the height it may use.
+  std::vector<std::string> footer;
+  const bool blocks = mask && (si == kMasked || si == kWeights);
+  const bool nan_rows =
+      std::any_of(cache.checks.begin(), cache.checks.end(), [](const RowCheck& c) { return c.nan_rows > 0; });
+  if (blocks || nan_rows)
+    footer.push_back(std::string(blocks ? "Grey hatched cells: blocked by the mask (not low values). " : "") +
+                     (nan_rows ? "Rows flagged NaN: a query with no visible key." : ""));
+  if (f.fully_masked_rows > 0) {
+    char buf[512];
+    if (f.fully_masked == FullyMasked::nan)
+      std::snprintf(buf, sizeof buf,
+                    "Every key is blocked for %lld (head, query) rows, %lld of them in this batch item: "
+                    "softmax of a row of all -inf is 0/0, so torch gives NaN, and the NaN flows into context "
+                    "and output. Choose \"fully masked -> 0\" in the controls to get zeros instead.",
+                    (long long)f.fully_masked_rows, (long long)cache.masked_rows);
+    else
+      std::snprintf(buf, sizeof buf,
+                    "Every key is blocked for %lld (head, query) rows, %lld of them in this batch item: "
+                    "their weights are set to 0 (the course notebook's masked_fill(isnan, 0)); torch "
+                    "itself would give NaN there.",
+                    (long long)f.fully_masked_rows, (long long)cache.masked_rows);
+    footer.push_back(buf);
+  }
+  if (d.G < d.H) {
+    const int per = int(d.H / d.G);
+    footer.push_back("Grouped-query attention: " + std::to_string(H) + " query heads share " +
+                     std::to_string(d.G) + " key/value heads; heads 0-" + std::to_string(per - 1) +
+                     " use kv head 0, and so on (kv head = h / " + std::to_string(per) + ").");
+  }
+  const float wrap_w = ImGui::GetContentRegionAvail().x;
+  float footer_h = 0;
+  for (const std::string& line : footer)
+    footer_h += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap_w).y + style.ItemSpacing.y;
+
+  // Grid geometry, the colorbar to its right. All maps on screen at the largest cell that fits, unless
+  // that makes cells too small to label every row; then the grid scrolls, with as many columns as
+  // keep cells legible (and at large L, where none are, as many as the minimum width allows).
+  const float colorbar_w = font * 5.0f;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float grid_w = std::max(font * 10, avail.x - colorbar_w - style.ItemSpacing.x);
+  const float grid_h = std::max(font * 8, avail.y - footer_h);
+  const int n_maps = H + 1;
+  const float max_cell = font * 4.0f, pad = style.CellPadding.x * 2;
+  const float text_h = float(si == kWeights ? 3 : 1) * ImGui::GetTextLineHeightWithSpacing();
+  const float row_extra = text_h + style.CellPadding.y * 2 + style.ItemSpacing.y * 2;
+  const LabelSpace labels = label_space(row_labels, R, col_labels, C);
+  // The widget draws cells of at least a pixel, so a map is never narrower than its columns.
+  const float min_w = std::max(font * 10, labels.row_w + font * 1.5f + float(C));
+  int cols = 1;
+  float cell = -1;
+  for (int c = 1; c <= n_maps; ++c) {
+    const float w = grid_w / float(c) - pad;
+    if (c > 1 && w < min_w) break;
+    const int rows = (n_maps + c - 1) / c;
+    const float fit = std::min(cell_for_width(labels, w, C, max_cell),
+                               (grid_h / float(rows) - row_extra - labels.col_w) / float(R));
+    if (fit >= cell - 0.5f) {  // on a tie, more columns: a more compact grid
+      cols = c;
+      cell = fit;
+    }
+  }
+  if (cell < font) {
+    // Scrolling: the widest grid whose maps are >= min_w wide with cells >= 0.7 of a text line
+    // (every other label fits), else (large L) the widest at min_w alone.
+    const float usable = grid_w - style.ScrollbarSize;
+    auto cell_at = [&](int c) { return cell_for_width(labels, usable / float(c) - pad, C, max_cell); };
+    const int widest = std::clamp(int(usable / (min_w + pad)), 1, n_maps);
+    cols = widest;
+    while (cols > 1 && cell_at(cols) < font * 0.7f) --cols;
+    if (cell_at(cols) < font * 0.7f) cols = widest;
+    cell = cell_at(cols);
+  }
+  const float map_h = map_height(labels, cell, R);
+  const float total = float((n_maps + cols - 1) / cols) * (map_h + row_extra);
+  const float child_h = std::min(grid_h, total);
+  ImGui::BeginChild("heads_grid", ImVec2(grid_w, child_h), false);
+  if (ImGui::BeginTable("heads_table", cols, ImGuiTableFlags_SizingStretchSame)) {
+    for (int k = 0; k < n_maps; ++k) {
+      ImGui::TableNextColumn();
+      const bool avg = k == H;
+      const float w = ImGui::GetContentRegionAvail().x;
+      if (avg) {
+        ImGui::TextUnformatted("head average");
+        if (si == kWeights && ImGui::IsItemHovered())
+          ImGui::SetTooltip(
+              "attn_weights_avg = attn_weights.sum(dim=1) / num_heads:\nwhat torch returns by "
+              "default (average_attn_weights=True)");
+      } else if (d.G < d.H) {
+        ImGui::Text("head %d %s kv %lld", k, "\xC2\xB7", (long long)(k / (d.H / d.G)));
+      } else {
+        ImGui::Text("head %d", k);
+      }
+
+      Heatmap hm;
+      hm.id = std::string("heads/") + kStages[si].name + "/" + std::to_string(k);
+      Plane p;
+      if (!avg)
+        p = head_plane(s, b, k);
+      else if (si == kWeights)
+        p = item_plane(*f.trace.find("attn_weights_avg"), b);
+      else
+        p = Plane{cache.mean.data(), C, 1, R, C};
+      hm.values = p.p;
+      hm.rows = R;
+      hm.cols = C;
+      hm.row_stride = p.rs;
+      hm.col_stride = p.cs;
+      hm.vmin = vmin;
+      hm.vmax = vmax;
+      hm.colormap = cmap;
+      hm.row_labels = row_labels;
+      hm.col_labels = col_labels;
+      hm.show_values = view.show_values;
+      hm.max_cell = max_cell;
+      hm.size = ImVec2(w, map_h);
+      hm.version = mix(
+          {gen, std::uint64_t(std::uintptr_t(&f)), std::uint64_t(si), std::uint64_t(b), std::uint64_t(cmap)});
+      if (si == kMasked) {
+        hm.blocked = [p](int i, int j) { return neg_inf(p.at(i, j)); };
+      } else if (si == kWeights && mask) {
+        if (avg) {
+          const std::uint8_t* bl = cache.avg_blocked.data();
+          hm.blocked = [bl, C](int i, int j) {
+            return bl[std::size_t(i) * std::size_t(C) + std::size_t(j)] != 0;
+          };
+        } else {
+          const Plane m = head_plane(*mask, b, k);
+          hm.blocked = [m](int i, int j) { return neg_inf(m.at(i, j)); };
+        }
+      }
+      if (!avg && k == view.sel_head && si != kContext) {
+        hm.selected_row = view.sel_query;
+        hm.selected_col = view.sel_key;
+      }
+      const HeatmapEvent ev = draw_heatmap(tex, hm);
+      // A click selects for the inspector; it is view state, so it records no undo step.
+      if (ev.clicked) {
+        view.sel_query = ev.row;
+        if (si != kContext) view.sel_key = ev.col;
+        if (!avg) view.sel_head = k;
+      }
+      if (si == kWeights) row_check_lines(cache.checks[std::size_t(k)]);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::EndChild();
+
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  draw_colorbar(tex, cmap, vmin, vmax, std::clamp(child_h - font * 2, font * 4, font * 16));
+  ImGui::EndGroup();
+
+  for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());
+}
+
+}  // namespace mha::app

@@ -1,0 +1,782 @@
+// Mask editor (view 4): preset, scope and convention of the attn_mask; its cells painted by click or
+// drag (one undoable edit per drag); key_padding_mask toggles and valid lengths; the merged mask torch
+// really adds to the scores, read from the trace; "Copy as PyTorch".
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "heatmap.hpp"
+#include "panels.hpp"
+
+namespace mha::app {
+
+namespace {
+
+constexpr float kBlocked = -std::numeric_limits<float>::infinity();
+const ImVec4 kWarn(1.0f, 0.55f, 0.2f, 1.0f);
+const ImVec4 kError(1.0f, 0.35f, 0.35f, 1.0f);
+
+bool is_blocked(float v) {
+  return std::isinf(v) && v < 0;
+}
+
+// Labels for axes whose tokens do not match the size: "0", "1", … (one growing list for every grid).
+const std::vector<std::string>* axis_labels(const std::vector<std::string>& tokens, int n) {
+  if (int(tokens.size()) == n) return &tokens;
+  static std::vector<std::string> indices;
+  while (int(indices.size()) < n) indices.push_back(std::to_string(indices.size()));
+  return &indices;
+}
+
+// A grid's content can change from anywhere (undo, load, another panel) and the scenario keeps no
+// revision counter, so texture versions hash the values: word-wise, ~20 µs for 256×256 floats.
+std::uint64_t fingerprint(const void* data, std::size_t bytes, std::uint64_t h) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+  }
+  for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+std::uint64_t fingerprint_floats(std::initializer_list<float> v, std::uint64_t h) {
+  for (float x : v) h = fingerprint(&x, sizeof x, h);
+  return h;
+}
+
+// Where draw_heatmap put the cells. HeatmapEvent carries no geometry, so this repeats the widget's
+// layout arithmetic (heatmap.cpp) to print text on the cells; `matches` checks it against the
+// footprint the widget left, so a change there makes the text disappear instead of drift.
+struct GridPlace {
+  ImVec2 g0;
+  float cell = 0;
+  float nan_w = 0;
+  bool matches(const Heatmap& h) const {
+    const ImVec2 lo = ImGui::GetItemRectMin(), hi = ImGui::GetItemRectMax();
+    const float right = g0.x + cell * float(h.cols) + nan_w;
+    const float bottom = g0.y + cell * float(h.rows) + ImGui::GetStyle().ItemSpacing.y;
+    return std::fabs(hi.x - right) < 1.0f && std::fabs(lo.y - bottom) < 1.0f;
+  }
+};
+
+GridPlace place_of(const Heatmap& h, ImVec2 origin) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float font = ImGui::GetFontSize();
+  float row_w = 0, col_w = 0;
+  for (int i = 0; h.row_labels && i < h.rows && i < int(h.row_labels->size()); ++i)
+    row_w = std::max(row_w, ImGui::CalcTextSize((*h.row_labels)[std::size_t(i)].c_str()).x);
+  for (int j = 0; h.col_labels && j < h.cols && j < int(h.col_labels->size()); ++j)
+    col_w = std::max(col_w, ImGui::CalcTextSize((*h.col_labels)[std::size_t(j)].c_str()).x);
+  row_w = std::min(row_w, font * 8) + style.ItemSpacing.x;
+  col_w = std::min(col_w, font * 8) + style.ItemSpacing.y;
+  GridPlace g;
+  g.nan_w = font * 1.5f;
+  const float grid_w = std::max(1.0f, h.size.x - row_w - g.nan_w), grid_h = std::max(1.0f, h.size.y - col_w);
+  g.cell = std::max(1.0f, std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
+  const bool vertical = col_w - style.ItemSpacing.y > g.cell;
+  g.g0 = ImVec2(origin.x + row_w, origin.y + (vertical ? col_w : font + style.ItemSpacing.y));
+  return g;
+}
+
+// draw_heatmap, then `text(r, c, cell width)` on every cell it fits (black or white by background).
+// `h.size` must be set. Cells a line of text tall are few, so the loop is over what is on screen.
+HeatmapEvent heatmap_with_text(Textures& tex, const Heatmap& h,
+                               const std::function<const char*(int, int, float)>& text) {
+  const GridPlace g = place_of(h, ImGui::GetCursorScreenPos());
+  const HeatmapEvent ev = draw_heatmap(tex, h);
+  if (g.cell < ImGui::GetFontSize() * 1.05f || !g.matches(h)) return ev;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  for (int r = 0; r < h.rows; ++r)
+    for (int c = 0; c < h.cols; ++c) {
+      const char* t = text(r, c, g.cell);
+      const ImVec2 ts = ImGui::CalcTextSize(t);
+      if (!*t || ts.x > g.cell - 2) continue;
+      const bool blocked = h.blocked && h.blocked(r, c);
+      const float v = h.values[std::int64_t(r) * h.row_stride + std::int64_t(c) * h.col_stride];
+      const std::uint32_t bg = blocked ? kMaskedColor : value_rgba(h.colormap, v, h.vmin, h.vmax);
+      const int lum = int(bg & 0xFF) * 299 + int((bg >> 8) & 0xFF) * 587 + int((bg >> 16) & 0xFF) * 114;
+      dl->AddText(ImVec2(g.g0.x + g.cell * (float(c) + 0.5f) - ts.x * 0.5f,
+                         g.g0.y + g.cell * (float(r) + 0.5f) - ts.y * 0.5f),
+                  lum > 128000 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255), t);
+    }
+  return ev;
+}
+
+// The height a heatmap needs for `rows` rows of at most `max_cell`, plus room for vertical key labels.
+float grid_height(int rows, float max_cell) {
+  return ImGui::GetFontSize() * 8 + float(rows) * max_cell;
+}
+
+// A drag in progress on one grid. The first cell pressed decides whether the whole drag blocks or
+// unblocks (a paint tool); the scenario changes live (recomputed, no undo entry) and the drag becomes
+// one undoable edit on release.
+struct Drag {
+  std::string grid;  // empty: no drag
+  bool block = false;
+  int row = -1, col = -1;  // last cell painted: fast drags fill the line from there
+  int start_row = -1, start_col = -1;
+  int painted = 0;
+};
+Drag g_drag;
+
+// One frame of painting on `grid`. Returns true once, on release, when the drag changed something.
+bool paint(AppState& state, const std::string& grid, const HeatmapEvent& ev,
+           const std::function<bool(int, int)>& blocked, const std::function<void(int, int, bool)>& set) {
+  auto apply = [&](int r, int c) {
+    if (blocked(r, c) == g_drag.block) return;
+    set(r, c, g_drag.block);
+    ++g_drag.painted;
+  };
+  const int before = g_drag.painted;
+  if (g_drag.grid.empty() && ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+    g_drag = Drag{grid, !blocked(ev.row, ev.col), ev.row, ev.col, ev.row, ev.col, 0};
+    apply(ev.row, ev.col);
+  } else if (g_drag.grid == grid && ev.hovered && ImGui::IsMouseDown(ImGuiMouseButton_Left) &&
+             (ev.row != g_drag.row || ev.col != g_drag.col)) {
+    const int steps = std::max(std::abs(ev.row - g_drag.row), std::abs(ev.col - g_drag.col));
+    for (int k = 1; k <= steps; ++k)
+      apply(g_drag.row + int(std::lround(float(ev.row - g_drag.row) * float(k) / float(steps))),
+            g_drag.col + int(std::lround(float(ev.col - g_drag.col) * float(k) / float(steps))));
+    g_drag.row = ev.row;
+    g_drag.col = ev.col;
+  }
+  if (g_drag.painted != before) state.recompute();
+  if (g_drag.grid == grid && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
+    const bool changed = g_drag.painted > 0;
+    if (!changed) g_drag = Drag{};
+    return changed;
+  }
+  return false;
+}
+
+// Sliders change the scenario live (recomputed, no undo entry) and record one edit when released.
+void live_edit(AppState& state, bool changed, const std::string& what) {
+  if (changed) state.recompute();
+  if (ImGui::IsItemDeactivatedAfterEdit()) state.edited(what.c_str());
+}
+
+// apply_mask_preset and fit_mask_to_sizes refuse a mask too large for memory. Then the scenario goes
+// back to the last edit and the reason shows by the mask controls; nothing throws out of the panel.
+bool mask_op(AppState& state, void (*op)(Scenario&)) {
+  try {
+    op(state.scenario);
+    return true;
+  } catch (const Error& e) {
+    state.scenario = state.committed;
+    state.errors["mask"] = e.what();
+    return false;
+  }
+}
+
+const char* const kPresetNames[] = {"none",           "causal",    "padding", "sliding window",
+                                    "block-diagonal", "prefix-LM", "random",  "custom (edited)"};
+const char* const kScopeNames[] = {"shared (L, S)", "per batch (N, L, S)", "per head (N\xC2\xB7H, L, S)"};
+const char* const kConventionNames[] = {"torch bool (True = blocked)", "keep (1 = attend)", "additive float"};
+
+const char* convention_text(MaskConvention c) {
+  switch (c) {
+    case MaskConvention::torch_bool:
+      return "torch bool: True = blocked (the score becomes -inf), False = attend. torch takes exactly this "
+             "as attn_mask (dtype torch.bool).";
+    case MaskConvention::keep:
+      return "keep: 1 = attend, 0 = blocked, as in masked_fill(mask == 0, -inf). torch reads True as "
+             "BLOCKED, so pass attn_mask = (mask == 0), never the keep mask itself.";
+    case MaskConvention::additive:
+      return "additive float: each value is added to the scaled score: 0 = attend, -inf = blocked, anything "
+             "else biases. torch adds a float attn_mask as it is.";
+  }
+  return "";
+}
+
+const char* scope_text(MaskScope s) {
+  switch (s) {
+    case MaskScope::shared: return "One (L, S) mask for every batch item and head.";
+    case MaskScope::per_batch:
+      return "One mask per batch item, shared by its heads. torch has no (N, L, S) layout: it needs the mask "
+             "repeated per head to (N\xC2\xB7H, L, S).";
+    case MaskScope::per_head: return "torch's 3-D layout: slice n\xC2\xB7H + h masks batch item n, head h.";
+  }
+  return "";
+}
+
+// What a cell `cell` pixels wide shows, by convention ("T"/"F" where "False" does not fit). Finite
+// non-zero values are additive biases: the bool conventions ignore them (compute.cpp reads only -inf
+// as blocked), so they show as attend there.
+const char* cell_text(MaskConvention c, float v, float cell, char* buf, std::size_t n) {
+  const bool b = is_blocked(v);
+  switch (c) {
+    case MaskConvention::torch_bool:
+      if (ImGui::CalcTextSize("False").x + 4 > cell) return b ? "T" : "F";
+      return b ? "True" : "False";
+    case MaskConvention::keep: return b ? "0" : "1";
+    case MaskConvention::additive:
+      if (b) return "-inf";
+      std::snprintf(buf, n, "%.3g", double(v));
+      return buf;
+  }
+  return "";
+}
+
+void preset_controls(AppState& state) {
+  Scenario& sc = state.scenario;
+  MaskSpec& m = sc.mask;
+  const float font = ImGui::GetFontSize();
+  ImGui::SetNextItemWidth(font * 9);
+  if (ImGui::BeginCombo("preset", kPresetNames[int(m.preset)])) {
+    for (int p = 0; p < int(MaskPreset::custom); ++p)
+      if (ImGui::Selectable(kPresetNames[p], int(m.preset) == p)) {
+        m.preset = MaskPreset(p);
+        if (mask_op(state, apply_mask_preset))
+          state.edited((std::string("mask preset: ") + kPresetNames[p]).c_str());
+      }
+    ImGui::EndCombo();
+  }
+  const int L = int(std::max<std::int64_t>(1, sc.L())), S = int(std::max<std::int64_t>(1, sc.S()));
+  auto reapply = [&](bool changed, const char* what) {
+    live_edit(state, changed && mask_op(state, apply_mask_preset), what);
+  };
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(font * 7);
+  switch (m.preset) {
+    case MaskPreset::sliding_window:
+      reapply(ImGui::SliderInt("window w", &m.window, 1, S), "mask: sliding window w");
+      break;
+    case MaskPreset::block_diagonal:
+      reapply(ImGui::SliderInt("segments", &m.segments, 1, L), "mask: block-diagonal segments");
+      break;
+    case MaskPreset::prefix_lm:
+      reapply(ImGui::SliderInt("prefix length", &m.prefix, 0, S), "mask: prefix length");
+      break;
+    case MaskPreset::random: {
+      reapply(ImGui::SliderFloat("p", &m.random_p, 0.0f, 1.0f, "blocked %.2f"), "mask: random p");
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(font * 6);
+      const std::uint64_t one = 1;
+      if (ImGui::InputScalar("seed", ImGuiDataType_U64, &m.random_seed, &one, nullptr, "%llu",
+                             ImGuiInputTextFlags_EnterReturnsTrue) &&
+          mask_op(state, apply_mask_preset))
+        state.edited("mask: random seed");
+      break;
+    }
+    case MaskPreset::padding: ImGui::TextDisabled("valid lengths: under key_padding_mask below"); break;
+    case MaskPreset::none: ImGui::TextDisabled("no attn_mask"); break;
+    case MaskPreset::causal: ImGui::TextDisabled("query i sees keys j <= i"); break;
+    case MaskPreset::custom: ImGui::TextDisabled("edited by hand"); break;
+  }
+}
+
+// Scope, the batch item / head pickers (clamped to the result's N and H) and the convention.
+void scope_controls(AppState& state, int N, int H) {
+  Scenario& sc = state.scenario;
+  MaskSpec& m = sc.mask;
+  ViewState& view = sc.view;
+  const float font = ImGui::GetFontSize();
+  ImGui::SetNextItemWidth(ImGui::CalcTextSize(kScopeNames[2]).x + ImGui::GetFrameHeight() * 1.5f);
+  int scope = int(m.scope);
+  if (ImGui::Combo("scope", &scope, kScopeNames, 3) && scope != int(m.scope)) {
+    m.scope = MaskScope(scope);
+    if (mask_op(state, fit_mask_to_sizes))
+      state.edited((std::string("mask scope: ") + kScopeNames[scope]).c_str());
+  }
+  // Which slice: the batch item and head are shared view state, so Heads and the inspector follow.
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(font * 5);
+  ImGui::SliderInt("batch item", &view.batch_index, 0, std::max(0, N - 1));
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(font * 5);
+  ImGui::SliderInt("head", &view.sel_head, 0, std::max(0, H - 1));
+  view.batch_index = std::clamp(view.batch_index, 0, std::max(0, N - 1));
+  view.sel_head = std::clamp(view.sel_head, 0, std::max(0, H - 1));
+  ImGui::PushTextWrapPos(0);
+  ImGui::TextDisabled("%s", scope_text(m.scope));
+  ImGui::PopTextWrapPos();
+
+  ImGui::SetNextItemWidth(ImGui::CalcTextSize(kConventionNames[0]).x + ImGui::GetFrameHeight() * 1.5f);
+  int conv = int(m.convention);
+  if (ImGui::Combo("convention", &conv, kConventionNames, 3) && conv != int(m.convention)) {
+    m.convention = MaskConvention(conv);
+    state.edited((std::string("mask convention: ") + kConventionNames[conv]).c_str());
+  }
+  ImGui::PushTextWrapPos(0);
+  ImGui::TextDisabled("%s", convention_text(m.convention));
+  ImGui::PopTextWrapPos();
+}
+
+// The popup that types one additive value ("-inf" allowed).
+struct ValuePopup {
+  std::size_t index = 0;
+  int row = 0, col = 0;
+  char text[32] = "";
+  std::string error;
+};
+ValuePopup g_popup;
+
+void value_popup(AppState& state, const std::vector<std::string>& rows,
+                 const std::vector<std::string>& cols) {
+  if (!ImGui::BeginPopup("mask value")) return;
+  MaskSpec& m = state.scenario.mask;
+  // The mask or the sizes changed under the popup.
+  if (g_popup.index >= m.cells.size() || std::size_t(g_popup.row) >= rows.size() ||
+      std::size_t(g_popup.col) >= cols.size()) {
+    ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+    return;
+  }
+  ImGui::Text("query %s -> key %s: added to the score", rows[std::size_t(g_popup.row)].c_str(),
+              cols[std::size_t(g_popup.col)].c_str());
+  auto set = [&](float v, const char* what) {
+    m.cells[g_popup.index] = v;
+    m.preset = MaskPreset::custom;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "mask cell (%d, %d) %s", g_popup.row, g_popup.col, what);
+    state.edited(buf);
+    ImGui::CloseCurrentPopup();
+  };
+  if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
+  if (ImGui::InputText("value", g_popup.text, sizeof g_popup.text, ImGuiInputTextFlags_EnterReturnsTrue)) {
+    char* end = nullptr;
+    const float v = std::strtof(g_popup.text, &end);
+    while (end && *end == ' ') ++end;
+    if (end == g_popup.text || (end && *end))
+      g_popup.error = "not a number: type e.g. -1.5, 0 or -inf";
+    else if (std::isnan(v) || (std::isinf(v) && v > 0))
+      g_popup.error = "NaN or +inf would make the whole row NaN after softmax";
+    else
+      set(v, (std::string("= ") + g_popup.text).c_str());
+  }
+  if (ImGui::Button("0 (attend)")) set(0.0f, "= 0");
+  ImGui::SameLine();
+  if (ImGui::Button("-inf (block)")) set(kBlocked, "= -inf");
+  if (!g_popup.error.empty()) ImGui::TextColored(kError, "%s", g_popup.error.c_str());
+  ImGui::EndPopup();
+}
+
+// The cells of the slice being edited, painted or typed into.
+void cell_grid(AppState& state, Textures& tex, float width) {
+  Scenario& sc = state.scenario;
+  MaskSpec& m = sc.mask;
+  const float font = ImGui::GetFontSize();
+  const std::int64_t N = sc.batch, H = sc.num_heads;
+  const Shape want = m.scope == MaskScope::shared      ? Shape{sc.L(), sc.S()}
+                     : m.scope == MaskScope::per_batch ? Shape{N, sc.L(), sc.S()}
+                                                       : Shape{N * H, sc.L(), sc.S()};
+  if (m.cells.empty()) {
+    ImGui::TextWrapped(
+        "No attn_mask: every query may attend to every key. Pick a preset, or start from an "
+        "all-attend mask and paint it.");
+    if (ImGui::Button("Start an empty mask")) {
+      m.preset = MaskPreset::custom;  // fitting a custom mask that has no cells makes them all 0 (attend)
+      if (mask_op(state, fit_mask_to_sizes)) state.edited("mask: start an empty mask");
+    }
+    return;
+  }
+  if (m.cells_shape != want || m.cells.size() != std::size_t(numel(want))) {
+    ImGui::TextColored(kWarn, "The mask is %s but the sizes and scope need %s.",
+                       shape_str(m.cells_shape).c_str(), shape_str(want).c_str());
+    if (ImGui::Button("Fit the mask to the sizes") && mask_op(state, fit_mask_to_sizes))
+      state.edited("mask: fit to sizes");
+    return;
+  }
+  const int L = int(want[want.size() - 2]), S = int(want.back());
+  // The pickers follow the result; the scenario's sizes may differ while it recomputes.
+  const std::int64_t n = std::clamp<std::int64_t>(sc.view.batch_index, 0, std::max<std::int64_t>(0, N - 1));
+  const std::int64_t hd = std::clamp<std::int64_t>(sc.view.sel_head, 0, std::max<std::int64_t>(0, H - 1));
+  const std::int64_t slice = m.scope == MaskScope::shared      ? 0
+                             : m.scope == MaskScope::per_batch ? n
+                                                               : n * H + hd;
+  const std::size_t base = std::size_t(slice) * std::size_t(L) * std::size_t(S);
+  float* cells = m.cells.data() + base;
+
+  // The colour range and count of biases change only with the values: cached by fingerprint.
+  static std::uint64_t cached = 0;
+  static float range = 0;
+  static int biases = 0;
+  const std::uint64_t fp =
+      fingerprint(cells, sizeof(float) * std::size_t(L) * std::size_t(S), 0xcbf29ce484222325ull);
+  if (fp != cached) {
+    cached = fp;
+    range = 0;
+    biases = 0;
+    for (int k = 0; k < L * S; ++k)
+      if (std::isfinite(cells[k]) && cells[k] != 0) {
+        range = std::max(range, std::fabs(cells[k]));
+        ++biases;
+      }
+  }
+  const bool additive = m.convention == MaskConvention::additive;
+  const std::vector<std::string>* rows = axis_labels(state.result.query_tokens, L);
+  const std::vector<std::string>* cols = axis_labels(state.result.key_tokens, S);
+
+  if (m.scope == MaskScope::shared)
+    ImGui::TextUnformatted("attn_mask (L, S): click or drag to paint");
+  else if (m.scope == MaskScope::per_batch)
+    ImGui::Text("attn_mask[%d] (batch item %d): click or drag", int(slice), int(n));
+  else
+    ImGui::Text("attn_mask[%d] (item %d, head %d): click or drag", int(slice), int(n), int(hd));
+  Heatmap h;
+  h.id = "mask/cells";
+  h.values = cells;
+  h.rows = L;
+  h.cols = S;
+  h.row_stride = S;
+  // Allowed cells are one colour (white, the diverging map's 0); additive biases are coloured only
+  // where they count, in the additive convention.
+  h.vmin = additive ? -range : 0;
+  h.vmax = additive ? range : 0;
+  h.colormap = Colormap::diverging;
+  h.row_labels = rows;
+  h.col_labels = cols;
+  h.blocked = [cells, S](int r, int c) {
+    return is_blocked(cells[std::size_t(r) * std::size_t(S) + std::size_t(c)]);
+  };
+  h.show_values = false;
+  h.max_cell = font * 3;
+  h.size = ImVec2(width, std::min(grid_height(L, h.max_cell), std::max(font * 12, width)));
+  h.version = fingerprint_floats({h.vmin, h.vmax}, fp);
+  h.selected_row = sc.view.sel_query;
+  h.selected_col = sc.view.sel_key;
+  char buf[96];  // cell text, then the name of the edit
+  const MaskConvention conv = m.convention;
+  const HeatmapEvent ev = heatmap_with_text(tex, h, [&](int r, int c, float cell) {
+    return cell_text(conv, cells[std::size_t(r) * std::size_t(S) + std::size_t(c)], cell, buf, sizeof buf);
+  });
+
+  if (ev.hovered &&
+      (ImGui::IsMouseClicked(ImGuiMouseButton_Left) || ImGui::IsMouseClicked(ImGuiMouseButton_Right))) {
+    sc.view.sel_query = ev.row;  // the inspector follows the cell being edited
+    sc.view.sel_key = ev.col;
+  }
+  if (ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+    const std::size_t k = base + std::size_t(ev.row) * std::size_t(S) + std::size_t(ev.col);
+    if (m.cells[k] != 0) {
+      m.cells[k] = 0;
+      m.preset = MaskPreset::custom;
+      std::snprintf(buf, sizeof buf, "mask cell (%d, %d) = 0", ev.row, ev.col);
+      state.edited(buf);
+    }
+  }
+  if (additive) {
+    if (ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+      g_popup.index = base + std::size_t(ev.row) * std::size_t(S) + std::size_t(ev.col);
+      g_popup.row = ev.row;
+      g_popup.col = ev.col;
+      g_popup.error.clear();
+      const float v = m.cells[g_popup.index];
+      if (is_blocked(v))
+        std::snprintf(g_popup.text, sizeof g_popup.text, "-inf");
+      else
+        std::snprintf(g_popup.text, sizeof g_popup.text, "%g", double(v));
+      ImGui::OpenPopup("mask value");
+    }
+    value_popup(state, *rows, *cols);
+  } else {
+    const bool done = paint(
+        state, "cells", ev, [cells, S](int r, int c) { return is_blocked(cells[std::size_t(r * S + c)]); },
+        [cells, S](int r, int c, bool block) { cells[std::size_t(r * S + c)] = block ? kBlocked : 0.0f; });
+    if (done) {
+      m.preset = MaskPreset::custom;
+      std::snprintf(buf, sizeof buf, "mask: %s %d cell%s from (%d, %d)", g_drag.block ? "block" : "unblock",
+                    g_drag.painted, g_drag.painted == 1 ? "" : "s", g_drag.start_row, g_drag.start_col);
+      g_drag = Drag{};
+      state.edited(buf);
+    }
+  }
+  ImGui::PushTextWrapPos(0);
+  ImGui::TextDisabled(
+      additive ? "Click a cell to type a value (-inf blocks); right-click resets it to 0."
+               : "The first cell pressed decides: the drag blocks or unblocks. Right-click: attend.");
+  if (!additive && biases > 0)
+    ImGui::TextColored(kWarn,
+                       "%d cells hold additive values that this convention ignores (it reads only -inf as "
+                       "blocked); switch to additive float to see them.",
+                       biases);
+  ImGui::PopTextWrapPos();
+}
+
+// Rows of the merged slice whose every key is blocked, cached per result and slice.
+struct MergedInfo {
+  std::uint64_t generation = 0;
+  int n = -1, h = -1;
+  float range = 0;
+  std::vector<int> full_rows;
+};
+
+// The additive mask torch adds to the scores: attn_mask merged with key_padding_mask (the trace's
+// "attn_mask" stage), for the shown batch item and head.
+void merged_grid(AppState& state, Textures& tex, float width) {
+  const auto& f = *state.result.forward;
+  const Dims& d = f.dims;
+  ViewState& view = state.scenario.view;
+  ImGui::TextUnformatted("What torch adds to the scores");
+  const Stage<float>* s = f.trace.find("attn_mask");
+  if (!s) {
+    ImGui::TextWrapped(
+        "No mask in the last result: neither attn_mask nor key_padding_mask, so every query "
+        "sees every key.");
+    return;
+  }
+  const int n = std::clamp(view.batch_index, 0, int(d.N) - 1), h = std::clamp(view.sel_head, 0, int(d.H) - 1);
+  const int L = int(s->shape[2]), S = int(s->shape[3]);
+  const float* p = s->storage->data() + s->offset + n * s->strides[0] + h * s->strides[1];
+  const std::int64_t rs = s->strides[2], cs = s->strides[3];
+  static MergedInfo info;
+  if (info.generation != state.result.generation || info.n != n || info.h != h) {
+    info = MergedInfo{state.result.generation, n, h, 0, {}};
+    for (int i = 0; i < L; ++i) {
+      bool all = true;
+      for (int j = 0; j < S; ++j) {
+        const float v = p[i * rs + j * cs];
+        all = all && is_blocked(v);
+        if (std::isfinite(v)) info.range = std::max(info.range, std::fabs(v));
+      }
+      if (all) info.full_rows.push_back(i);
+    }
+  }
+  ImGui::PushTextWrapPos(0);
+  ImGui::TextDisabled("merged attn_mask, item %d, head %d%s", n, h, state.stale ? " (updating...)" : "");
+  ImGui::PopTextWrapPos();
+  Heatmap hm;
+  hm.id = "mask/merged";
+  hm.values = p;
+  hm.rows = L;
+  hm.cols = S;
+  hm.row_stride = rs;
+  hm.col_stride = cs;
+  hm.vmin = -info.range;
+  hm.vmax = info.range;
+  hm.colormap = Colormap::diverging;
+  hm.row_labels = axis_labels(state.result.query_tokens, L);
+  hm.col_labels = axis_labels(state.result.key_tokens, S);
+  hm.blocked = [p, rs, cs](int i, int j) { return is_blocked(p[i * rs + j * cs]); };
+  hm.show_values = false;
+  hm.max_cell = ImGui::GetFontSize() * 3;
+  hm.size = ImVec2(width, std::min(grid_height(L, hm.max_cell), std::max(ImGui::GetFontSize() * 12, width)));
+  hm.version = state.result.generation * 1000003u + std::uint64_t(n) * 131u + std::uint64_t(h);
+  hm.selected_row = view.sel_query;
+  hm.selected_col = view.sel_key;
+  char buf[32];
+  const HeatmapEvent ev = heatmap_with_text(tex, hm, [&](int i, int j, float cell) {
+    return cell_text(MaskConvention::additive, p[i * rs + j * cs], cell, buf, sizeof buf);
+  });
+  if (ev.clicked) {  // selects for the inspector: view state, no undo step
+    view.sel_query = ev.row;
+    view.sel_key = ev.col;
+  }
+  ImGui::PushTextWrapPos(0);
+  ImGui::TextDisabled(
+      "key_padding_mask blocks whole columns of one batch item; attn_mask blocks cells. A key "
+      "blocked by either is -inf here.");
+  if (!info.full_rows.empty()) {
+    const std::vector<std::string>& q = *hm.row_labels;
+    std::string which;
+    for (std::size_t k = 0; k < info.full_rows.size() && k < 6; ++k)
+      which += (k ? ", " : "") + q[std::size_t(info.full_rows[k])];
+    if (info.full_rows.size() > 6) which += ", ...";
+    ImGui::TextColored(kWarn,
+                       "Fully masked: query %s may see no key here. softmax of a row of only -inf is 0/0, so "
+                       "torch returns NaN for that row and the NaN flows into context and output. %s",
+                       which.c_str(),
+                       f.fully_masked == FullyMasked::nan
+                           ? "The controls can map such rows to 0, as the course notebook does."
+                           : "This result maps those rows to 0, as the course notebook does.");
+  } else if (f.fully_masked_rows > 0) {
+    ImGui::TextColored(kWarn, "%lld fully masked (batch, head, query) rows elsewhere: they are NaN in torch.",
+                       (long long)f.fully_masked_rows);
+  }
+  ImGui::PopTextWrapPos();
+}
+
+// key_padding_mask (N, S): 1 = padding. Toggled per batch item and key, or set by valid length.
+void key_padding(AppState& state, Textures& tex) {
+  Scenario& sc = state.scenario;
+  MaskSpec& m = sc.mask;
+  const float font = ImGui::GetFontSize();
+  const int N = int(sc.batch), S = int(sc.S());
+  bool on = !m.key_padding.empty();
+  if (ImGui::Checkbox("key_padding_mask (N, S)", &on)) {
+    m.key_padding.assign(on ? std::size_t(std::max(0, N * S)) : 0, 0);
+    m.key_padding_shape = on ? Shape{N, S} : Shape{};
+    state.edited(on ? "key_padding_mask on" : "key_padding_mask off");
+  }
+  ImGui::SameLine();
+  ImGui::PushTextWrapPos(0);
+  ImGui::TextDisabled("True = padding: no query of that batch item attends to that key.");
+  ImGui::PopTextWrapPos();
+  if (!on) return;
+  if (N <= 0 || S <= 0 || m.key_padding.size() != std::size_t(N * S)) {
+    ImGui::TextColored(kWarn, "key_padding_mask holds %zu values but N\xC2\xB7S = %d.", m.key_padding.size(),
+                       N * S);
+    if (ImGui::Button("Fit key_padding_mask to the sizes") && mask_op(state, fit_mask_to_sizes))
+      state.edited("key_padding_mask: fit to sizes");
+    return;
+  }
+  static std::vector<float> values;  // the heatmap reads floats: 0/1 of the N·S bytes, a few hundred
+  values.assign(m.key_padding.begin(), m.key_padding.end());
+  static std::vector<std::string> items;
+  while (int(items.size()) < N) items.push_back("item " + std::to_string(items.size()));
+  std::uint8_t* pad = m.key_padding.data();
+
+  // Toggles first, so the valid-length sliders can sit level with their rows in the column left of them.
+  const float slider_w = font * 6;
+  if (ImGui::BeginTable("kpm", 2, ImGuiTableFlags_SizingFixedFit)) {
+    ImGui::TableSetupColumn("lengths", ImGuiTableColumnFlags_WidthFixed, slider_w);
+    ImGui::TableSetupColumn("toggles", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(1);
+    Heatmap h;
+    h.id = "mask/key_padding";
+    h.values = values.data();
+    h.rows = N;
+    h.cols = S;
+    h.row_stride = S;
+    h.vmin = h.vmax = 0;
+    h.colormap = Colormap::diverging;
+    h.row_labels = &items;
+    h.col_labels = axis_labels(state.result.key_tokens, S);
+    h.blocked = [pad, S](int r, int c) { return pad[r * S + c] != 0; };
+    h.show_values = false;
+    h.max_cell = std::max(font * 2.2f, ImGui::GetFrameHeight());
+    h.size = ImVec2(ImGui::GetContentRegionAvail().x, grid_height(N, h.max_cell));
+    h.version = fingerprint(pad, m.key_padding.size(), 0xcbf29ce484222325ull);
+    const GridPlace g = place_of(h, ImGui::GetCursorScreenPos());
+    const HeatmapEvent ev =
+        heatmap_with_text(tex, h, [pad, S](int r, int c, float) { return pad[r * S + c] ? "pad" : ""; });
+    if (paint(
+            state, "padding", ev, [pad, S](int r, int c) { return pad[r * S + c] != 0; },
+            [pad, S](int r, int c, bool block) { pad[r * S + c] = block; })) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "key_padding_mask: %s %d key%s from (%d, %d)",
+                    g_drag.block ? "pad" : "unpad", g_drag.painted, g_drag.painted == 1 ? "" : "s",
+                    g_drag.start_row, g_drag.start_col);
+      g_drag = Drag{};
+      state.edited(buf);
+    }
+
+    ImGui::TableSetColumnIndex(0);
+    const float x = ImGui::GetCursorScreenPos().x;
+    ImGui::SetCursorScreenPos(ImVec2(x, g.g0.y - ImGui::GetTextLineHeightWithSpacing()));
+    ImGui::TextDisabled("valid length");
+    // Rows shorter than a slider (many batch items) get the sliders stacked instead.
+    const bool level = g.cell >= ImGui::GetFrameHeight();
+    for (int n = 0; n < N; ++n) {
+      int len = S;
+      for (int j = 0; j < S; ++j)
+        if (pad[n * S + j]) {
+          len = j;
+          break;
+        }
+      ImGui::PushID(n);
+      if (level)
+        ImGui::SetCursorScreenPos(
+            ImVec2(x, g.g0.y + g.cell * (float(n) + 0.5f) - ImGui::GetFrameHeight() * 0.5f));
+      ImGui::SetNextItemWidth(slider_w);
+      const bool changed =
+          ImGui::SliderInt("##len", &len, 0, S, level ? "%d" : (items[std::size_t(n)] + ": %d").c_str());
+      if (changed)
+        for (int j = 0; j < S; ++j) pad[n * S + j] = j >= len;
+      live_edit(state, changed, "valid length of item " + std::to_string(n));
+      ImGui::PopID();
+    }
+    ImGui::EndTable();
+  }
+}
+
+// "Copy as PyTorch" and the text it copies. The preview is rebuilt when a new result lands (every
+// edit makes one), not every frame: at L = 256 the text is long.
+void pytorch_box(AppState& state) {
+  static std::string text;
+  static std::uint64_t generation = 0;
+  auto make = [&] {
+    try {
+      text = mask_as_pytorch(state.scenario);
+    } catch (const Error& e) {
+      text = std::string("# ") + e.what();
+    }
+  };
+  if (generation != state.result.generation || text.empty()) {
+    generation = state.result.generation;
+    make();
+  }
+  if (ImGui::Button("Copy as PyTorch")) {
+    make();
+    ImGui::SetClipboardText(text.c_str());
+    state.status = "copied the mask as PyTorch to the clipboard";
+  }
+  ImGui::SameLine();
+  ImGui::TextDisabled("both masks as torch code");
+  // Lines as copied, scrolled sideways rather than wrapped: a wrapped Python line would read as two.
+  const float lines = float(std::min<std::ptrdiff_t>(14, std::count(text.begin(), text.end(), '\n') + 1));
+  ImGui::BeginChild("pytorch", ImVec2(-1, ImGui::GetTextLineHeightWithSpacing() * (lines + 1.5f)), true,
+                    ImGuiWindowFlags_HorizontalScrollbar);
+  ImGui::TextUnformatted(text.c_str());
+  ImGui::EndChild();
+}
+
+}  // namespace
+
+void draw_mask_editor(AppState& state, Textures& tex) {
+  if (!state.result.valid()) {
+    ImGui::TextWrapped("No result yet: the mask editor shows the mask next to what torch makes of it.");
+    return;
+  }
+  // Copied, not referenced: an edit below can replace the result (and free this one) within the frame.
+  const Dims d = state.result.forward->dims;
+  const float font = ImGui::GetFontSize();
+  preset_controls(state);
+  scope_controls(state, int(d.N), int(d.H));
+  auto err = state.errors.find("mask");
+  if (err != state.errors.end()) {
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(kError, "%s", err->second.c_str());
+    ImGui::PopTextWrapPos();
+  }
+  ImGui::Separator();
+
+  // Side by side when there is room: what the user edits (the larger, it is clicked), and what torch
+  // adds after merging.
+  // The merged grid needs at least a pixel per key (draw_heatmap's smallest cell) beside its labels.
+  const float avail = ImGui::GetContentRegionAvail().x;
+  const bool two = avail >= font * 30 && avail * 0.4f >= float(d.S_total) + font * 10;
+  if (two && ImGui::BeginTable("mask_grids", 2)) {
+    ImGui::TableSetupColumn("cells", ImGuiTableColumnFlags_WidthStretch, 1.4f);
+    ImGui::TableSetupColumn("merged", ImGuiTableColumnFlags_WidthStretch, 1.0f);
+    ImGui::TableNextColumn();
+    cell_grid(state, tex, ImGui::GetContentRegionAvail().x);
+    ImGui::TableNextColumn();
+    merged_grid(state, tex, ImGui::GetContentRegionAvail().x);
+    ImGui::EndTable();
+  } else {
+    cell_grid(state, tex, avail);
+    merged_grid(state, tex, avail);
+  }
+  ImGui::Separator();
+  key_padding(state, tex);
+  ImGui::Separator();
+  pytorch_box(state);
+  // A drag whose grid was not drawn this frame (the mask was emptied or resized meanwhile) ends here,
+  // so the next press can start a new one; what it painted is still one edit.
+  if (!g_drag.grid.empty() && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
+    if (g_drag.painted > 0) {
+      if (g_drag.grid == "cells") state.scenario.mask.preset = MaskPreset::custom;
+      state.edited(g_drag.grid == "cells" ? "mask: paint" : "key_padding_mask: paint");
+    }
+    g_drag = Drag{};
+  }
+}
+
+}  // namespace mha::app

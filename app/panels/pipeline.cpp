@@ -1,0 +1,500 @@
+// Pipeline view: every stage of the trace as a box, in the order torch computes them, laid out as a
+// wrapping flow with arrows. Each box gives shape, strides, contiguity, the torch expression, FLOPs and
+// bytes. Clicking a box shows that tensor below for the current batch item (one head of 4-D stages).
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "heatmap.hpp"
+#include "panels.hpp"
+
+namespace mha::app {
+
+namespace {
+
+enum class Kind { input, matmul, elementwise, view, copy };
+
+struct KindStyle {
+  const char* label;
+  ImU32 colour;
+};
+
+KindStyle kind_style(Kind k) {
+  switch (k) {
+    case Kind::input: return {"input", IM_COL32(130, 130, 140, 255)};
+    case Kind::matmul: return {"matmul", IM_COL32(70, 130, 230, 255)};
+    case Kind::elementwise: return {"elementwise", IM_COL32(230, 150, 50, 255)};
+    case Kind::view: return {"view (no copy)", IM_COL32(70, 185, 110, 255)};
+    case Kind::copy: return {"copy", IM_COL32(175, 100, 220, 255)};
+  }
+  return {"", 0};
+}
+
+struct StageCost {
+  Kind kind = Kind::input;
+  double flops = 0;
+  std::string formula;  // the FLOPs in the sizes' names
+};
+
+// FLOPs of one trace stage as torch computes it (a multiply-add is 2 FLOPs). The trace's `scores` is
+// the unscaled product shown for teaching; torch computes the product once, on the scaled q.
+StageCost stage_cost(const std::string& name, const Dims& d, bool bias, bool has_mask) {
+  const double N = double(d.N), L = double(d.L), S = double(d.S), Sp = double(d.S_total), E = double(d.E),
+               H = double(d.H), dk = double(d.d_k), kv = double(d.G * d.d_k);
+  const std::string s = d.S_total > d.S ? "S'" : "S";
+  const std::string plus_bias = bias ? " + bias" : "";
+  const bool square_kv = d.G == d.H && d.kdim == d.E && d.vdim == d.E;
+  if (name == "query" || name == "key" || name == "value") return {Kind::input, 0, "input"};
+  if (name == "attn_mask") return {Kind::input, 0, "input (masks merged)"};
+  if (name == "q") return {Kind::matmul, 2 * N * L * E * E + (bias ? N * L * E : 0), "2·N·L·E²" + plus_bias};
+  if (name == "k" || name == "v") {
+    const double in = double(name == "k" ? d.kdim : d.vdim);
+    return {Kind::matmul, 2 * N * S * in * kv + (bias ? N * S * kv : 0),
+            (square_kv ? "2·N·S·E²" : "2·N·S·E·G·d_k") + plus_bias};
+  }
+  if (name == "scores") return {Kind::matmul, 2 * N * H * L * Sp * dk, "2·N·H·L·" + s + "·d_k"};
+  if (name == "scores_scaled") return {Kind::elementwise, N * L * E, "N·L·E (torch scales q)"};
+  if (name == "scores_masked")
+    return has_mask ? StageCost{Kind::elementwise, N * H * L * Sp, "N·H·L·" + s + " (add mask)"}
+                    : StageCost{Kind::view, 0, "none: no mask"};
+  if (name == "attn_weights")
+    return {Kind::elementwise, 5 * N * H * L * Sp, "~5·N·H·L·" + s + " (max, -, exp, sum, /)"};
+  if (name == "context") return {Kind::matmul, 2 * N * H * L * Sp * dk, "2·N·H·L·" + s + "·d_k"};
+  if (name == "concat") return {Kind::copy, 0, "0 (copies N·L·E values)"};
+  if (name == "output")
+    return {Kind::matmul, 2 * N * L * E * E + (bias ? N * L * E : 0), "2·N·L·E²" + plus_bias};
+  if (name == "attn_weights_avg") return {Kind::elementwise, N * H * L * Sp, "N·H·L·" + s + " (sum, /H)"};
+  return {Kind::view, 0, "view: no FLOPs"};
+}
+
+std::string count_str(double v, const char* unit) {
+  static const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int p = 0;
+  while (std::fabs(v) >= 1000 && p < 5) {
+    v /= 1000;
+    ++p;
+  }
+  char buf[48];
+  if (p == 0)
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, unit);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g%s %s", v, prefixes[p], unit);
+  return buf;
+}
+
+std::string bytes_str(double b) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", b, units[u]);
+  return buf;
+}
+
+
+bool contains(std::initializer_list<const char*> names, const std::string& n) {
+  for (const char* x : names)
+    if (n == x) return true;
+  return false;
+}
+
+// Where a 4-D stage keeps its head axis: (N, H, L, x) or, for the views before the transpose and the
+// one after the transpose back, (N, L, H, d_k).
+int head_axis(const Stage<float>& s) {
+  if (s.shape.size() != 4) return -1;
+  return contains({"q_view", "k_view", "v_view", "context_transposed"}, s.name) ? 2 : 1;
+}
+
+// One stage's box as shown, computed once per frame.
+struct Box {
+  const Stage<float>* stage;
+  StageCost cost;
+  std::string bytes;  // "384 B", "no copy", "= query's storage"
+  bool contiguous;
+};
+
+std::vector<Box> make_boxes(const ForwardResult<float>& f) {
+  std::vector<Box> boxes;
+  const bool has_mask = f.trace.has("attn_mask");
+  for (const Stage<float>& s : f.trace.stages) {
+    Box b{&s, stage_cost(s.name, f.dims, f.config.bias, has_mask), "", mha::is_contiguous(s.shape, s.strides)};
+    if (!s.view_of.empty()) {
+      b.bytes = "no copy";
+    } else {
+      // Self-attention may hand the same tensor in as query, key and value.
+      for (const Box& prev : boxes)
+        if (prev.stage->storage == s.storage && prev.stage->view_of.empty())
+          b.bytes = "= " + prev.stage->name + "'s storage";
+      if (b.bytes.empty()) b.bytes = bytes_str(s.storage ? double(s.storage->size()) * sizeof(float) : 0);
+    }
+    boxes.push_back(std::move(b));
+  }
+  return boxes;
+}
+
+void arrow_head(ImDrawList* dl, ImVec2 tip, ImVec2 dir, float size, ImU32 col) {
+  const ImVec2 n(-dir.y, dir.x);
+  dl->AddTriangleFilled(
+      tip, ImVec2(tip.x - dir.x * size + n.x * size * 0.5f, tip.y - dir.y * size + n.y * size * 0.5f),
+      ImVec2(tip.x - dir.x * size - n.x * size * 0.5f, tip.y - dir.y * size - n.y * size * 0.5f), col);
+}
+
+// Text clipped to a width, ending in "..." when cut; returns whether it was cut.
+bool clipped_text(ImDrawList* dl, ImVec2 pos, ImU32 col, const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) {
+    dl->AddText(pos, col, text.c_str());
+    return false;
+  }
+  // The longest prefix that fits with the dots, by bisection on its length.
+  const float dots = ImGui::CalcTextSize("...").x;
+  std::size_t lo = 0, hi = text.size();
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi + 1) / 2;
+    if (ImGui::CalcTextSize(text.c_str(), text.c_str() + mid).x + dots <= width)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  dl->AddText(pos, col, (text.substr(0, lo) + "...").c_str());
+  return true;
+}
+
+std::string selected_stage = "attn_weights";  // the box shown below; file-local (Heads owns view.stage)
+
+// Box sizes in font units (presenter mode scales them) and how many fit in a row.
+struct FlowGeometry {
+  float pad, line, box_w, box_h, gap_x, gap_y;
+  int per_row, rows;
+  float width() const { return float(per_row) * (box_w + gap_x) - gap_x; }
+  float height() const { return float(rows) * (box_h + gap_y) - gap_y; }
+};
+
+// Boxes share the width: as many as fit at 9.5 font widths or more each, at most 14.
+FlowGeometry flow_geometry(float width, int count) {
+  const float font = ImGui::GetFontSize();
+  FlowGeometry g;
+  g.pad = font * 0.4f;
+  g.gap_x = font * 1.1f;
+  g.gap_y = font * 1.3f;
+  g.per_row = std::max(1, int((width + g.gap_x) / (font * 9.5f + g.gap_x)));
+  g.box_w = std::clamp((width - float(g.per_row - 1) * g.gap_x) / float(g.per_row), font * 8, font * 14);
+  g.line = ImGui::GetTextLineHeight() + ImGui::GetStyle().ItemSpacing.y * 0.5f;  // tight: six lines a box
+  g.box_h = g.line * 6 + g.pad * 1.5f;
+  g.rows = (count + g.per_row - 1) / g.per_row;
+  return g;
+}
+
+void draw_flow(const std::vector<Box>& boxes, const FlowGeometry& g, float height) {
+  ImGui::BeginChild("##pipeline_flow", ImVec2(0, height), false);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float font = ImGui::GetFontSize(), line = g.line;
+  const float pad = g.pad, box_w = g.box_w, box_h = g.box_h, gap_x = g.gap_x, gap_y = g.gap_y;
+  const int per_row = g.per_row;
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  const ImU32 bg = ImGui::GetColorU32(ImGuiCol_FrameBg), arrow = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  auto box_pos = [&](int i) {
+    return ImVec2(origin.x + float(i % per_row) * (box_w + gap_x),
+                  origin.y + float(i / per_row) * (box_h + gap_y));
+  };
+
+  for (int i = 0; i < int(boxes.size()); ++i) {
+    const Box& b = boxes[std::size_t(i)];
+    const Stage<float>& s = *b.stage;
+    const ImVec2 p = box_pos(i), q(p.x + box_w, p.y + box_h);
+    const KindStyle ks = kind_style(b.cost.kind);
+
+    ImGui::SetCursorScreenPos(p);
+    ImGui::PushID(i);
+    if (ImGui::InvisibleButton("##box", ImVec2(box_w, box_h))) selected_stage = s.name;
+    const bool hovered = ImGui::IsItemHovered();
+    ImGui::PopID();
+    const bool selected = s.name == selected_stage;
+
+    dl->AddRectFilled(p, q, bg, font * 0.3f);
+    dl->AddRectFilled(p, ImVec2(p.x + font * 0.35f, q.y), ks.colour, font * 0.3f,
+                      ImDrawFlags_RoundCornersLeft);
+    dl->AddRect(p, q, selected ? text : hovered ? ks.colour : dim, font * 0.3f, 0, selected ? 3.0f : 1.0f);
+
+    const float x = p.x + font * 0.35f + pad, w = box_w - font * 0.35f - pad * 2;
+    float y = p.y + pad;
+    // Name, and on the right what it holds: "view of q" or its own bytes.
+    const std::string tag = s.view_of.empty() ? b.bytes : "view of " + s.view_of;
+    const float tag_w = ImGui::CalcTextSize(tag.c_str()).x;
+    dl->AddText(ImVec2(q.x - pad - tag_w, y), dim, tag.c_str());
+    clipped_text(dl, ImVec2(x, y), ks.colour, s.name, w - tag_w - pad);
+    y += line;
+    dl->AddText(ImVec2(x, y), text, ("shape " + shape_str(s.shape)).c_str());
+    y += line;
+    clipped_text(dl, ImVec2(x, y), text, "strides " + shape_str(s.strides), w);
+    y += line;
+    const bool broadcast = std::find(s.strides.begin(), s.strides.end(), 0) != s.strides.end();
+    dl->AddText(ImVec2(x, y), b.contiguous ? text : IM_COL32(240, 110, 90, 255),
+                b.contiguous ? "contiguous: yes"
+                : broadcast  ? "contiguous: no (stride 0)"
+                             : "contiguous: no");
+    y += line;
+    // Inputs have no expression but their own name; their note says what they are.
+    const bool cut = clipped_text(dl, ImVec2(x, y), dim, s.formula == s.name ? s.note : s.formula, w);
+    y += line;
+    clipped_text(dl, ImVec2(x, y), text,
+                 count_str(b.cost.flops, "FLOPs") + (s.view_of.empty() ? "" : ", " + b.bytes), w);
+
+    if (hovered) {
+      ImGui::BeginTooltip();
+      ImGui::PushTextWrapPos(font * 30);
+      ImGui::Text("%s  (%s)", s.name.c_str(), ks.label);
+      ImGui::TextUnformatted(s.formula.c_str());
+      ImGui::Text("shape %s, strides %s", shape_str(s.shape).c_str(), shape_str(s.strides).c_str());
+      if (!s.note.empty()) ImGui::TextDisabled("%s", s.note.c_str());
+      ImGui::Text("FLOPs: %s = %s", b.cost.formula.c_str(), count_str(b.cost.flops, "FLOPs").c_str());
+      ImGui::Text("memory: %s", b.bytes.c_str());
+      if (cut) ImGui::TextDisabled("(the box shows the expression shortened)");
+      ImGui::TextDisabled("click to show this tensor below");
+      ImGui::PopTextWrapPos();
+      ImGui::EndTooltip();
+    }
+
+    // Arrow to the next box: straight within a row, down-and-back at a row's end.
+    if (i + 1 < int(boxes.size())) {
+      const ImVec2 n = box_pos(i + 1);
+      const float asz = font * 0.45f;
+      if ((i + 1) % per_row != 0) {
+        const float my = p.y + box_h * 0.5f;
+        dl->AddLine(ImVec2(q.x + 2, my), ImVec2(n.x - 3, my), arrow, 1.5f);
+        arrow_head(dl, ImVec2(n.x - 2, my), ImVec2(1, 0), asz, arrow);
+      } else {
+        const float cx = p.x + box_w * 0.5f, ny = q.y + gap_y * 0.5f, nx = n.x + box_w * 0.5f;
+        dl->AddLine(ImVec2(cx, q.y + 2), ImVec2(cx, ny), arrow, 1.5f);
+        dl->AddLine(ImVec2(cx, ny), ImVec2(nx, ny), arrow, 1.5f);
+        dl->AddLine(ImVec2(nx, ny), ImVec2(nx, n.y - 3), arrow, 1.5f);
+        arrow_head(dl, ImVec2(nx, n.y - 2), ImVec2(0, 1), asz, arrow);
+      }
+    }
+  }
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::Dummy(ImVec2(g.width(), g.height()));
+  ImGui::EndChild();
+}
+
+// The selected stage for one batch item as a 2-D strided view: its last two dims, or (L, d_k) of one
+// head for the (N, L, H, d_k) views.
+struct Slice {
+  const float* values = nullptr;
+  int rows = 0, cols = 0;
+  std::int64_t row_stride = 0, col_stride = 1;
+  int head = -1, heads = 0;  // head shown, of how many (-1: a 3-D stage)
+  bool rows_are_keys = false, cols_are_keys = false;
+};
+
+Slice make_slice(const Stage<float>& s, const Dims& d, int n, int sel_head) {
+  Slice sl;
+  if (!s.storage || s.shape.size() < 3) return sl;
+  std::int64_t off = s.offset + std::int64_t(n) * s.strides[0];
+  const int ha = head_axis(s);
+  if (ha > 0) {
+    sl.heads = int(s.shape[std::size_t(ha)]);
+    // K/V stages have G heads; query head h reads key/value head h / (H / G).
+    sl.head = sl.heads == d.H || d.G <= 0 ? sel_head : sel_head / int(std::max<std::int64_t>(1, d.H / d.G));
+    sl.head = std::clamp(sl.head, 0, std::max(0, sl.heads - 1));
+    off += std::int64_t(sl.head) * s.strides[std::size_t(ha)];
+  }
+  const std::size_t r = ha == 2 ? 1 : s.shape.size() - 2, c = s.shape.size() - 1;
+  sl.rows = int(s.shape[r]);
+  sl.cols = int(s.shape[c]);
+  sl.row_stride = s.strides[r];
+  sl.col_stride = s.strides[c];
+  sl.values = s.storage->data() + off;
+  sl.rows_are_keys = contains({"key", "value", "k", "v", "k_view", "v_view", "k_heads", "v_heads"}, s.name);
+  sl.cols_are_keys =
+      s.shape[c] == d.S_total && !sl.rows_are_keys &&
+      contains({"scores", "scores_scaled", "attn_mask", "scores_masked", "attn_weights", "attn_weights_avg"},
+               s.name);
+  return sl;
+}
+
+// Colour range of the shown slice, cached by content version (no L·S loop per frame).
+// Keyed by the result itself as well: generation numbers restart with every Computer (tests make many).
+struct RangeCache {
+  std::weak_ptr<const ForwardResult<float>> source;
+  std::uint64_t version = 0;
+  float lo = 0, hi = 1;
+};
+
+void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes) {
+  const ForwardResult<float>& f = *state.result.forward;
+  const Trace<float>& tr = f.trace;
+  int index = -1;
+  for (int i = 0; i < int(tr.stages.size()); ++i)
+    if (tr.stages[std::size_t(i)].name == selected_stage) index = i;
+  if (index < 0) {
+    ImGui::TextDisabled("Click a box above to see its tensor.");
+    return;
+  }
+  const Stage<float>& s = tr.stages[std::size_t(index)];
+  ViewState& view = state.scenario.view;
+  const int n = std::clamp(view.batch_index, 0, int(std::max<std::int64_t>(1, f.dims.N)) - 1);
+
+  ImGui::PushTextWrapPos(0);
+  ImGui::Text("%s = %s", s.name.c_str(), s.formula.c_str());
+  ImGui::Text("shape %s   strides %s   contiguous: %s", shape_str(s.shape).c_str(),
+              shape_str(s.strides).c_str(), boxes[std::size_t(index)].contiguous ? "yes" : "no");
+  std::string note = s.note;
+  if (!s.view_of.empty())
+    note += " (reads " + s.view_of + "'s memory through these strides: nothing was copied)";
+  if (!note.empty()) ImGui::TextDisabled("%s", note.c_str());
+  ImGui::PopTextWrapPos();
+
+  Slice sl = make_slice(s, f.dims, n, view.sel_head);
+  if (!sl.values || sl.rows <= 0 || sl.cols <= 0) {
+    ImGui::TextDisabled("This stage has no 2-D part to show (shape %s).", shape_str(s.shape).c_str());
+    return;
+  }
+  ImGui::Text("batch item %d", n);
+  if (sl.head >= 0) {
+    ImGui::SameLine();
+    int h = view.sel_head;
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
+    // Selecting a head is a view choice (the Inspector's too), not an edit: no recompute, no undo.
+    if (ImGui::SliderInt("head", &h, 0, int(f.dims.H) - 1)) view.sel_head = h;
+    if (sl.heads != f.dims.H) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("(key/value head %d of %d, shared by query heads)", sl.head, sl.heads);
+    }
+    sl = make_slice(s, f.dims, n, view.sel_head);
+  }
+
+  // First values of the first row, indexed as torch would index them.
+  const std::string ns = std::to_string(n), hs = std::to_string(sl.head);
+  std::string first = sl.head < 0         ? "[" + ns + ", 0, :]"
+                      : head_axis(s) == 2 ? "[" + ns + ", 0, " + hs + ", :]"
+                                          : "[" + ns + ", " + hs + ", 0, :]";
+  char buf[32];
+  for (int c = 0; c < std::min(sl.cols, 8); ++c) {
+    std::snprintf(buf, sizeof buf, " %.4g", double(sl.values[std::int64_t(c) * sl.col_stride]));
+    first += buf;
+  }
+  if (sl.cols > 8) first += " ...";
+  ImGui::SameLine(0, ImGui::GetFontSize());
+  if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(first.c_str()).x) ImGui::NewLine();
+  ImGui::TextDisabled("%s", first.c_str());
+
+  const bool weights = s.name == "attn_weights" || s.name == "attn_weights_avg";
+  const std::uint64_t version =
+      ((state.result.generation * 1000003 + std::uint64_t(index)) * 131 + std::uint64_t(sl.head + 1)) * 7919 +
+      std::uint64_t(n);
+  static RangeCache range;
+  if (range.source.lock() != state.result.forward || range.version != version) {
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+    for (int r = 0; r < sl.rows; ++r)
+      for (int c = 0; c < sl.cols; ++c) {
+        const float v = sl.values[std::int64_t(r) * sl.row_stride + std::int64_t(c) * sl.col_stride];
+        if (std::isfinite(v)) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+      }
+    if (lo > hi) lo = hi = 0;
+    range = {state.result.forward, version, lo, hi};
+  }
+
+  Heatmap hm;
+  hm.id = "pipeline/tensor";
+  hm.values = sl.values;
+  hm.rows = sl.rows;
+  hm.cols = sl.cols;
+  hm.row_stride = sl.row_stride;
+  hm.col_stride = sl.col_stride;
+  if (weights) {
+    hm.colormap = view.colormap == Colormap::diverging ? Colormap::viridis : view.colormap;
+    hm.vmin = 0;
+    hm.vmax = std::max(range.hi, 1e-6f);
+  } else {
+    const float m = std::max({std::fabs(range.lo), std::fabs(range.hi), 1e-6f});
+    hm.colormap = Colormap::diverging;
+    hm.vmin = -m;
+    hm.vmax = m;
+  }
+  hm.row_labels = sl.rows_are_keys ? &state.key_tokens() : &state.query_tokens();
+  hm.col_labels = sl.cols_are_keys ? &state.key_tokens() : nullptr;
+  // Blocked cells are grey and hatched, never "low": where the merged additive mask is -inf, from the
+  // stage that applies the mask on (the raw and scaled scores come before it).
+  const Stage<float>* mask = tr.find("attn_mask");
+  if (mask && sl.head >= 0 && contains({"attn_mask", "scores_masked", "attn_weights"}, s.name)) {
+    const std::int64_t base = mask->offset + std::int64_t(n) * mask->strides[0] + sl.head * mask->strides[1];
+    hm.blocked = [mask, base](int r, int c) {
+      return std::isinf((*mask->storage)[std::size_t(base + r * mask->strides[2] + c * mask->strides[3])]);
+    };
+  }
+  hm.show_values = view.show_values;
+  hm.max_cell = ImGui::GetFontSize() * 3.0f;
+  hm.version = version;
+  const float font = ImGui::GetFontSize();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float bar_w = font * 5;
+  hm.size = ImVec2(std::max(font * 8, avail.x - bar_w), std::max(font * 8, avail.y));
+  const ImVec2 start = ImGui::GetCursorScreenPos();
+  draw_heatmap(tex, hm);
+  const ImVec2 end = ImGui::GetCursorScreenPos();
+  // The colorbar goes right of the cells actually drawn (the heatmap may use less than its size).
+  ImGui::SetCursorScreenPos(ImVec2(ImGui::GetItemRectMax().x + font * 0.5f, start.y + font * 1.5f));
+  draw_colorbar(tex, hm.colormap, hm.vmin, hm.vmax, std::max(font * 4, end.y - start.y - font * 3));
+  ImGui::SetCursorScreenPos(end);
+}
+
+}  // namespace
+
+void draw_pipeline(AppState& state, Textures& tex) {
+  if (!state.result.valid()) {
+    ImGui::TextDisabled("No result yet: fix the inputs marked in the controls.");
+    return;
+  }
+  const ForwardResult<float>& f = *state.result.forward;
+  const std::vector<Box> boxes = make_boxes(f);
+
+  double total = 0;
+  for (const Box& b : boxes) total += b.cost.flops;
+  ImGui::Text("%zu stages, %s in all", boxes.size(), count_str(total, "FLOPs").c_str());
+  if (state.stale) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("(stale: recomputing)");
+  }
+  // Legend of the box colours.
+  const float sz = ImGui::GetFontSize() * 0.7f;
+  for (Kind k : {Kind::input, Kind::matmul, Kind::elementwise, Kind::view, Kind::copy}) {
+    const KindStyle ks = kind_style(k);
+    // Same line while the entry fits, else a new line.
+    const float entry = sz + ImGui::GetFontSize() * 0.3f + ImGui::CalcTextSize(ks.label).x;
+    ImGui::SameLine();
+    if (ImGui::GetContentRegionAvail().x < entry) ImGui::NewLine();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float y = p.y + (ImGui::GetTextLineHeight() - sz) * 0.5f;
+    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, y), ImVec2(p.x + sz, y + sz), ks.colour);
+    ImGui::Dummy(ImVec2(sz, sz));
+    ImGui::SameLine(0, ImGui::GetFontSize() * 0.3f);
+    ImGui::TextUnformatted(ks.label);
+  }
+
+  // The flow takes what it needs up to 45% of the height; the chosen tensor gets the rest. The width
+  // leaves room for a scrollbar so the layout does not change when one appears.
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const FlowGeometry g =
+      flow_geometry(ImGui::GetContentRegionAvail().x - style.ScrollbarSize, int(boxes.size()));
+  const float avail_h = ImGui::GetContentRegionAvail().y;
+  draw_flow(boxes, g,
+            std::max(g.box_h + g.gap_y, std::min(g.height() + style.ItemSpacing.y, avail_h * 0.45f)));
+  ImGui::Separator();
+  draw_detail(state, tex, boxes);
+}
+
+}  // namespace mha::app

@@ -1,0 +1,104 @@
+// What the user makes: sizes, sentence, seed, edited tensors, the mask and the view. A Scenario is
+// plain data (no GL, no ImGui): saved as versioned JSON, snapshotted by undo, autosaved.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mha.hpp"
+
+namespace mha::app {
+
+enum class MaskPreset { none, causal, padding, sliding_window, block_diagonal, prefix_lm, random, custom };
+enum class MaskScope { shared, per_batch, per_head };  // (L, S) / (N, L, S) / (N·H, L, S)
+// How the mask is shown and edited. The truth underneath is always additive: 0 = attend, -inf = blocked.
+enum class MaskConvention { torch_bool, keep, additive };
+enum class Colormap { viridis, magma, cividis, diverging };
+
+const char* to_string(MaskPreset p);
+const char* to_string(MaskScope s);
+const char* to_string(MaskConvention c);
+const char* to_string(Colormap c);
+
+struct MaskSpec {
+  MaskPreset preset = MaskPreset::none;
+  MaskScope scope = MaskScope::shared;
+  MaskConvention convention = MaskConvention::torch_bool;
+  int window = 2;         // sliding_window: key j visible from query i when i - w < j <= i
+  int segments = 2;       // block_diagonal: equal segments attend within themselves
+  int prefix = 2;         // prefix_lm: the first `prefix` keys are visible to all queries
+  float random_p = 0.3f;  // random: each cell blocked with probability p
+  std::uint64_t random_seed = 1;
+  // The mask cells, additive: 0 attend, -inf blocked, any other value added to the scores.
+  // Shape by scope: (L, S), (N, L, S) or (N·H, L, S). Empty with preset none.
+  std::vector<float> cells;
+  Shape cells_shape;
+  // key_padding_mask: (N, S), 1 = padding (torch True). Empty = no key_padding_mask.
+  std::vector<std::uint8_t> key_padding;
+  Shape key_padding_shape;  // (N, S) it was made for, so fit_mask_to_sizes can keep the overlap
+};
+
+struct ViewState {
+  int tab = 0;                         // centre tab index
+  int batch_index = 0;                 // which batch item the views show
+  std::string stage = "attn_weights";  // Heads view: which stage
+  int compare_mode = 0;                // Compare view: 0 two heads, 1 before/after last edit
+  int compare_a = 0, compare_b = 1;    // heads compared
+  Colormap colormap = Colormap::viridis;
+  bool show_values = true;
+  bool presenter = false;   // high-contrast theme
+  float font_scale = 1.0f;  // presenter slider, 1–3
+  int reshape_step = 0;     // Reshape view: 0 q, 1 view, 2 transpose, 3 per-head context,
+                            // 4 transpose back, 5 concat
+  int mistake = 0;          // Reshape view: 0 none, 1 no transpose, 2 view on non-contiguous, 3 no out-proj
+  // Inspector selection (set by clicking a heatmap cell): head, query, key.
+  int sel_head = 0, sel_query = 0, sel_key = 0;
+};
+
+struct Scenario {
+  static constexpr int kVersion = 1;
+  std::string name = "course notebook";
+  std::int64_t batch = 3, tgt_len = 4, src_len = 4, embed_dim = 8, num_heads = 2, num_kv_heads = 0;
+  bool bias = false;
+  bool cross_attention = false;  // false: S = L; key = value = query unless separate_qkv
+  bool separate_qkv = false;     // query, key, value drawn as three tensors (the course notebook)
+  std::uint64_t seed = 42;       // torch.manual_seed for inputs and default-init weights
+  std::string sentence;          // whitespace tokens label queries (sets L when non-empty)
+  std::string source_sentence;   // cross-attention: tokens of the keys (sets S when non-empty)
+  FullyMasked fully_masked = FullyMasked::nan;
+  MaskSpec mask;
+  // Edited, pasted or loaded tensors replace the generated ones (batch-first, shapes must fit).
+  std::optional<Tensor<float>> query, key, value;
+  std::optional<Weights<float>> weights;
+  ViewState view;
+
+  std::int64_t L() const;  // tokens of `sentence` if any, else tgt_len
+  std::int64_t S() const;  // self-attention: L; cross: tokens of source_sentence if any, else src_len
+  std::vector<std::string> query_tokens() const;  // sentence tokens, or "t0", "t1", ...
+  std::vector<std::string> key_tokens() const;
+};
+
+// Splits on whitespace.
+std::vector<std::string> tokenize(const std::string& sentence);
+
+// Fills mask.cells from the preset for the scenario's sizes (keeps key_padding). custom/none: as is
+// (none clears the cells).
+void apply_mask_preset(Scenario& s);
+// Resizes the cells and key_padding to the current sizes, keeping what still fits.
+void fit_mask_to_sizes(Scenario& s);
+// Both throw mha::TooLargeError (argument "mask") and change nothing when the cells or the
+// key_padding would exceed this many values.
+constexpr std::int64_t kMaxMaskCells = std::int64_t(1) << 24;
+
+// The equivalent torch expression for the mask, for "Copy as PyTorch".
+std::string mask_as_pytorch(const Scenario& s);
+
+// JSON, versioned. Throws mha::FileError with the reason; `from_json` never half-applies.
+std::string to_json(const Scenario& s);
+Scenario scenario_from_json(const std::string& text, const std::string& name_for_errors);
+Scenario load_scenario(const std::string& path);
+void save_scenario(const std::string& path, const Scenario& s);  // atomic: temp file + rename
+
+}  // namespace mha::app

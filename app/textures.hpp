@@ -1,0 +1,47 @@
+// Panels reach textures only through this interface, so every panel can run without a GL context
+// (tests/test_ui_headless.cpp). The app's implementation is GL (gl_textures.cpp).
+#pragma once
+
+#include <imgui.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace mha::app {
+
+class Textures {
+ public:
+  virtual ~Textures() = default;
+  // The texture for `slot` (e.g. "heads/3"), refilled through `fill` (w×h RGBA8, row-major, top row
+  // first) only when `version` or the size changed since the last call for that slot.
+  ImTextureID get(const std::string& slot, std::uint64_t version, int w, int h,
+                  const std::function<void(std::uint32_t* rgba)>& fill);
+  int uploads() const { return uploads_; }  // for tests: refills so far
+
+ protected:
+  virtual ImTextureID create(int w, int h, const std::uint32_t* rgba) = 0;
+  virtual void update(ImTextureID id, int w, int h, const std::uint32_t* rgba) = 0;
+
+ private:
+  struct Entry {
+    ImTextureID id{};
+    std::uint64_t version = 0;
+    int w = 0, h = 0;
+  };
+  std::map<std::string, Entry> entries_;
+  int uploads_ = 0;
+};
+
+// No GL: ids are counters, pixels are dropped (the ImGui draw lists still get one quad per texture).
+class NullTextures : public Textures {
+ protected:
+  ImTextureID create(int, int, const std::uint32_t*) override { return ImTextureID(std::intptr_t(++next_)); }
+  void update(ImTextureID, int, int, const std::uint32_t*) override {}
+
+ private:
+  std::intptr_t next_ = 0;
+};
+
+}  // namespace mha::app

@@ -1,0 +1,230 @@
+// Layout and menus. Panels are in app/panels/, one per file; this file only places them.
+#include "ui.hpp"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "errors.hpp"
+#include "panels/panels.hpp"
+
+namespace mha::app {
+
+const char* const kTabNames[6] = {"Pipeline", "Reshape", "Heads", "Mask", "Compare", "Complexity"};
+
+std::vector<std::string> list_presets(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".json") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void apply_theme(bool presenter) {
+  if (!presenter) {
+    ImGui::StyleColorsDark();
+    ImGui::GetStyle().FrameRounding = 3;
+    return;
+  }
+  // High contrast for projectors: white background, black text, strong borders.
+  ImGui::StyleColorsLight();
+  ImGuiStyle& s = ImGui::GetStyle();
+  s.FrameRounding = 3;
+  s.FrameBorderSize = 1;
+  s.Colors[ImGuiCol_Text] = ImVec4(0, 0, 0, 1);
+  s.Colors[ImGuiCol_WindowBg] = ImVec4(1, 1, 1, 1);
+  s.Colors[ImGuiCol_ChildBg] = ImVec4(1, 1, 1, 1);
+  s.Colors[ImGuiCol_Border] = ImVec4(0, 0, 0, 0.8f);
+  s.Colors[ImGuiCol_FrameBg] = ImVec4(0.92f, 0.92f, 0.92f, 1);
+  s.Colors[ImGuiCol_TextDisabled] = ImVec4(0.25f, 0.25f, 0.25f, 1);
+}
+
+namespace {
+
+// Save to the current file, or ask for a path when there is none (presets are read-only).
+void save(AppState& state, UiEnv& env, bool* save_as_popup) {
+  if (env.scenario_path.empty()) {
+    *save_as_popup = true;
+    return;
+  }
+  try {
+    save_scenario(env.scenario_path, state.scenario);
+    state.status = "saved " + env.scenario_path;
+  } catch (const Error& e) {
+    state.errors["file"] = e.what();
+  }
+}
+
+void file_menu(AppState& state, UiEnv& env, bool* open_path_popup, bool* save_as_popup) {
+  if (!ImGui::BeginMenu("File")) return;
+  if (ImGui::BeginMenu("Open preset")) {
+    for (const std::string& p : env.presets) {
+      const std::string name = std::filesystem::path(p).stem().string();
+      if (ImGui::MenuItem(name.c_str())) {
+        try {
+          state.load(load_scenario(p), "open preset " + name);
+          env.scenario_path.clear();  // presets are read-only: Save asks for a path
+          state.status = "opened preset " + name;
+        } catch (const Error& e) {
+          state.errors["file"] = e.what();
+        }
+      }
+    }
+    ImGui::EndMenu();
+  }
+  if (ImGui::MenuItem("Open...", "Ctrl+O")) *open_path_popup = true;
+  if (ImGui::MenuItem("Save", "Ctrl+S")) save(state, env, save_as_popup);
+  if (ImGui::MenuItem("Save as...")) *save_as_popup = true;
+  ImGui::Separator();
+  if (ImGui::MenuItem("Quit", "Ctrl+Q")) env.quit_requested = true;
+  ImGui::EndMenu();
+}
+
+// A path prompt (Dear ImGui has no native file dialog). Failure keeps the scenario as it is.
+void path_popup(const char* id, AppState& state, UiEnv& env, bool saving) {
+  static char buf[1024] = "";
+  if (!ImGui::BeginPopupModal(id, nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
+  ImGui::TextUnformatted(saving ? "Save the scenario as (JSON):" : "Open a scenario (JSON):");
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 30);
+  if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
+  const bool enter = ImGui::InputText("##path", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
+  if (enter || ImGui::Button(saving ? "Save" : "Open")) {
+    try {
+      if (saving) {
+        save_scenario(buf, state.scenario);
+        state.status = std::string("saved ") + buf;
+      } else {
+        state.load(load_scenario(buf), std::string("open ") + buf);
+        state.status = std::string("opened ") + buf;
+      }
+      env.scenario_path = buf;
+      state.errors.erase("file");
+      ImGui::CloseCurrentPopup();
+    } catch (const Error& e) {
+      state.errors["file"] = e.what();  // shown in the popup and the status bar; nothing changed
+    }
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+  auto it = state.errors.find("file");
+  if (it != state.errors.end()) {
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30);
+    ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", it->second.c_str());
+    ImGui::PopTextWrapPos();
+  }
+  ImGui::EndPopup();
+}
+
+void status_bar(AppState& state) {
+  const Result& r = state.result;
+  if (state.computer.busy()) {
+    const char spin[] = "|/-\\";
+    ImGui::Text("%c computing...  (showing the last result, marked stale)",
+                spin[int(ImGui::GetTime() * 8) % 4]);
+  } else if (state.stale && !state.errors.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.55f, 0.2f, 1),
+                       "stale: the inputs are invalid; showing the last valid result");
+  } else if (r.valid()) {
+    const Dims& d = r.forward->dims;
+    ImGui::Text("N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld  |  %s path, %.2f ms", (long long)d.N,
+                (long long)d.L, (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k,
+                backend_name(r.forward->backend), r.compute_ms);
+  } else {
+    ImGui::TextUnformatted("no result yet");
+  }
+  if (!state.status.empty()) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("  |  %s", state.status.c_str());
+  }
+}
+
+}  // namespace
+
+void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
+  ImGuiIO& io = ImGui::GetIO();
+  // Keyboard: Ctrl+Z / Ctrl+Y (and Ctrl+Shift+Z) undo/redo, unless a text field has focus.
+  // ImGui 1.86 indexes keys by the backend's codes: GetKeyIndex maps its named keys, and GLFW's
+  // letter codes are their ASCII capitals ('O', 'Q').
+  const bool ctrl = io.KeyCtrl && !io.WantTextInput;
+  if (ctrl) {
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Z))) io.KeyShift ? state.redo() : state.undo();
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Y))) state.redo();
+    if (ImGui::IsKeyPressed('Q')) env.quit_requested = true;
+  }
+
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(io.DisplaySize);
+  ImGui::Begin("MHA Studio", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_MenuBar |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings);
+  bool open_popup = false, save_popup = false;
+  if (ImGui::BeginMenuBar()) {
+    file_menu(state, env, &open_popup, &save_popup);
+    if (ImGui::BeginMenu("Edit")) {
+      if (ImGui::MenuItem("Undo", "Ctrl+Z", false, state.history.can_undo())) state.undo();
+      if (ImGui::MenuItem("Redo", "Ctrl+Y", false, state.history.can_redo())) state.redo();
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("View")) {
+      for (int i = 0; i < 6; ++i)
+        if (ImGui::MenuItem(kTabNames[i], nullptr, state.scenario.view.tab == i)) env.select_tab = i;
+      ImGui::EndMenu();
+    }
+    ImGui::EndMenuBar();
+  }
+  if (ctrl && ImGui::IsKeyPressed('O')) open_popup = true;
+  if (ctrl && ImGui::IsKeyPressed('S')) save(state, env, &save_popup);
+  if (open_popup) ImGui::OpenPopup("Open scenario");
+  if (save_popup) ImGui::OpenPopup("Save scenario");
+  path_popup("Open scenario", state, env, false);
+  path_popup("Save scenario", state, env, true);
+
+  const float font = ImGui::GetFontSize();
+  const float status_h = ImGui::GetFrameHeightWithSpacing();
+  const float h = ImGui::GetContentRegionAvail().y - status_h;
+  const float left_w = std::min(font * 19, io.DisplaySize.x * 0.26f);
+  const float right_w = std::min(font * 22, io.DisplaySize.x * 0.26f);
+
+  ImGui::BeginChild("controls", ImVec2(left_w, h), true);
+  draw_controls(state);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  const float centre_w = ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x;
+  ImGui::BeginChild("views", ImVec2(centre_w, h), true);
+  if (ImGui::BeginTabBar("views-tabs")) {
+    for (int i = 0; i < 6; ++i) {
+      const ImGuiTabItemFlags flags = env.select_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
+      if (ImGui::BeginTabItem(kTabNames[i], nullptr, flags)) {
+        if (env.select_tab < 0 || env.select_tab == i) state.scenario.view.tab = i;
+        ImGui::BeginChild("view-body");
+        if (!state.result.valid()) {
+          ImGui::TextWrapped("No result to show yet. The controls on the left say what is wrong.");
+        } else {
+          switch (i) {
+            case 0: draw_pipeline(state, textures); break;
+            case 1: draw_reshape(state, textures); break;
+            case 2: draw_heads(state, textures); break;
+            case 3: draw_mask_editor(state, textures); break;
+            case 4: draw_compare(state, textures); break;
+            case 5: draw_complexity(state); break;
+          }
+        }
+        ImGui::EndChild();
+        ImGui::EndTabItem();
+      }
+    }
+    ImGui::EndTabBar();
+  }
+  env.select_tab = -1;
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("inspector", ImVec2(0, h), true);
+  draw_inspector(state);
+  ImGui::EndChild();
+  status_bar(state);
+  ImGui::End();
+}
+
+}  // namespace mha::app

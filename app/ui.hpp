@@ -1,0 +1,28 @@
+// The window layout: menu bar, controls (left), the views as tabs (centre), the inspector (right),
+// a status bar. Shared by the app and the headless UI test; it never touches GL.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app_state.hpp"
+#include "textures.hpp"
+
+namespace mha::app {
+
+struct UiEnv {
+  std::vector<std::string> presets;  // paths of assets/presets/*.json
+  std::string scenario_path;         // the file Save writes to ("" = ask)
+  bool quit_requested = false;
+  int select_tab = -1;  // set to force a tab this frame (command line, tests)
+};
+
+extern const char* const kTabNames[6];  // "Pipeline", "Reshape", "Heads", "Mask", "Compare", "Complexity"
+
+void draw_ui(AppState& state, Textures& textures, UiEnv& env);
+// Dark default theme, or the high-contrast presenter theme (light background, strong text).
+void apply_theme(bool presenter);
+// Preset files in `dir`, sorted; empty if the folder is missing.
+std::vector<std::string> list_presets(const std::string& dir);
+
+}  // namespace mha::app

@@ -1,0 +1,97 @@
+// App state without any UI: undo/redo, coalesced drags, the background worker (newest edit wins,
+// the last result stays while computing), and the debounced atomic autosave.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "app_state.hpp"
+
+using namespace mha::app;
+
+namespace {
+void wait_idle(AppState& s) {
+  for (int i = 0; i < 4000 && s.computer.busy(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  s.tick(s.now);
+}
+}  // namespace
+
+TEST_CASE("undo and redo restore whole scenarios", "[state]") {
+  AppState s;
+  s.committed = s.scenario;
+  s.recompute();
+  s.now = 1;
+  s.scenario.seed = 7;
+  s.edited("seed");
+  s.now = 5;
+  s.scenario.num_heads = 4;
+  s.edited("H");
+  CHECK(s.result.forward->dims.H == 4);
+  s.undo();
+  CHECK(s.scenario.num_heads == 2);
+  CHECK(s.scenario.seed == 7);
+  CHECK(s.result.forward->dims.H == 2);
+  s.undo();
+  CHECK(s.scenario.seed == 42);
+  s.redo();
+  s.redo();
+  CHECK(s.scenario.num_heads == 4);
+  CHECK_FALSE(s.history.can_redo());
+}
+
+TEST_CASE("a drag on one control is one undo step", "[state]") {
+  AppState s;
+  s.committed = s.scenario;
+  for (int i = 0; i < 10; ++i) {
+    s.now = 1 + 0.05 * i;
+    s.scenario.seed = std::uint64_t(100 + i);
+    s.edited("seed");
+  }
+  s.undo();
+  CHECK(s.scenario.seed == 42);
+  CHECK_FALSE(s.history.can_undo());
+}
+
+TEST_CASE("large sizes compute on the worker; the newest edit wins", "[state]") {
+  AppState s;
+  s.committed = s.scenario;
+  s.recompute();
+  REQUIRE(s.result.valid());
+  const auto small = s.result.forward;
+  s.scenario.batch = 1;
+  s.scenario.tgt_len = 384;
+  s.scenario.embed_dim = 128;
+  s.scenario.num_heads = 8;
+  REQUIRE(forward_work(s.scenario) > kSyncWorkLimit);
+  s.edited("L");
+  CHECK(s.result.forward == small);  // the old result stays on screen meanwhile
+  s.scenario.tgt_len = 5;            // a small edit lands before the large one finishes
+  s.scenario.embed_dim = 8;
+  s.scenario.num_heads = 2;
+  s.now = 10;
+  s.edited("L");
+  wait_idle(s);
+  CHECK(s.result.forward->dims.L == 5);
+  CHECK_FALSE(s.stale);
+}
+
+TEST_CASE("autosave waits for a quiet second, then writes atomically", "[state]") {
+  const auto dir = std::filesystem::temp_directory_path() / "mha_autosave_test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "autosave.json";
+  std::filesystem::remove(path);
+  AppState s;
+  s.autosave_path = path.string();
+  s.committed = s.scenario;
+  s.now = 1;
+  s.scenario.seed = 3;
+  s.edited("seed");
+  s.tick(1.5);
+  CHECK_FALSE(std::filesystem::exists(path));
+  s.tick(2.1);
+  REQUIRE(std::filesystem::exists(path));
+  CHECK(load_scenario(path.string()).seed == 3);
+  for (const auto& e : std::filesystem::directory_iterator(dir)) CHECK(e.path().extension() != ".tmp");
+  std::filesystem::remove_all(dir);
+}

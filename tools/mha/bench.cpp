@@ -1,0 +1,278 @@
+// `mha bench`: times the full-trace forward at the issue's named sizes (median and spread over
+// repeated recomputes into one workspace, GFLOP/s, per-stage breakdown, peak RSS), and, with
+// --sgemm N, Eigen's float GEMM rate on the same build as the yardstick for what the engine reaches.
+#include <sys/resource.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.hpp"
+#include "errors.hpp"
+#include "mha.hpp"
+#include "torch_rng.hpp"
+
+namespace mha::cli {
+
+namespace {
+
+struct BenchSize {
+  const char* name;
+  std::int64_t N, L, E, H;
+  int repeats;            // default for the cpu backend: enough for a stable median in a few seconds
+  int reference_repeats;  // the reference path is explicit loops: seconds per run at medium
+};
+
+// The issue's sizes (self-attention shapes, S = L, distinct query/key/value tensors).
+const BenchSize kSizes[] = {
+    {"small", 3, 4, 8, 2, 2000, 200},  {"teaching", 1, 16, 64, 4, 1000, 50},
+    {"medium", 1, 512, 512, 8, 30, 2}, {"large", 1, 2048, 512, 8, 10, 0},
+    {"xl", 1, 4096, 1024, 16, 3, 0},
+};
+// The reference path runs medium in seconds; large would take minutes per run.
+constexpr const char* kLargestReference = "medium";
+
+struct BenchArgs {
+  std::string size = "all", backend = "cpu";
+  int repeats = 0, threads = 0, sgemm = 0;
+  bool json = false, fresh = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Value at fraction q of sorted samples, interpolating linearly between neighbours.
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const std::size_t lo = std::size_t(pos), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+// The process's peak resident set. Linux's VmHWM first: getrusage's ru_maxrss also counts the
+// peak of the process image before exec, so under a parent as big as a torch interpreter it would
+// report the parent's size. Elsewhere ru_maxrss.
+std::uint64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return std::uint64_t(u.ru_maxrss) * 1024;  // Linux and BSD report KiB
+}
+
+// FLOPs as the issue counts them: 8·L·E² (four projections) + 4·L·S·E (scores and context) per item.
+double forward_flops(const BenchSize& s) {
+  const double L = double(s.L), E = double(s.E);
+  return double(s.N) * (8 * L * E * E + 4 * L * L * E);
+}
+
+nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
+  Config c;
+  c.embed_dim = s.E;
+  c.num_heads = s.H;
+  const SeededCase<float> sc = torch_seeded_case<float>(c, 0, s.N, s.L, s.L);
+  Options o;
+  o.backend = a.backend == "reference" ? Backend::reference : Backend::eigen;
+  o.threads = a.threads;
+  StageTimes st;
+  if (o.backend == Backend::eigen) o.stage_times = &st;
+  const int repeats = a.repeats > 0                 ? a.repeats
+                      : o.backend == Backend::eigen ? s.repeats
+                                                    : s.reference_repeats;
+
+  Workspace<float> ws;
+  ForwardResult<float> r;
+  // --fresh: what a caller without a workspace pays, every buffer allocated and first touched anew.
+  // The previous result is dropped first, so that only one trace is alive at a time either way.
+  auto run_once = [&] {
+    if (a.fresh) {
+      r = ForwardResult<float>();
+      r = forward(c, sc.weights, sc.inputs, o);
+    } else {
+      forward(c, sc.weights, sc.inputs, o, ws, r);
+    }
+  };
+  Clock::time_point t0 = Clock::now();
+  run_once();  // the first run allocates the workspace and faults its pages in
+  const double first_ms = ms_between(t0, Clock::now());
+  const std::int64_t allocations_before = ws.allocations();
+
+  std::vector<double> total, projections, scores, mask_softmax, context, out_proj, average, other;
+  for (int i = 0; i < repeats; ++i) {
+    t0 = Clock::now();
+    run_once();
+    const double ms = ms_between(t0, Clock::now());
+    total.push_back(ms);
+    if (o.stage_times) {
+      projections.push_back(st.projections);
+      scores.push_back(st.scores);
+      mask_softmax.push_back(st.mask_softmax);
+      context.push_back(st.context);
+      out_proj.push_back(st.out_proj);
+      average.push_back(st.average);
+      other.push_back(ms -
+                      (st.projections + st.scores + st.mask_softmax + st.context + st.out_proj + st.average));
+    }
+  }
+  const double median = quantile(total, 0.5);
+  const std::uint64_t trace = trace_bytes(r.dims, sizeof(float), false);
+  const std::uint64_t rss = peak_rss_bytes();
+  nlohmann::json j = {
+      {"size", s.name},
+      {"backend", a.backend},
+      {"dtype", "float32"},
+      {"n", s.N},
+      {"L", s.L},
+      {"S", s.L},
+      {"E", s.E},
+      {"H", s.H},
+      {"threads", o.stage_times ? st.threads : 1},  // the reference path runs on one
+      {"workspace_reuse", !a.fresh},
+      {"repeats", repeats},
+      {"median_ms", median},
+      {"min_ms", quantile(total, 0)},
+      {"p10_ms", quantile(total, 0.1)},
+      {"p90_ms", quantile(total, 0.9)},
+      {"max_ms", quantile(total, 1)},
+      {"first_ms", first_ms},
+      {"flops", forward_flops(s)},
+      {"gflops", forward_flops(s) / (median * 1e6)},
+      {"peak_rss_bytes", rss},
+      {"trace_bytes", trace},
+      {"peak_rss_over_trace", double(rss) / double(trace)},
+      {"allocations_per_run",
+       a.fresh ? nlohmann::json(nullptr)
+               : nlohmann::json(double(ws.allocations() - allocations_before) / double(repeats))}};
+  if (o.stage_times)
+    j["stages_ms"] = {{"projections", quantile(projections, 0.5)},   {"scores", quantile(scores, 0.5)},
+                      {"mask_softmax", quantile(mask_softmax, 0.5)}, {"context", quantile(context, 0.5)},
+                      {"out_proj", quantile(out_proj, 0.5)},         {"average", quantile(average, 0.5)},
+                      {"checks_copies_trace", quantile(other, 0.5)}};
+  return j;
+}
+
+// Eigen float GEMM C = A·B, n×n×n (2n³ FLOPs), C's rows split over the threads as the engine splits
+// its projections: the rate the engine's GEMMs could reach on this build and machine.
+nlohmann::json bench_sgemm(const BenchArgs& a) {
+  using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::Index n = a.sgemm;
+  const RowMatrix A = RowMatrix::Random(n, n), B = RowMatrix::Random(n, n);
+  RowMatrix C(n, n);
+  const int threads = std::max(1, a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()));
+  auto gemm = [&] {
+    auto part = [&](int t) {
+      const Eigen::Index r0 = n * t / threads, r1 = n * (t + 1) / threads;
+      C.middleRows(r0, r1 - r0).noalias() = A.middleRows(r0, r1 - r0) * B;
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(part, t);
+    part(0);
+    for (std::thread& th : pool) th.join();
+  };
+  gemm();  // warm-up: caches, page faults
+  const int repeats = a.repeats > 0 ? a.repeats : 10;
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    gemm();
+    ms.push_back(ms_between(t0, Clock::now()));
+  }
+  const double median = quantile(ms, 0.5), flops = 2.0 * double(n) * double(n) * double(n);
+  return {{"sgemm_n", n},
+          {"threads", threads},
+          {"repeats", repeats},
+          {"median_ms", median},
+          {"min_ms", quantile(ms, 0)},
+          {"max_ms", quantile(ms, 1)},
+          {"gflops", flops / (median * 1e6)}};
+}
+
+void print_human(const nlohmann::json& j) {
+  std::printf(
+      "%-9s %-9s N=%-2lld L=%-5lld E=%-5lld H=%-3lld  median %10.4f ms  (p10 %.4f, p90 %.4f)  %7.2f "
+      "GFLOP/s\n",
+      j["size"].get<std::string>().c_str(), j["backend"].get<std::string>().c_str(), (long long)j["n"],
+      (long long)j["L"], (long long)j["E"], (long long)j["H"], double(j["median_ms"]), double(j["p10_ms"]),
+      double(j["p90_ms"]), double(j["gflops"]));
+  std::printf("          first run %.3f ms, peak RSS %.1f MiB, trace %.1f MiB (%.2fx)\n",
+              double(j["first_ms"]), double(j["peak_rss_bytes"]) / 1048576.0,
+              double(j["trace_bytes"]) / 1048576.0, double(j["peak_rss_over_trace"]));
+  if (j.contains("stages_ms")) {
+    std::printf("          stages ms:");
+    for (const auto& [name, ms] : j["stages_ms"].items()) std::printf(" %s %.4f", name.c_str(), double(ms));
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+std::function<int()> add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Time the full-trace forward (float32, no mask, recomputed into one workspace) at named sizes:\n"
+      "small (N=3 L=4 E=8 H=2), teaching (N=1 L=16 E=64 H=4), medium (L=512 E=512 H=8),\n"
+      "large (L=2048 E=512 H=8), xl (L=4096 E=1024 H=16). Peak RSS is the process's: for a figure\n"
+      "per size, run one size per process. --sgemm N times Eigen's float GEMM instead.");
+  std::vector<std::string> names = {"all"};
+  for (const BenchSize& s : kSizes) names.push_back(s.name);
+  cmd->add_option("--size", a->size, "a size name, or all")->check(CLI::IsMember(names));
+  cmd->add_option("--backend", a->backend, "cpu (Eigen), reference (explicit loops; up to medium) or gpu")
+      ->check(CLI::IsMember({"cpu", "reference", "gpu"}));
+  cmd->add_option("--repeats", a->repeats, "timed runs after one warm-up (default: per size)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads, "threads for the Eigen path (default: one per hardware thread)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", a->json, "one JSON object per line instead of the table");
+  cmd->add_flag("--fresh", a->fresh, "no workspace: allocate every buffer on every run");
+  cmd->add_option("--sgemm", a->sgemm, "time Eigen float GEMM of n×n by n×n instead (2n³ FLOPs)")
+      ->check(CLI::PositiveNumber);
+  return [a]() -> int {
+    if (a->sgemm > 0) {
+      const nlohmann::json j = bench_sgemm(*a);
+      if (a->json)
+        std::printf("%s\n", j.dump().c_str());
+      else
+        std::printf("Eigen sgemm n=%d, %d threads: median %.3f ms, %.2f GFLOP/s\n", a->sgemm,
+                    int(j["threads"]), double(j["median_ms"]), double(j["gflops"]));
+      return 0;
+    }
+    if (a->backend == "gpu")
+      throw ConfigError(
+          "--backend",
+          "--backend gpu: not built yet: the GLSL compute path is issue 5; use cpu or reference");
+    bool past_reference_limit = false;  // kSizes is in increasing order
+    for (const BenchSize& s : kSizes) {
+      const bool too_big_for_reference = past_reference_limit;
+      if (std::string(s.name) == kLargestReference) past_reference_limit = true;
+      if (a->size != "all" && a->size != s.name) continue;
+      if (a->backend == "reference" && too_big_for_reference) {
+        if (a->size != "all")
+          throw ConfigError("--size", std::string("--backend reference stops at ") + kLargestReference +
+                                          ": its explicit loops would take minutes per run at " + s.name +
+                                          "; use --backend cpu");
+        std::fprintf(stderr, "mha bench: skipping %s for the reference backend (minutes per run)\n", s.name);
+        continue;
+      }
+      const nlohmann::json j = bench_size(s, *a);
+      if (a->json)
+        std::printf("%s\n", j.dump().c_str());
+      else
+        print_human(j);
+      std::fflush(stdout);
+    }
+    return 0;
+  };
+}
+
+}  // namespace mha::cli

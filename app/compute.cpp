@@ -2,6 +2,7 @@
 // results carry a sequence number so a late worker result never replaces a newer one.
 #include "compute.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -29,7 +30,11 @@ Mask<float> mask_from_spec(const Scenario& s, std::int64_t N, std::int64_t L, st
     throw ShapeError("attn_mask", "the mask is " + shape_str(m.cells_shape) +
                                       " but the sizes and scope need " + shape_str(want) +
                                       ": pick a preset again or reset the mask");
-  if (m.convention == MaskConvention::additive) {
+  // Cells holding finite non-zero values (typed in the additive convention) make the mask additive
+  // whatever the convention shown, as "Copy as PyTorch" writes it: a bool mask cannot hold them.
+  const bool has_values =
+      std::any_of(m.cells.begin(), m.cells.end(), [](float x) { return std::isfinite(x) && x != 0; });
+  if (m.convention == MaskConvention::additive || has_values) {
     Mask<float> out;
     out.dtype = MaskDType::floating;
     out.values = Tensor<float>(want, m.cells);

@@ -145,7 +145,7 @@ void stream_fence() {
 // whole head's keys for every call); above that, the task's three (rows, S') scratch blocks (scores,
 // weights, head sum) should stay within a core's L2 cache, so at most 512 KiB each.
 std::int64_t rows_per_block(std::int64_t L, std::int64_t Sp, std::size_t scalar) {
-  const std::int64_t rows = std::clamp<std::int64_t>(512 * 1024 / (Sp * std::int64_t(scalar)), 16, 128);
+  const std::int64_t rows = std::clamp<std::int64_t>((getenv("MHA_TB") ? atoll(getenv("MHA_TB")) : 512 * 1024) / (Sp * std::int64_t(scalar)), 16, getenv("MHA_MAXR") ? atoll(getenv("MHA_MAXR")) : 128);
   return std::min(rows, L);
 }
 

@@ -100,15 +100,14 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   // Cell values when they fit.
   if (h.show_values && cell >= font * 2.4f) {
     char buf[32];
+    // Decimals follow the map's range, so small differences do not all print as 0.00.
+    const float span = std::max(std::fabs(h.vmin), std::fabs(h.vmax));
+    const char* fmt = span >= 100 ? "%.0f" : span >= 0.1f ? "%.2f" : span >= 0.01f ? "%.3f" : "%.1e";
     for (int r = 0; r < h.rows; ++r)
       for (int c = 0; c < h.cols; ++c) {
         const float v = at(r, c);
         if (h.blocked && h.blocked(r, c)) continue;
-        std::snprintf(buf, sizeof buf,
-                      std::isnan(v)         ? "NaN"
-                      : std::fabs(v) >= 100 ? "%.0f"
-                                            : "%.2f",
-                      double(v));
+        std::snprintf(buf, sizeof buf, std::isnan(v) ? "NaN" : fmt, double(v));
         const std::uint32_t bg = value_rgba(h.colormap, v, h.vmin, h.vmax);
         const int lum = int(bg & 0xFF) * 299 + int((bg >> 8) & 0xFF) * 587 + int((bg >> 16) & 0xFF) * 114;
         const ImVec2 ts = ImGui::CalcTextSize(buf);
@@ -217,11 +216,11 @@ void draw_colorbar(Textures& textures, Colormap c, float vmin, float vmax, float
     dl->AddLine(ImVec2(p.x + width, y), ImVec2(p.x + width + 4, y), ImGui::GetColorU32(ImGuiCol_Text));
     const ImVec2 ts = ImGui::CalcTextSize(buf);
     label_w = std::max(label_w, ts.x);
-    dl->AddText(
-        ImVec2(p.x + width + 6, std::clamp(y - ts.y * 0.5f, p.y - ts.y * 0.5f, p.y + height - ts.y * 0.5f)),
-        ImGui::GetColorU32(ImGuiCol_Text), buf);
+    dl->AddText(ImVec2(p.x + width + 4 + font * 0.35f,
+                       std::clamp(y - ts.y * 0.5f, p.y - ts.y * 0.5f, p.y + height - ts.y * 0.5f)),
+                ImGui::GetColorU32(ImGuiCol_Text), buf);
   }
-  ImGui::Dummy(ImVec2(width + 8 + label_w, height));
+  ImGui::Dummy(ImVec2(width + 6 + font * 0.35f + label_w, height));
 }
 
 }  // namespace mha::app

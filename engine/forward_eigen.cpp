@@ -93,7 +93,18 @@ void linear(const T* x, std::int64_t rows, std::int64_t in, const T* W, const T*
             std::int64_t y_stride) {
   if (rows <= 0) return;
   StridedMap<T> Y(y, rows, out, Eigen::OuterStride<>(y_stride));
-  Y.noalias() = ConstMap<T>(x, rows, in) * ConstMap<T>(W, out, in).transpose();
+  if (in + rows + out < EIGEN_GEMM_TO_COEFFBASED_THRESHOLD) {
+    // Eigen computes products this small coefficient by coefficient, vectorised in a pattern set by
+    // the destination's alignment; into aligned storage (fixed-size: on the stack), the digits do
+    // not depend on where malloc put the trace's buffer.
+    using Small = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor,
+                                EIGEN_GEMM_TO_COEFFBASED_THRESHOLD, EIGEN_GEMM_TO_COEFFBASED_THRESHOLD>;
+    Small product(rows, out);
+    product.noalias() = ConstMap<T>(x, rows, in) * ConstMap<T>(W, out, in).transpose();
+    Y = product;
+  } else {
+    Y.noalias() = ConstMap<T>(x, rows, in) * ConstMap<T>(W, out, in).transpose();
+  }
   if (b) Y.rowwise() += ConstVector<T>(b, out);
 }
 
@@ -141,11 +152,13 @@ void stream_fence() {
 #endif
 }
 
-// Query rows per task of the fused loop. Under ~32 rows the per-head GEMMs run slowly (Eigen packs a
-// whole head's keys for every call); above that, the task's three (rows, S') scratch blocks (scores,
-// weights, head sum) should stay within a core's L2 cache, so at most 512 KiB each.
+// Query rows per task of the fused loop. Under ~64 rows the per-head GEMMs run slowly: Eigen packs
+// a whole head's keys (or values) on every call, which costs as much as the arithmetic of a few dozen
+// rows. Over that, the task's three (rows, S') scratch blocks (scores, weights, head sum) should stay
+// near the core: at most 1 MiB each (2 MiB of L2 per core on the machine measured, a large L3
+// behind it; bigger and smaller blocks were both slower there).
 std::int64_t rows_per_block(std::int64_t L, std::int64_t Sp, std::size_t scalar) {
-  const std::int64_t rows = std::clamp<std::int64_t>((getenv("MHA_TB") ? atoll(getenv("MHA_TB")) : 512 * 1024) / (Sp * std::int64_t(scalar)), 16, getenv("MHA_MAXR") ? atoll(getenv("MHA_MAXR")) : 128);
+  const std::int64_t rows = std::clamp<std::int64_t>(1024 * 1024 / (Sp * std::int64_t(scalar)), 16, 256);
   return std::min(rows, L);
 }
 
@@ -208,16 +221,25 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   //    thread's scratch and streamed out to the trace (stream_copy).
   const std::int64_t block = rows_per_block(L, Sp, sizeof(T));
   const std::int64_t blocks_per_item = (L + block - 1) / block;
-  const std::int64_t scratch_per_thread = (3 * block * Sp + Sp + 15) / 16 * 16;  // whole cache lines
-  if (!b.scratch || b.scratch->size() < std::size_t(threads * scratch_per_thread))
-    b.scratch = std::make_shared<std::vector<T>>(std::size_t(threads * scratch_per_thread));
+  // Each thread's scratch starts on a 64-byte boundary, whatever address malloc gave: Eigen's vectorised
+  // sums peel a few elements to reach packet alignment, so the weights' row sums (and so the digits
+  // of every stage after them) would otherwise depend on where the buffer happened to land.
+  constexpr std::int64_t line = 64 / sizeof(T);
+  const std::int64_t scratch_per_thread = (3 * block * Sp + Sp + block * dk + line - 1) / line * line;
+  const std::size_t scratch_size = std::size_t(threads * scratch_per_thread + line);
+  if (!b.scratch || b.scratch->size() < scratch_size)
+    b.scratch = std::make_shared<std::vector<T>>(scratch_size);
+  T* const scratch =
+      b.scratch->data() +
+      (line - std::int64_t(reinterpret_cast<std::uintptr_t>(b.scratch->data()) % 64 / sizeof(T))) % line;
   std::vector<ThreadTally> tally(static_cast<std::size_t>(threads));
   parallel_ranges(threads, N * blocks_per_item, [&](int thread, std::int64_t task0, std::int64_t task1) {
     ThreadTally& mine = tally[std::size_t(thread)];
-    T* sc_block = b.scratch->data() + thread * scratch_per_thread;  // (block, S') scaled scores
-    T* w_block = sc_block + block * Sp;                             // (block, S') weights
-    T* avg_block = w_block + block * Sp;                            // (block, S') head sum
-    T* row_tmp = avg_block + block * Sp;                            // (S',)
+    T* sc_block = scratch + thread * scratch_per_thread;  // (block, S') scaled scores
+    T* w_block = sc_block + block * Sp;                   // (block, S') weights
+    T* avg_block = w_block + block * Sp;                  // (block, S') head sum
+    T* row_tmp = avg_block + block * Sp;                  // (S',)
+    T* ctx_block = row_tmp + Sp;                          // (block, d_k) context
     Clock::time_point t = timing ? Clock::now() : Clock::time_point();
     for (std::int64_t task = task0; task < task1; ++task) {
       const std::int64_t n = task / blocks_per_item, i0 = (task % blocks_per_item) * block;
@@ -257,7 +279,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
             ++mine.fully_masked_rows;
             w.setConstant(p.fully_masked == FullyMasked::zero ? T(0) : std::numeric_limits<T>::quiet_NaN());
           } else {
-            w = (x.array() - row_max).exp();  // vectorised
+            w = (x.array() - row_max).exp();  // vectorised; within an ulp or two of std::exp (the reference)
             // Eigen's vectorised exp clamps its argument (near -88.7 in float), so exp(-inf) would come
             // out ~1e-39 instead of 0. Arguments below exp_floor, blocked keys among them, are redone
             // with std::exp: blocked keys get exactly 0, as torch (SLEEF exp) gives them.
@@ -281,8 +303,10 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
           avg += weights;
         if (timing) mine.average += ms_since(t);
 
-        Map<T> context(b.context->data() + ((n * H + h) * L + i0) * dk, rows, dk);  // (rows, d_k)
+        // Computed in the aligned scratch for the reason given in linear(), then copied out.
+        Map<T> context(ctx_block, rows, dk);  // (rows, d_k)
         context.noalias() = weights * Vg;
+        Map<T>(b.context->data() + ((n * H + h) * L + i0) * dk, rows, dk) = context;
         // concat[n, i, h·d_k + c] = context[n, h, i, c]: transpose(1, 2).contiguous().view
         StridedMap<T>(b.concat->data() + (n * L + i0) * E + h * dk, rows, dk, Eigen::OuterStride<>(E)) =
             context;

@@ -170,7 +170,9 @@ void Computer::request(const Scenario& s) {
 void Computer::deliver(Outcome o, std::uint64_t seq) {
   if (seq < delivered_seq_) return;  // an older job finished after a newer one: drop it
   delivered_seq_ = seq;
-  if (o.result) o.result->generation = ++generation_;
+  // Unique in the whole process (not per Computer), so a generation never names two results.
+  static std::atomic<std::uint64_t> generations{0};
+  if (o.result) o.result->generation = ++generations;
   done_ = std::move(o);
 }
 

@@ -17,7 +17,7 @@ namespace mha::app {
 struct Result {
   std::shared_ptr<const ForwardResult<float>> forward;  // null until the first success
   std::vector<std::string> query_tokens, key_tokens;
-  std::uint64_t generation = 0;  // increases with every new result: texture caches key on it
+  std::uint64_t generation = 0;  // unique per result in the process: texture caches key on it
   double compute_ms = 0;
   bool valid() const { return forward != nullptr; }
 };
@@ -72,7 +72,6 @@ class Computer {
   bool quit_ = false;
   std::uint64_t requested_ = 0;      // sequence number of the newest request (UI thread only)
   std::uint64_t delivered_seq_ = 0;  // newest sequence delivered so far
-  std::uint64_t generation_ = 0;
   std::thread worker_;
 };
 

@@ -72,6 +72,8 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 g0(origin.x + row_w, origin.y + top);
   const ImVec2 g1(g0.x + cell * float(h.cols), g0.y + cell * float(h.rows));
+  ev.grid_min = g0;
+  ev.cell = cell;
 
   auto at = [&](int r, int c) {
     return h.values[std::int64_t(r) * h.row_stride + std::int64_t(c) * h.col_stride];
@@ -97,8 +99,8 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
                       IM_COL32(40, 40, 40, 200));
         }
 
-  // Cell values when they fit.
-  if (h.show_values && cell >= font * 2.4f) {
+  // Cell text when it fits: the caller's (cell_text), or the value, black or white by background.
+  if ((h.cell_text && cell >= font * 1.05f) || (h.show_values && !h.cell_text && cell >= font * 2.4f)) {
     char buf[32];
     // Decimals follow the map's range, so small differences do not all print as 0.00.
     const float span = std::max(std::fabs(h.vmin), std::fabs(h.vmax));
@@ -106,14 +108,21 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     for (int r = 0; r < h.rows; ++r)
       for (int c = 0; c < h.cols; ++c) {
         const float v = at(r, c);
-        if (h.blocked && h.blocked(r, c)) continue;
-        std::snprintf(buf, sizeof buf, std::isnan(v) ? "NaN" : fmt, double(v));
-        const std::uint32_t bg = value_rgba(h.colormap, v, h.vmin, h.vmax);
+        const bool blocked = h.blocked && h.blocked(r, c);
+        const char* t = buf;
+        if (h.cell_text) {
+          t = h.cell_text(r, c, cell);
+        } else {
+          if (blocked) continue;
+          std::snprintf(buf, sizeof buf, std::isnan(v) ? "NaN" : fmt, double(v));
+        }
+        const ImVec2 ts = ImGui::CalcTextSize(t);
+        if (!*t || ts.x > cell - 2) continue;
+        const std::uint32_t bg = blocked ? kMaskedColor : value_rgba(h.colormap, v, h.vmin, h.vmax);
         const int lum = int(bg & 0xFF) * 299 + int((bg >> 8) & 0xFF) * 587 + int((bg >> 16) & 0xFF) * 114;
-        const ImVec2 ts = ImGui::CalcTextSize(buf);
         dl->AddText(ImVec2(g0.x + cell * (float(c) + 0.5f) - ts.x * 0.5f,
                            g0.y + cell * (float(r) + 0.5f) - ts.y * 0.5f),
-                    lum > 128000 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255), buf);
+                    lum > 128000 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255), t);
       }
   }
 

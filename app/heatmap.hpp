@@ -26,6 +26,9 @@ struct Heatmap {
   const std::vector<std::string>* col_labels = nullptr;  // keys
   std::function<bool(int row, int col)> blocked;         // drawn grey and hatched
   bool show_values = true;
+  // Text for a cell instead of its value (e.g. the mask editor's "T"/"F"); "" leaves it empty. It is
+  // drawn wherever it fits, blocked cells included.
+  std::function<const char*(int row, int col, float cell_px)> cell_text;
   float max_cell = 48.0f;                    // cell size cap in pixels (the widget fits `size`)
   ImVec2 size{0, 0};                         // space to fill; 0 = the available region
   std::uint64_t version = 0;                 // content version: the texture is refilled only when it changes
@@ -37,6 +40,8 @@ struct HeatmapEvent {
   bool clicked = false;   // mouse released on a cell
   bool dragging = false;  // left button held over a cell (mask painting)
   int row = -1, col = -1;
+  ImVec2 grid_min{0, 0};  // where the cells were drawn (screen space), for aligning other widgets
+  float cell = 0;         // cell size in pixels
 };
 
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h);

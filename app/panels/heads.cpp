@@ -12,62 +12,14 @@
 #include <vector>
 
 #include "heatmap.hpp"
+#include "panel_util.hpp"
 #include "panels.hpp"
 
 namespace mha::app {
 
 namespace {
 
-struct StageChoice {
-  const char* name;   // trace name
-  const char* label;  // combo text (ASCII: the font may lack maths glyphs)
-};
-// The per-head stages, in the order the forward makes them.
-constexpr StageChoice kStages[] = {
-    {"scores", "scores  (q . k)"},
-    {"scores_scaled", "scores_scaled  (/ sqrt(d_k))"},
-    {"scores_masked", "scores_masked  (+ mask)"},
-    {"attn_weights", "attn_weights  (softmax)"},
-    {"context", "context  (weights @ V)"},
-};
-constexpr int kStageCount = int(sizeof kStages / sizeof kStages[0]);
-constexpr int kMasked = 2, kWeights = 3, kContext = 4;
-
-// The view may name a stage another panel chose; anything that is not a per-head (L, S) or (L, d_k)
-// stage shows the weights.
-int stage_index(const std::string& name) {
-  for (int i = 0; i < kStageCount; ++i)
-    if (name == kStages[i].name) return i;
-  return kWeights;
-}
-
-std::uint64_t mix(std::initializer_list<std::uint64_t> parts) {
-  std::uint64_t v = 1469598103934665603ull;  // FNV-1a over the parts: never 0 in practice
-  for (std::uint64_t p : parts) v = (v ^ p) * 1099511628211ull;
-  return v;
-}
-
-bool neg_inf(float v) {
-  return std::isinf(v) && v < 0;
-}
-
-// True when `seen` was taken from `p` itself. Unlike the generation (which restarts with every
-// Computer, as in the UI tests) or a raw address (reused after a free), an owner cannot be mistaken.
-bool same_owner(const std::weak_ptr<const ForwardResult<float>>& seen,
-                const std::shared_ptr<const ForwardResult<float>>& p) {
-  return !seen.owner_before(p) && !p.owner_before(seen);
-}
-
-// The width of a widget `w` wide with its label to the right.
-float labelled(const char* label, float w) {
-  return w + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
-}
-
-// Puts the next widget on this line when `w` pixels still fit, else on a new one (presenter fonts).
-void same_line_if_fits(float w) {
-  ImGui::SameLine();
-  if (ImGui::GetContentRegionAvail().x < w) ImGui::NewLine();
-}
+using namespace panel;
 
 // One (rows, cols) matrix of a stage, addressed through its strides (no copy).
 struct Plane {

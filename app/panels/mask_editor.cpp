@@ -58,62 +58,11 @@ std::uint64_t fingerprint_floats(std::initializer_list<float> v, std::uint64_t h
   return h;
 }
 
-// Where draw_heatmap put the cells. HeatmapEvent carries no geometry, so this repeats the widget's
-// layout arithmetic (heatmap.cpp) to print text on the cells; `matches` checks it against the
-// footprint the widget left, so a change there makes the text disappear instead of drift.
-struct GridPlace {
-  ImVec2 g0;
-  float cell = 0;
-  float nan_w = 0;
-  bool matches(const Heatmap& h) const {
-    const ImVec2 lo = ImGui::GetItemRectMin(), hi = ImGui::GetItemRectMax();
-    const float right = g0.x + cell * float(h.cols) + nan_w;
-    const float bottom = g0.y + cell * float(h.rows) + ImGui::GetStyle().ItemSpacing.y;
-    return std::fabs(hi.x - right) < 1.0f && std::fabs(lo.y - bottom) < 1.0f;
-  }
-};
-
-GridPlace place_of(const Heatmap& h, ImVec2 origin) {
-  const ImGuiStyle& style = ImGui::GetStyle();
-  const float font = ImGui::GetFontSize();
-  float row_w = 0, col_w = 0;
-  for (int i = 0; h.row_labels && i < h.rows && i < int(h.row_labels->size()); ++i)
-    row_w = std::max(row_w, ImGui::CalcTextSize((*h.row_labels)[std::size_t(i)].c_str()).x);
-  for (int j = 0; h.col_labels && j < h.cols && j < int(h.col_labels->size()); ++j)
-    col_w = std::max(col_w, ImGui::CalcTextSize((*h.col_labels)[std::size_t(j)].c_str()).x);
-  row_w = std::min(row_w, font * 8) + style.ItemSpacing.x;
-  col_w = std::min(col_w, font * 8) + style.ItemSpacing.y;
-  GridPlace g;
-  g.nan_w = font * 1.5f;
-  const float grid_w = std::max(1.0f, h.size.x - row_w - g.nan_w), grid_h = std::max(1.0f, h.size.y - col_w);
-  g.cell = std::max(1.0f, std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
-  const bool vertical = col_w - style.ItemSpacing.y > g.cell;
-  g.g0 = ImVec2(origin.x + row_w, origin.y + (vertical ? col_w : font + style.ItemSpacing.y));
-  return g;
-}
-
-// draw_heatmap, then `text(r, c, cell width)` on every cell it fits (black or white by background).
-// `h.size` must be set. Cells a line of text tall are few, so the loop is over what is on screen.
-HeatmapEvent heatmap_with_text(Textures& tex, const Heatmap& h,
+// draw_heatmap with `text(r, c, cell width)` printed on the cells where it fits.
+HeatmapEvent heatmap_with_text(Textures& tex, Heatmap h,
                                const std::function<const char*(int, int, float)>& text) {
-  const GridPlace g = place_of(h, ImGui::GetCursorScreenPos());
-  const HeatmapEvent ev = draw_heatmap(tex, h);
-  if (g.cell < ImGui::GetFontSize() * 1.05f || !g.matches(h)) return ev;
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  for (int r = 0; r < h.rows; ++r)
-    for (int c = 0; c < h.cols; ++c) {
-      const char* t = text(r, c, g.cell);
-      const ImVec2 ts = ImGui::CalcTextSize(t);
-      if (!*t || ts.x > g.cell - 2) continue;
-      const bool blocked = h.blocked && h.blocked(r, c);
-      const float v = h.values[std::int64_t(r) * h.row_stride + std::int64_t(c) * h.col_stride];
-      const std::uint32_t bg = blocked ? kMaskedColor : value_rgba(h.colormap, v, h.vmin, h.vmax);
-      const int lum = int(bg & 0xFF) * 299 + int((bg >> 8) & 0xFF) * 587 + int((bg >> 16) & 0xFF) * 114;
-      dl->AddText(ImVec2(g.g0.x + g.cell * (float(c) + 0.5f) - ts.x * 0.5f,
-                         g.g0.y + g.cell * (float(r) + 0.5f) - ts.y * 0.5f),
-                  lum > 128000 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255), t);
-    }
-  return ev;
+  h.cell_text = text;
+  return draw_heatmap(tex, h);
 }
 
 // The height a heatmap needs for `rows` rows of at most `max_cell`, plus room for vertical key labels.
@@ -653,7 +602,6 @@ void key_padding(AppState& state, Textures& tex) {
     h.max_cell = std::max(font * 2.2f, ImGui::GetFrameHeight());
     h.size = ImVec2(ImGui::GetContentRegionAvail().x, grid_height(N, h.max_cell));
     h.version = fingerprint(pad, m.key_padding.size(), 0xcbf29ce484222325ull);
-    const GridPlace g = place_of(h, ImGui::GetCursorScreenPos());
     const HeatmapEvent ev =
         heatmap_with_text(tex, h, [pad, S](int r, int c, float) { return pad[r * S + c] ? "pad" : ""; });
     if (paint(
@@ -669,10 +617,10 @@ void key_padding(AppState& state, Textures& tex) {
 
     ImGui::TableSetColumnIndex(0);
     const float x = ImGui::GetCursorScreenPos().x;
-    ImGui::SetCursorScreenPos(ImVec2(x, g.g0.y - ImGui::GetTextLineHeightWithSpacing()));
+    ImGui::SetCursorScreenPos(ImVec2(x, ev.grid_min.y - ImGui::GetTextLineHeightWithSpacing()));
     ImGui::TextDisabled("valid length");
     // Rows shorter than a slider (many batch items) get the sliders stacked instead.
-    const bool level = g.cell >= ImGui::GetFrameHeight();
+    const bool level = ev.cell >= ImGui::GetFrameHeight();
     for (int n = 0; n < N; ++n) {
       int len = S;
       for (int j = 0; j < S; ++j)
@@ -683,7 +631,7 @@ void key_padding(AppState& state, Textures& tex) {
       ImGui::PushID(n);
       if (level)
         ImGui::SetCursorScreenPos(
-            ImVec2(x, g.g0.y + g.cell * (float(n) + 0.5f) - ImGui::GetFrameHeight() * 0.5f));
+            ImVec2(x, ev.grid_min.y + ev.cell * (float(n) + 0.5f) - ImGui::GetFrameHeight() * 0.5f));
       ImGui::SetNextItemWidth(slider_w);
       const bool changed =
           ImGui::SliderInt("##len", &len, 0, S, level ? "%d" : (items[std::size_t(n)] + ": %d").c_str());

@@ -1,0 +1,68 @@
+// Helpers shared by the panels that show per-head stages (Heads, Compare): the stage list, cache
+// keys, and small layout helpers for fonts that grow in presenter mode.
+#pragma once
+
+#include <imgui.h>
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "mha.hpp"
+
+namespace mha::app::panel {
+
+struct StageChoice {
+  const char* name;   // trace name
+  const char* label;  // combo text (ASCII: the font may lack maths glyphs)
+};
+// The per-head stages, in the order the forward makes them; the pick is ViewState::stage.
+inline constexpr StageChoice kStages[] = {
+    {"scores", "scores  (q . k)"},
+    {"scores_scaled", "scores_scaled  (/ sqrt(d_k))"},
+    {"scores_masked", "scores_masked  (+ mask)"},
+    {"attn_weights", "attn_weights  (softmax)"},
+    {"context", "context  (weights @ V)"},
+};
+inline constexpr int kStageCount = int(sizeof kStages / sizeof kStages[0]);
+inline constexpr int kMasked = 2, kWeights = 3, kContext = 4;
+
+// The view may name a stage another panel chose; anything that is not a per-head (L, S) or (L, d_k)
+// stage shows the weights.
+inline int stage_index(const std::string& name) {
+  for (int i = 0; i < kStageCount; ++i)
+    if (name == kStages[i].name) return i;
+  return kWeights;
+}
+
+// FNV-1a over the parts: texture versions and cache keys.
+inline std::uint64_t mix(std::initializer_list<std::uint64_t> parts) {
+  std::uint64_t v = 1469598103934665603ull;
+  for (std::uint64_t p : parts) v = (v ^ p) * 1099511628211ull;
+  return v;
+}
+
+inline bool neg_inf(float v) {
+  return std::isinf(v) && v < 0;
+}
+
+// True when `seen` was taken from `p` itself (a raw address could be reused after a free).
+inline bool same_owner(const std::weak_ptr<const ForwardResult<float>>& seen,
+                       const std::shared_ptr<const ForwardResult<float>>& p) {
+  return !seen.owner_before(p) && !p.owner_before(seen);
+}
+
+// The width of a widget `w` wide with its label to the right.
+inline float labelled(const char* label, float w) {
+  return w + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
+}
+
+// Puts the next widget on this line when `w` pixels still fit, else on a new one (presenter fonts).
+inline void same_line_if_fits(float w) {
+  ImGui::SameLine();
+  if (ImGui::GetContentRegionAvail().x < w) ImGui::NewLine();
+}
+
+}  // namespace mha::app::panel

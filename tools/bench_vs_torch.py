@@ -11,6 +11,7 @@ value; it is timed too, with need_weights=True, and shown for reference.
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -63,7 +64,7 @@ def run_mha(args, extra):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mha", default="build/mha", help="the mha binary (default build/mha)")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--sizes", default="small,teaching,medium,large")
     p.add_argument("--xl", action="store_true", help="add xl (a minute or more per round)")
     p.add_argument("--json-out", help="also write every round's raw numbers here")
@@ -71,6 +72,7 @@ def main():
     sizes = args.sizes.split(",") + (["xl"] if args.xl and "xl" not in args.sizes else [])
 
     torch.set_num_threads(2)
+    load_before = os.getloadavg()[0]
     cases = {s: TorchCase(s) for s in sizes}
     a = torch.rand(1024, 1024)
     b = torch.rand(1024, 1024)
@@ -97,6 +99,8 @@ def main():
     sgemm = med(x["sgemm"]["gflops"] for x in rounds)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; mha: {args.mha}; "
           f"{args.rounds} rounds, medians over rounds; ratios are per round, then the median")
+    print(f"{os.cpu_count()} CPUs; 1-minute load average {load_before:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after (anything else running skews both sides)")
     print(f"Eigen sgemm n=1024 (mha bench --sgemm 1024): {sgemm:.1f} GFLOP/s; "
           f"torch.mm n=1024: {med(x['torch_sgemm_gflops'] for x in rounds):.1f} GFLOP/s\n")
     head = ("| size | mha full trace ms | torch nw=True ms | torch nw=False ms | torch fast path nw=True ms "

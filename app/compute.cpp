@@ -155,7 +155,8 @@ void Computer::request(const Scenario& s) {
   if (forward_work(s) <= kSyncWorkLimit) {
     Outcome o = run(s);
     std::lock_guard<std::mutex> lock(mutex_);
-    job_.reset();  // a queued larger job is older than this edit
+    job_.reset();      // a queued larger job is older than this edit
+    busy_ = running_;  // still busy only if the worker is mid-job (its result will be dropped)
     deliver(std::move(o), seq);
     return;
   }
@@ -190,9 +191,11 @@ void Computer::worker_loop() {
     if (quit_) return;
     Job job = std::move(*job_);
     job_.reset();
+    running_ = true;
     lock.unlock();
     Outcome o = run(job.scenario);
     lock.lock();
+    running_ = false;
     deliver(std::move(o), job.seq);
     busy_ = job_.has_value();
   }

@@ -70,6 +70,7 @@ class Computer {
   std::optional<Outcome> done_;
   std::atomic<bool> busy_{false};
   bool quit_ = false;
+  bool running_ = false;             // the worker is computing a job (under mutex_)
   std::uint64_t requested_ = 0;      // sequence number of the newest request (UI thread only)
   std::uint64_t delivered_seq_ = 0;  // newest sequence delivered so far
   std::thread worker_;

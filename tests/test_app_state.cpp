@@ -95,3 +95,28 @@ TEST_CASE("autosave waits for a quiet second, then writes atomically", "[state]"
   for (const auto& e : std::filesystem::directory_iterator(dir)) CHECK(e.path().extension() != ".tmp");
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("edited weights and inputs drive the forward; undo restores the seed's", "[state]") {
+  AppState s;
+  s.committed = s.scenario;
+  s.recompute();
+  const float before = s.result.forward->trace["output"].at({0, 0, 0});
+  s.now = 1;
+  s.scenario.weights = build_forward(s.scenario).weights;
+  s.edited("edit weights");
+  CHECK(s.result.forward->trace["output"].at({0, 0, 0}) == before);  // same values: same result
+  s.now = 3;
+  s.scenario.weights->out_proj_weight.data[0] += 0.5f;  // what a drag on out_proj.weight[0, 0] does
+  s.edited("edit out_proj.weight");
+  CHECK(s.result.forward->trace["output"].at({0, 0, 0}) != before);
+  s.now = 5;
+  s.scenario.query = build_forward(s.scenario).inputs.query;
+  s.scenario.query->data[0] = 3.0f;
+  s.edited("edit query cell");
+  CHECK(s.result.forward->trace["q"].at({0, 0, 0}) != 0);
+  s.undo();
+  s.undo();
+  s.undo();
+  CHECK_FALSE(s.scenario.weights);
+  CHECK(s.result.forward->trace["output"].at({0, 0, 0}) == before);
+}

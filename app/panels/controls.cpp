@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "errors.hpp"
 #include "io/npy.hpp"
@@ -81,6 +82,35 @@ std::vector<float> parse_numbers(const std::string& text) {
   return out;
 }
 
+// A DragFloat per cell of a (rows, cols) row-major block, where that is few enough cells to edit by
+// hand; a drag is one undo step (edits of one name coalesce).
+void edit_cells(AppState& state, const char* what, float* data, std::int64_t rows, std::int64_t cols) {
+  constexpr std::int64_t kMaxCells = 256;
+  if (rows * cols > kMaxCells) {
+    ImGui::TextWrapped("%lld x %lld = %lld cells: too many to edit by hand here; load a file instead.",
+                       (long long)rows, (long long)cols, (long long)(rows * cols));
+    ImGui::TreePop();
+    return;
+  }
+  ImGui::BeginChild(what,
+                    ImVec2(0, ImGui::GetFrameHeightWithSpacing() * float(std::min<std::int64_t>(rows, 8)) +
+                                  ImGui::GetStyle().ScrollbarSize),
+                    false, ImGuiWindowFlags_HorizontalScrollbar);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    ImGui::PushID(int(i));
+    for (std::int64_t e = 0; e < cols; ++e) {
+      if (e) ImGui::SameLine(0, 2);
+      ImGui::PushID(int(e));
+      ImGui::SetNextItemWidth(ImGui::GetFontSize() * 2.8f);
+      if (ImGui::DragFloat("##c", &data[i * cols + e], 0.01f, 0, 0, "%.2f")) state.edited(what);
+      ImGui::PopID();
+    }
+    ImGui::PopID();
+  }
+  ImGui::EndChild();
+  ImGui::TreePop();
+}
+
 void inputs_section(AppState& state) {
   Scenario& s = state.scenario;
   const std::int64_t N = s.batch, L = s.L(), E = s.embed_dim;
@@ -117,27 +147,32 @@ void inputs_section(AppState& state) {
       state.errors["tensors"] = e.what();
     }
   }
-  // Cell-by-cell editing of batch item 0 at teaching sizes.
-  if (s.query && s.query->shape.size() == 3 && s.query->shape[1] * s.query->shape[2] <= 256 &&
-      ImGui::TreeNode("Edit query cells (batch 0)")) {
-    Tensor<float>& q = *s.query;
-    for (std::int64_t i = 0; i < q.shape[1]; ++i) {
-      ImGui::PushID(int(i));
-      for (std::int64_t e = 0; e < q.shape[2]; ++e) {
-        if (e) ImGui::SameLine(0, 2);
-        ImGui::PushID(int(e));
-        ImGui::SetNextItemWidth(ImGui::GetFontSize() * 2.6f);
-        if (ImGui::DragFloat("##c", &q.data[std::size_t(i * q.shape[2] + e)], 0.01f, 0, 0, "%.2f"))
-          state.edited("edit query cell");
-        ImGui::PopID();
+  // Cell-by-cell editing of batch item 0 (key and value exist apart from the query only when they
+  // are drawn separately or for cross-attention).
+  const bool separate = s.cross_attention || s.separate_qkv;
+  struct Slot {
+    const char* name;
+    std::optional<Tensor<float>>* tensor;
+  };
+  for (const Slot& slot : {Slot{"query", &s.query}, Slot{"key", &s.key}, Slot{"value", &s.value}}) {
+    if (!separate && slot.tensor != &s.query) continue;
+    if (!*slot.tensor) {
+      if (ImGui::Button((std::string("Edit ") + slot.name).c_str())) {
+        const Built b = build_forward(s);  // start from the values on screen
+        *slot.tensor = slot.tensor == &s.query ? b.inputs.query
+                       : slot.tensor == &s.key ? b.inputs.key
+                                               : b.inputs.value;
+        state.edited((std::string("edit ") + slot.name).c_str());
       }
-      ImGui::PopID();
+      ImGui::SameLine();
+      continue;
     }
-    ImGui::TreePop();
-  } else if (!s.query && ImGui::Button("Edit query cells")) {
-    s.query = build_forward(s).inputs.query;  // start from the generated values
-    state.edited("edit query cells");
+    Tensor<float>& t = **slot.tensor;
+    if (t.dim() == 3 && ImGui::TreeNode(slot.name, "%s cells (batch item 0)", slot.name))
+      edit_cells(state, (std::string("edit ") + slot.name + " cell").c_str(), t.ptr(), t.shape[1],
+                 t.shape[2]);
   }
+  ImGui::NewLine();
   if (edited_any) {
     ImGui::SameLine();
     if (ImGui::Button("Reset inputs")) {
@@ -152,7 +187,7 @@ void inputs_section(AppState& state) {
 void weights_section(AppState& state) {
   Scenario& s = state.scenario;
   static std::string path;
-  ImGui::TextDisabled("weights = %s", s.weights ? "loaded" : "nn.MultiheadAttention default init (seed)");
+  ImGui::TextDisabled("weights = %s", s.weights ? "edited or loaded" : "nn.MultiheadAttention default init (seed)");
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
   ImGui::InputTextWithHint("##wpath", "folder of .npy or .safetensors", &path);
   ImGui::SameLine();
@@ -190,12 +225,33 @@ void weights_section(AppState& state) {
       state.errors["tensors"] = e.what();
     }
   }
-  if (s.weights) {
-    ImGui::SameLine();
-    if (ImGui::Button("Default")) {
-      s.weights.reset();
-      state.edited("default weights");
+  if (!s.weights) {
+    if (ImGui::Button("Edit weights")) {
+      s.weights = build_forward(s).weights;  // start from the default init on screen
+      state.edited("edit weights");
     }
+    return;
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Default")) {
+    s.weights.reset();
+    state.edited("default weights");
+    return;
+  }
+  Weights<float>& w = *s.weights;
+  struct Param {
+    const char* name;  // torch's state_dict name
+    Tensor<float>* t;
+  };
+  for (const Param& p : {Param{"in_proj_weight", &w.in_proj_weight}, Param{"q_proj_weight", &w.q_proj_weight},
+                         Param{"k_proj_weight", &w.k_proj_weight}, Param{"v_proj_weight", &w.v_proj_weight},
+                         Param{"in_proj_bias", &w.in_proj_bias}, Param{"out_proj.weight", &w.out_proj_weight},
+                         Param{"out_proj.bias", &w.out_proj_bias}}) {
+    if (p.t->empty()) continue;
+    const std::int64_t rows = p.t->dim() == 2 ? p.t->shape[0] : 1,
+                       cols = p.t->numel() / std::max<std::int64_t>(rows, 1);
+    if (ImGui::TreeNode(p.name, "%s %s", p.name, shape_str(p.t->shape).c_str()))
+      edit_cells(state, (std::string("edit ") + p.name).c_str(), p.t->ptr(), rows, cols);
   }
 }
 

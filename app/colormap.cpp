@@ -4,6 +4,7 @@
 #include "colormap.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace mha::app {
@@ -30,11 +31,8 @@ const Anchors& anchors(Colormap c) {
   return kViridis;
 }
 
-}  // namespace
-
-std::uint32_t colormap_rgba(Colormap c, float t) {
-  if (!(t >= 0)) t = 0;  // also catches NaN
-  if (t > 1) t = 1;
+// The exact interpolation, used once per table entry.
+std::uint32_t interpolate(Colormap c, float t) {
   const Anchors& a = anchors(c);
   const float x = t * 8.0f;
   const int i = std::min(int(x), 7);
@@ -45,6 +43,28 @@ std::uint32_t colormap_rgba(Colormap c, float t) {
   };
   const std::uint32_t r = channel(16), g = channel(8), b = channel(0);
   return 0xFF000000u | (b << 16) | (g << 8) | r;  // IM_COL32 order: R in the low byte
+}
+
+// Heatmap textures colour millions of cells per recompute at L = 512+: a 4096-entry table per map
+// (built once) replaces the interpolation; neighbouring entries differ by at most one level.
+constexpr int kLut = 4096;
+const std::uint32_t* lut(Colormap c) {
+  static const auto tables = [] {
+    std::array<std::array<std::uint32_t, kLut>, 4> t{};
+    for (int m = 0; m < 4; ++m)
+      for (int i = 0; i < kLut; ++i)
+        t[std::size_t(m)][std::size_t(i)] = interpolate(Colormap(m), float(i) / (kLut - 1));
+    return t;
+  }();
+  return tables[std::size_t(c)].data();
+}
+
+}  // namespace
+
+std::uint32_t colormap_rgba(Colormap c, float t) {
+  if (!(t >= 0)) t = 0;  // also catches NaN
+  if (t > 1) t = 1;
+  return lut(c)[int(t * float(kLut - 1) + 0.5f)];
 }
 
 std::uint32_t value_rgba(Colormap c, float v, float vmin, float vmax) {

@@ -1,5 +1,6 @@
 // mha-studio: the live visualizer. Reads straight through: setup, main loop, rendering, cleanup.
 //   mha-studio [--scenario FILE] [--screenshot FILE.png --frames N] [--font-scale X] [--tab NAME]
+//              [--frame-stats FILE.json]
 #include <epoxy/gl.h>
 // epoxy first: it must define the GL entry points before GLFW includes any GL header.
 #include <GLFW/glfw3.h>
@@ -21,6 +22,7 @@
 #include "app_state.hpp"
 #include "errors.hpp"
 #include "fonts.hpp"
+#include "frame_stats.hpp"
 #include "gl_textures.hpp"
 #include "ui.hpp"
 
@@ -68,6 +70,10 @@ int main(int argc, char** argv) {
   cli.add_option("--width", width, "Window width (default 1280)");
   cli.add_option("--height", height, "Window height (default 720)");
   cli.add_flag("--no-autosave", no_autosave, "Neither restore nor write the autosave");
+  std::string frame_stats_file;
+  cli.add_option(
+      "--frame-stats", frame_stats_file,
+      "Replay scripted edits at teaching/medium/large sizes, write edit-to-frame latency JSON, exit");
   CLI11_PARSE(cli, argc, argv);
   const std::string assets = find_assets_dir(argv[0]);
 
@@ -88,7 +94,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   glfwMakeContextCurrent(window);
-  glfwSwapInterval(screenshot.empty() ? 1 : 0);
+  glfwSwapInterval(screenshot.empty() && frame_stats_file.empty() ? 1 : 0);  // measured runs: no vsync
 
   // ---- Setup: Dear ImGui ----
   IMGUI_CHECKVERSION();
@@ -104,7 +110,9 @@ int main(int argc, char** argv) {
   AppState state;
   UiEnv env;
   env.presets = list_presets(assets + "/presets");
-  const bool batch_run = !screenshot.empty();
+  std::unique_ptr<FrameStats> stats;
+  if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);
+  const bool batch_run = !screenshot.empty() || stats;
   const std::string autosave = (no_autosave || batch_run) ? "" : autosave_path();
   try {
     if (!scenario_file.empty()) {
@@ -161,6 +169,7 @@ int main(int argc, char** argv) {
     ImGui_ImplGlfw_NewFrame();
     if (batch_run) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover in screenshots
     ImGui::NewFrame();
+    if (stats) stats->before_frame(state);
     state.tick(ImGui::GetTime());
     draw_ui(state, *textures, env);
 
@@ -173,7 +182,7 @@ int main(int argc, char** argv) {
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     // A screenshot waits for a background compute to land, so it shows a real result.
-    if (batch_run && ++frame >= frames && !state.computer.busy()) {
+    if (!screenshot.empty() && ++frame >= frames && !state.computer.busy()) {
       const bool ok = save_screenshot(screenshot, fb_w, fb_h);
       std::fprintf(ok ? stdout : stderr, ok ? "wrote %s (%dx%d)\n" : "mha-studio: cannot write %s\n",
                    screenshot.c_str(), fb_w, fb_h);
@@ -181,6 +190,18 @@ int main(int argc, char** argv) {
       if (!ok) frame = -1;
     }
     glfwSwapBuffers(window);
+    if (stats) {
+      glFinish();  // the frame is really drawn before the clock stops
+      stats->after_frame(state);
+      if (stats->done()) {
+        std::string error;
+        if (!stats->write(&error)) {
+          std::fprintf(stderr, "mha-studio: %s\n", error.c_str());
+          frame = -1;
+        }
+        env.quit_requested = true;
+      }
+    }
   }
 
   // ---- Cleanup ----

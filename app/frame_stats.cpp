@@ -1,0 +1,153 @@
+// The scripted edit replay behind --frame-stats (see frame_stats.hpp).
+#include "frame_stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace mha::app {
+
+namespace {
+
+struct SizeSpec {
+  const char* name;
+  std::int64_t L, E, H;
+  double goal_ms;  // issue 6: p95 edit-to-frame latency
+  int edits;
+};
+constexpr SizeSpec kSpecs[] = {
+    {"teaching", 16, 64, 4, 16.7, 30}, {"medium", 512, 512, 8, 33, 12}, {"large", 2048, 512, 8, 100, 6}};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = p * double(v.size() - 1);
+  const std::size_t lo = std::size_t(pos), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+}  // namespace
+
+FrameStats::FrameStats(std::string path) : path_(std::move(path)) {
+  for (const SizeSpec& s : kSpecs) runs_.push_back({s.name, s.L, s.E, s.H, s.goal_ms, {}});
+}
+
+void FrameStats::start_size(AppState& state) {
+  const SizeSpec& spec = kSpecs[size_];
+  Scenario s;
+  s.name = std::string("frame stats: ") + spec.name;
+  s.batch = 1;
+  s.tgt_len = spec.L;
+  s.embed_dim = spec.E;
+  s.num_heads = spec.H;
+  s.bias = true;
+  s.mask.preset = MaskPreset::causal;
+  apply_mask_preset(s);
+  s.query = build_forward(s).inputs.query;  // value drags edit it
+  s.view.tab = 2;                           // the Heads view: every head's heatmap is redrawn
+  state.load(std::move(s), spec.name);
+  edit_ = -1;
+}
+
+void FrameStats::apply_edit(AppState& state, int k) {
+  Scenario& s = state.scenario;
+  const std::int64_t L = s.L();
+  std::string kind;
+  switch (k % 3) {
+    case 0: {  // toggle one mask cell below the diagonal, as a click in the mask editor does
+      kind = "mask_toggle";
+      const std::size_t cell =
+          std::size_t(((k * 7) % L) * L + (k * 3) % std::max<std::int64_t>(1, (k * 7) % L + 1));
+      float& c = s.mask.cells[cell];
+      c = std::isinf(c) ? 0.0f : -INFINITY;
+      s.mask.preset = MaskPreset::custom;
+      break;
+    }
+    case 1:  // drag one input value, as the cell editor does
+      kind = "value_drag";
+      s.query->data[std::size_t(k) % s.query->data.size()] += 0.05f;
+      break;
+    default:  // change the number of heads, as the size field does
+      kind = "size_change";
+      s.num_heads = s.num_heads == kSpecs[size_].H ? kSpecs[size_].H / 2 : kSpecs[size_].H;
+      break;
+  }
+  runs_[std::size_t(size_)].edits.push_back({kind, 0, 0});
+  gen_before_ = state.result.generation;
+  t0_ = Clock::now();
+  waiting_ = true;
+  state.now += 1;  // each scripted edit is its own undo step
+  state.edited(kind.c_str());
+}
+
+void FrameStats::before_frame(AppState& state) {
+  if (done() || waiting_) return;
+  if (edit_ < 0) {
+    if (state.scenario.name.rfind("frame stats: ", 0) != 0 || state.scenario.tgt_len != kSpecs[size_].L) {
+      start_size(state);
+      return;
+    }
+    // Warm-up: wait for this size's first result before timing edits.
+    if (state.computer.busy() || !state.result.valid() || state.result.forward->dims.L != kSpecs[size_].L)
+      return;
+    edit_ = 0;
+  }
+  if (edit_ >= kSpecs[size_].edits) {
+    if (++size_ < kSizes) start_size(state);
+    return;
+  }
+  apply_edit(state, edit_++);
+}
+
+void FrameStats::after_frame(const AppState& state) {
+  if (!waiting_ || state.result.generation == gen_before_ || state.computer.busy()) return;
+  Edit& e = runs_[std::size_t(size_)].edits.back();
+  e.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0_).count();
+  e.forward_ms = state.result.compute_ms;
+  waiting_ = false;
+}
+
+bool FrameStats::write(std::string* error) const {
+  nlohmann::json out = {{"what",
+                         "edit-to-frame latency: from the edit to the end of the first swapped frame "
+                         "showing its result (mha-studio --frame-stats)"},
+                        {"sizes", nlohmann::json::array()}};
+  for (const SizeRun& r : runs_) {
+    std::vector<double> ms, fwd;
+    nlohmann::json edits = nlohmann::json::array();
+    for (const Edit& e : r.edits) {
+      ms.push_back(e.ms);
+      fwd.push_back(e.forward_ms);
+      edits.push_back({{"kind", e.kind}, {"ms", e.ms}, {"forward_ms", e.forward_ms}});
+    }
+    const double p95 = percentile(ms, 0.95);
+    out["sizes"].push_back({{"size", r.name},
+                            {"N", 1},
+                            {"L", r.L},
+                            {"E", r.E},
+                            {"H", r.H},
+                            {"p50_ms", percentile(ms, 0.5)},
+                            {"p95_ms", p95},
+                            {"max_ms", ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end())},
+                            {"forward_p50_ms", percentile(fwd, 0.5)},
+                            {"goal_p95_ms", r.goal_ms},
+                            {"met", p95 <= r.goal_ms},
+                            {"edits", edits}});
+    std::printf(
+        "%-9s L=%-5lld E=%-4lld H=%lld  p50 %8.2f ms  p95 %8.2f ms  (goal <= %.1f: %s; forward p50 %.2f "
+        "ms)\n",
+        r.name.c_str(), (long long)r.L, (long long)r.E, (long long)r.H, percentile(ms, 0.5), p95, r.goal_ms,
+        p95 <= r.goal_ms ? "met" : "missed", percentile(fwd, 0.5));
+  }
+  std::ofstream f(path_);
+  f << out.dump(2) << "\n";
+  if (!f) {
+    *error = "cannot write " + path_;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace mha::app

@@ -70,16 +70,27 @@ Built build_forward(const Scenario& s) {
   const bool has_mask = !s.mask.cells.empty() || !s.mask.key_padding.empty();
   check_trace_fits(dims_for(c, N, L, S), sizeof(float), has_mask, 0);
 
-  // torch.manual_seed(seed), then the inputs, then nn.MultiheadAttention's default init.
-  if (s.cross_attention || s.separate_qkv) {
-    SeededCase<float> sc = torch_seeded_case<float>(c, s.seed, N, L, S);
-    b.inputs = std::move(sc.inputs);
-    b.weights = std::move(sc.weights);
-  } else {
-    TorchGenerator gen(s.seed);
-    b.inputs.query = gen.rand<float>({N, L, s.embed_dim});
-    b.weights = torch_default_init<float>(c, gen);
+  // torch.manual_seed(seed), then the inputs, then nn.MultiheadAttention's default init. The draws
+  // are kept per thread: mask and value edits at unchanged sizes reuse them instead of drawing
+  // N·L·E + 4·E² numbers again.
+  const bool separate = s.cross_attention || s.separate_qkv;
+  const std::vector<std::int64_t> key = {std::int64_t(s.seed), N,      L,       S, s.embed_dim, s.num_heads,
+                                         s.num_kv_heads,       s.bias, separate};
+  thread_local std::vector<std::int64_t> seeded_key;
+  thread_local SeededCase<float> seeded;
+  if (seeded_key != key) {
+    if (separate) {
+      seeded = torch_seeded_case<float>(c, s.seed, N, L, S);
+    } else {
+      TorchGenerator gen(s.seed);
+      seeded.inputs = {};
+      seeded.inputs.query = gen.rand<float>({N, L, s.embed_dim});
+      seeded.weights = torch_default_init<float>(c, gen);
+    }
+    seeded_key = key;
   }
+  b.inputs = seeded.inputs;
+  b.weights = seeded.weights;
   if (s.query) require_shape("query", *s.query, {N, L, s.embed_dim}), b.inputs.query = *s.query;
   if (!s.cross_attention && !s.separate_qkv) {
     b.inputs.key = b.inputs.query;  // self-attention: one x for query, key and value
@@ -127,13 +138,18 @@ Computer::~Computer() {
   worker_.join();
 }
 
-Computer::Outcome Computer::run(const Scenario& s) {
+Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
   Outcome out;
   try {
     const auto t0 = std::chrono::steady_clock::now();
     const Built b = build_forward(s);
-    auto fwd =
-        std::make_shared<const ForwardResult<float>>(forward(b.config, b.weights, b.inputs, b.options));
+    std::shared_ptr<ForwardResult<float>> fwd;
+    if (ws) {
+      fwd = std::make_shared<ForwardResult<float>>();
+      forward(b.config, b.weights, b.inputs, b.options, *ws, *fwd);
+    } else {
+      fwd = std::make_shared<ForwardResult<float>>(forward(b.config, b.weights, b.inputs, b.options));
+    }
     Result r;
     r.forward = std::move(fwd);
     r.query_tokens = s.query_tokens();
@@ -153,7 +169,7 @@ Computer::Outcome Computer::run(const Scenario& s) {
 void Computer::request(const Scenario& s) {
   const std::uint64_t seq = ++requested_;
   if (forward_work(s) <= kSyncWorkLimit) {
-    Outcome o = run(s);
+    Outcome o = run(s, nullptr);
     std::lock_guard<std::mutex> lock(mutex_);
     job_.reset();      // a queued larger job is older than this edit
     busy_ = running_;  // still busy only if the worker is mid-job (its result will be dropped)
@@ -193,11 +209,18 @@ void Computer::worker_loop() {
     job_.reset();
     running_ = true;
     lock.unlock();
-    Outcome o = run(job.scenario);
+    Workspace<float>& ws = workspaces_[next_workspace_];
+    next_workspace_ = (next_workspace_ + 1) % 3;
+    Outcome o = run(job.scenario, &ws);
     lock.lock();
     running_ = false;
     deliver(std::move(o), job.seq);
     busy_ = job_.has_value();
+    if (on_done) {
+      lock.unlock();
+      on_done();
+      lock.lock();
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,13 +55,17 @@ class Computer {
   };
   std::optional<Outcome> poll();
   bool busy() const { return busy_; }
+  // Called on the worker thread after a background result is ready (the app wakes its event loop
+  // with it, so the UI can sleep while a forward runs). Set before the first request.
+  std::function<void()> on_done;
 
  private:
   struct Job {
     Scenario scenario;
     std::uint64_t seq;
   };
-  Outcome run(const Scenario& s);
+  // `ws` is null on the UI thread (small problems: allocation is cheap there).
+  Outcome run(const Scenario& s, Workspace<float>* ws);
   void deliver(Outcome o, std::uint64_t seq);  // under mutex_
   void worker_loop();
 
@@ -73,6 +78,10 @@ class Computer {
   bool running_ = false;             // the worker is computing a job (under mutex_)
   std::uint64_t requested_ = 0;      // sequence number of the newest request (UI thread only)
   std::uint64_t delivered_seq_ = 0;  // newest sequence delivered so far
+  // The worker's trace buffers, used in turn: while one result is on screen and one is kept for the
+  // before/after comparison, the third's buffers are free to reuse (no allocation per edit).
+  Workspace<float> workspaces_[3];
+  int next_workspace_ = 0;  // worker thread only
   std::thread worker_;
 };
 

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "scenario.hpp"  // to_string(Colormap)
+
 namespace mha::app {
 
 namespace {

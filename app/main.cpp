@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
 
   // ---- Setup: the scenario: --scenario, else the autosave, else the course notebook ----
   AppState state;
+  state.computer.on_done = [] { glfwPostEmptyEvent(); };  // thread-safe in GLFW
   UiEnv env;
   env.presets = list_presets(assets + "/presets");
   std::unique_ptr<FrameStats> stats;
@@ -145,12 +146,13 @@ int main(int argc, char** argv) {
   bool presenter = !state.scenario.view.presenter;  // forces the first apply_theme
   int frame = 0;
   while (!glfwWindowShouldClose(window) && !env.quit_requested) {
-    if (batch_run)
+    // Sleep unless something needs frames: an animation, or a scripted run with nothing computing.
+    // A background forward wakes the loop itself when it lands (on_done), so waiting costs no latency
+    // and leaves both cores to the forward.
+    if (state.animating || (batch_run && !state.computer.busy()))
       glfwPollEvents();
-    else if (state.animating)
-      glfwPollEvents();  // the Reshape animation wants every frame
     else
-      glfwWaitEventsTimeout(state.computer.busy() ? 0.05 : 0.25);  // idle: no busy loop
+      glfwWaitEventsTimeout(0.25);
     state.animating = false;
 
     // Fonts and theme follow the presenter settings; the atlas is rebuilt outside a frame.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "colormap.hpp"
 #include "mha.hpp"
 
 namespace mha::app {
@@ -15,7 +16,6 @@ enum class MaskPreset { none, causal, padding, sliding_window, block_diagonal, p
 enum class MaskScope { shared, per_batch, per_head };  // (L, S) / (N, L, S) / (N·H, L, S)
 // How the mask is shown and edited. The truth underneath is always additive: 0 = attend, -inf = blocked.
 enum class MaskConvention { torch_bool, keep, additive };
-enum class Colormap { viridis, magma, cividis, diverging };
 
 const char* to_string(MaskPreset p);
 const char* to_string(MaskScope s);

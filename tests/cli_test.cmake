@@ -47,3 +47,48 @@ execute_process(COMMAND ${MHA} compute --inputs ${OUT}/does-not-exist --num-head
 if(rc EQUAL 0 OR NOT err MATCHES "not a directory")
   message(FATAL_ERROR "expected the missing-folder error, got rc=${rc}: ${err}")
 endif()
+# mha export: a PNG grid, an SVG, a CSV slice, a folder batch with index.json; bad names exit non-zero.
+set(SEED42 --torch-seed 42 --batch 3 --tgt-len 4 --embed-dim 8 --num-heads 2 --no-bias)
+file(MAKE_DIRECTORY ${OUT}/export)
+execute_process(COMMAND ${MHA} export ${SEED42} --causal --head all --out ${OUT}/export/grid.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(READ ${OUT}/export/grid.png magic LIMIT 4 HEX)
+if(NOT rc EQUAL 0 OR NOT magic STREQUAL "89504e47")
+  message(FATAL_ERROR "mha export --head all did not write a PNG (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --head avg --values --out ${OUT}/export/avg.svg
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(READ ${OUT}/export/avg.svg svg)
+if(NOT rc EQUAL 0 OR NOT svg MATCHES "^<svg" OR NOT svg MATCHES "</svg>\n$")
+  message(FATAL_ERROR "mha export --out avg.svg did not write an SVG (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --stage q_heads --head 1 --out ${OUT}/export/q_heads.csv
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(STRINGS ${OUT}/export/q_heads.csv csv)
+list(LENGTH csv lines)
+list(GET csv 0 header)
+if(NOT rc EQUAL 0 OR NOT lines EQUAL 5 OR NOT header STREQUAL ",0,1,2,3")
+  message(FATAL_ERROR "mha export csv: expected a header and 4 rows (${rc}): ${err}\n${csv}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --causal --out ${OUT}/export/batch/
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+foreach(f index.json attn_weights_b0_head0.png attn_weights_b0_head1.png attn_weights_b0_avg.png attn_weights_b0_all.png)
+  if(NOT rc EQUAL 0 OR NOT EXISTS ${OUT}/export/batch/${f})
+    message(FATAL_ERROR "mha export --out DIR/ did not write ${f} (${rc}): ${err}")
+  endif()
+endforeach()
+execute_process(COMMAND ${MHA} export ${SEED42} --stage nope --out ${OUT}/export/x.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "no stage named \"nope\"; this trace has: query, key")
+  message(FATAL_ERROR "expected the unknown-stage error listing the stages, got rc=${rc}: ${err}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --head 2 --out ${OUT}/export/x.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "--head 2 is out of range")
+  message(FATAL_ERROR "expected the head-out-of-range error, got rc=${rc}: ${err}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --out ${OUT}/no-such-dir/x.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "cannot write .*x.png: No such file")
+  message(FATAL_ERROR "expected the unwritable-path error, got rc=${rc}: ${err}")
+endif()

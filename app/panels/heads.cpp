@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panel_util.hpp"
 #include "panels.hpp"
@@ -240,6 +241,8 @@ void draw_heads(AppState& state, Textures& tex) {
     ImGui::SetNextItemWidth(font * 6);
     if (ImGui::SliderInt("batch item", &pick, 0, N - 1)) view.batch_index = pick;
   }
+  same_line_if_fits(ImGui::CalcTextSize("Export...").x + font);
+  export_button(state, kStages[si].name, std::clamp(view.sel_head, 0, int(f.dims.H) - 1));
 
   const Stage<float>* sp = f.trace.find(kStages[si].name);
   if (!sp || sp->shape.size() != 4 || !f.trace.find("attn_weights") || !f.trace.find("attn_weights_avg")) {

@@ -9,6 +9,7 @@ namespace mha::cli {
 
 // Adds `mha compute`; returns the function that runs it once the command line is parsed.
 std::function<int()> add_compute(CLI::App& app);
-std::function<int()> add_bench(CLI::App& app);  // `mha bench`: timings, GFLOP/s, peak RSS (bench.cpp)
+std::function<int()> add_bench(CLI::App& app);   // `mha bench`: timings, GFLOP/s, peak RSS (bench.cpp)
+std::function<int()> add_export(CLI::App& app);  // `mha export`: PNG/SVG/CSV heatmaps (export.cpp)
 
 }  // namespace mha::cli

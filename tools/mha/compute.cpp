@@ -16,6 +16,7 @@
 #include "io/safetensors.hpp"
 #include "masks.hpp"
 #include "mha.hpp"
+#include "problem.hpp"
 #include "torch_rng.hpp"
 
 namespace fs = std::filesystem;
@@ -24,73 +25,9 @@ namespace mha::cli {
 
 namespace {
 
-struct ComputeArgs {
-  std::string inputs_dir, weights_file, out_dir;
-  std::optional<std::uint64_t> torch_seed;
-  std::int64_t batch = 0, tgt_len = 0, src_len = 0, embed_dim = 0, num_heads = 0, num_kv_heads = 0;
-  std::int64_t kdim = 0, vdim = 0;
-  bool no_bias = false, add_zero_attn = false, seq_first = false, causal = false;
-  std::string dtype = "float32", fully_masked = "nan", backend = "cpu", mask_layout = "torch",
-              mask_convention = "torch";
+struct ComputeArgs : ForwardArgs {
+  std::string out_dir;
 };
-
-Array load(const fs::path& dir, const std::string& name) {
-  return read_npy((dir / (name + ".npy")).string());
-}
-
-template <class T>
-Mask<T> to_mask(const Array& a, const char* name, const std::string& convention) {
-  Mask<T> m;
-  switch (a.dtype) {
-    case DType::boolean: m.dtype = MaskDType::boolean; break;
-    case DType::u8: m.dtype = MaskDType::uint8; break;
-    case DType::f32:
-    case DType::f64:
-    case DType::f16:
-    case DType::bf16: m.dtype = MaskDType::floating; break;
-    default:
-      throw DtypeError(name, std::string(name) + ": dtype " + dtype_name(a.dtype) +
-                                 " is not a mask dtype torch accepts (bool, float; uint8 deprecated)");
-  }
-  m.values = to_tensor<T>(a);
-  if (convention == "keep") return mask_from_keep(m.values);  // 1 = attend -> True = blocked
-  return m;
-}
-
-// Loads weights from .npy files in `dir` (and/or a safetensors file) under torch's state_dict names.
-template <class T>
-Weights<T> load_weights(const fs::path& dir, const std::string& safetensors, Config& c) {
-  std::map<std::string, Array> st;
-  if (!safetensors.empty()) st = read_safetensors(safetensors);
-  auto get = [&](const std::string& name) -> Tensor<T> {
-    auto it = st.find(name);
-    if (it != st.end()) return to_tensor<T>(it->second);
-    if (!dir.empty() && fs::exists(dir / (name + ".npy"))) return to_tensor<T>(load(dir, name));
-    return {};
-  };
-  Weights<T> w;
-  w.in_proj_weight = get("in_proj_weight");
-  w.q_proj_weight = get("q_proj_weight");
-  w.k_proj_weight = get("k_proj_weight");
-  w.v_proj_weight = get("v_proj_weight");
-  w.in_proj_bias = get("in_proj_bias");
-  w.bias_k = get("bias_k");
-  w.bias_v = get("bias_v");
-  w.out_proj_weight = get("out_proj.weight");
-  w.out_proj_bias = get("out_proj.bias");
-  // The files decide, as a state_dict does: biases present -> bias=True, bias_k present -> add_bias_kv.
-  c.bias = !w.in_proj_bias.empty() || !w.out_proj_bias.empty();
-  c.add_bias_kv = !w.bias_k.empty() || !w.bias_v.empty();
-  if (w.in_proj_weight.empty() && w.q_proj_weight.empty())
-    throw FileError("in_proj_weight",
-                    "no projection weights: expected in_proj_weight.npy (or "
-                    "q_proj_weight.npy, k_proj_weight.npy, v_proj_weight.npy) in " +
-                        dir.string() + (safetensors.empty() ? "" : " or " + safetensors));
-  if (w.out_proj_weight.empty())
-    throw FileError("out_proj.weight", "no out_proj.weight.npy in " + dir.string() +
-                                           (safetensors.empty() ? "" : " or " + safetensors));
-  return w;
-}
 
 void save(const fs::path& dir, const std::string& name, const Array& a) {
   write_npy((dir / (name + ".npy")).string(), a);
@@ -122,50 +59,12 @@ void print_tensor(const Tensor<T>& t) {
 
 template <class T>
 int run(const ComputeArgs& a) {
-  Config c;
-  Weights<T> w;
-  Inputs<T> in;
-  Options o;
-  c.batch_first = !a.seq_first;
-  c.num_heads = a.num_heads;
-  c.num_kv_heads = a.num_kv_heads;
-  c.add_zero_attn = a.add_zero_attn;
-  o.fully_masked = a.fully_masked == "zero" ? FullyMasked::zero : FullyMasked::nan;
-  o.backend = a.backend == "reference" ? Backend::reference : Backend::eigen;
-  o.attn_mask_layout = a.mask_layout == "per_batch" ? MaskLayout::per_batch : MaskLayout::torch;
-
-  std::string source;
-  if (a.torch_seed) {
-    c.embed_dim = a.embed_dim;
-    c.bias = !a.no_bias;
-    c.kdim = a.kdim;
-    c.vdim = a.vdim;
-    const std::int64_t S = a.src_len ? a.src_len : a.tgt_len;
-    SeededCase<T> sc = torch_seeded_case<T>(c, *a.torch_seed, a.batch, a.tgt_len, S);
-    in = std::move(sc.inputs);
-    w = std::move(sc.weights);
-    if (a.causal) in.attn_mask = causal_mask<T>(a.tgt_len, S);
-    source = "torch.manual_seed(" + std::to_string(*a.torch_seed) + "); torch.rand x3; " +
-             "nn.MultiheadAttention default init";
-  } else {
-    const fs::path dir(a.inputs_dir);
-    in.query = to_tensor<T>(load(dir, "query"));
-    in.key = fs::exists(dir / "key.npy") ? to_tensor<T>(load(dir, "key")) : in.query;
-    in.value = fs::exists(dir / "value.npy") ? to_tensor<T>(load(dir, "value")) : in.key;
-    if (in.query.dim() < 2)
-      throw ShapeError("query", "query.npy: expected (N, L, E) or (L, E), got " + shape_str(in.query.shape));
-    c.embed_dim = in.query.shape.back();
-    c.kdim = in.key.dim() ? in.key.shape.back() : 0;
-    c.vdim = in.value.dim() ? in.value.shape.back() : 0;
-    w = load_weights<T>(dir, a.weights_file, c);
-    if (fs::exists(dir / "attn_mask.npy"))
-      in.attn_mask = to_mask<T>(load(dir, "attn_mask"), "attn_mask", a.mask_convention);
-    if (fs::exists(dir / "key_padding_mask.npy"))
-      in.key_padding_mask = to_mask<T>(load(dir, "key_padding_mask"), "key_padding_mask", "torch");
-    source = a.inputs_dir;
-  }
-
-  ForwardResult<T> r = forward(c, w, in, o);
+  Problem<T> p = build_problem<T>(a);
+  const Config& c = p.config;
+  const Weights<T>& w = p.weights;
+  const Inputs<T>& in = p.inputs;
+  const std::string& source = p.source;
+  ForwardResult<T> r = forward(c, w, in, p.options);
   const Dims& d = r.dims;
 
   std::printf("MHA forward (%s, %s, %s backend)\n", source.c_str(), sizeof(T) == 4 ? "float32" : "float64",
@@ -267,51 +166,12 @@ std::function<int()> add_compute(CLI::App& app) {
       "optional attn_mask.npy and key_padding_mask.npy; a float64 query computes in double)\n"
       "or --torch-seed S with sizes (torch.manual_seed(S); query, key, value = torch.rand(...) x3;\n"
       "nn.MultiheadAttention(...) default init, exactly as torch draws them).");
-  auto* inputs = cmd->add_option("--inputs", a->inputs_dir, "Folder of .npy files named as torch names them");
-  cmd->add_option("--weights", a->weights_file, "A .safetensors file with the weights (state_dict names)")
-      ->needs(inputs);
-  auto* seed = cmd->add_option("--torch-seed", a->torch_seed, "Generate inputs and weights as torch does")
-                   ->excludes(inputs);
-  auto* batch = cmd->add_option("--batch", a->batch, "N (with --torch-seed)")->needs(seed);
-  auto* tgt = cmd->add_option("--tgt-len", a->tgt_len, "L, query length (with --torch-seed)")->needs(seed);
-  cmd->add_option("--src-len", a->src_len, "S, key/value length (default L)")->needs(seed);
-  auto* emb = cmd->add_option("--embed-dim", a->embed_dim, "E (with --torch-seed)")->needs(seed);
-  cmd->add_option("--kdim", a->kdim, "key feature size (default E; with --torch-seed)")->needs(seed);
-  cmd->add_option("--vdim", a->vdim, "value feature size (default E; with --torch-seed)")->needs(seed);
-  cmd->add_flag("--no-bias", a->no_bias, "bias=False (with --torch-seed)")->needs(seed);
-  cmd->add_flag("--causal", a->causal, "a causal (L, S) bool attn_mask (with --torch-seed)")->needs(seed);
-  cmd->add_option("--dtype", a->dtype, "float32 or float64 (with --torch-seed)")
-      ->check(CLI::IsMember({"float32", "float64"}))
-      ->needs(seed);
-  cmd->add_option("--num-heads", a->num_heads, "H, number of heads")->required();
-  cmd->add_option("--num-kv-heads", a->num_kv_heads, "G key/value heads, dividing H (GQA; 1 = MQA)");
-  cmd->add_flag("--add-zero-attn", a->add_zero_attn, "append a zero key/value row (torch add_zero_attn)");
-  cmd->add_flag("--seq-first", a->seq_first, "inputs are (L, N, E): torch's batch_first=False");
-  cmd->add_option("--fully-masked", a->fully_masked,
-                  "a row with every key blocked gives nan (torch) or zero (the course notebook)")
-      ->check(CLI::IsMember({"nan", "zero"}));
-  cmd->add_option("--backend", a->backend, "reference (explicit loops) or cpu (Eigen)")
-      ->check(CLI::IsMember({"reference", "cpu"}));
-  cmd->add_option("--attn-mask-layout", a->mask_layout,
-                  "torch: 3-D attn_mask is (N·H, L, S); per_batch: (N, L, S), one mask per batch item")
-      ->check(CLI::IsMember({"torch", "per_batch"}));
-  cmd->add_option("--mask-convention", a->mask_convention,
-                  "torch: attn_mask True/1 = blocked; keep: 1 = attend, 0 = blocked (converted explicitly)")
-      ->check(CLI::IsMember({"torch", "keep"}));
+  add_forward_options(cmd, *a);
   cmd->add_option("--out", a->out_dir,
                   "Folder for output.npy, attn_weights.npy (N,H,L,S), attn_weights_avg.npy, trace.json, "
                   "trace/<stage>.npy");
-  return [a, batch, tgt, emb]() -> int {
-    if (a->inputs_dir.empty() && !a->torch_seed)
-      throw ConfigError("--inputs", "give either --inputs DIR or --torch-seed S (see mha compute --help)");
-    if (a->torch_seed && (!*batch || !*tgt || !*emb))
-      throw ConfigError("--torch-seed", "--torch-seed needs --batch, --tgt-len and --embed-dim");
-    bool f64 = a->dtype == "float64";
-    if (!a->torch_seed) {
-      if (!fs::is_directory(a->inputs_dir))
-        throw FileError("--inputs", "--inputs " + a->inputs_dir + ": not a directory");
-      f64 = read_npy((fs::path(a->inputs_dir) / "query.npy").string()).dtype == DType::f64;
-    }
+  return [a]() -> int {
+    const bool f64 = check_forward_args(*a);
     return f64 ? run<double>(*a) : run<float>(*a);
   };
 }

@@ -11,10 +11,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   auto run_compute = mha::cli::add_compute(app);
   auto run_bench = mha::cli::add_bench(app);
+  auto run_export = mha::cli::add_export(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("compute")) return run_compute();
     if (app.got_subcommand("bench")) return run_bench();
+    if (app.got_subcommand("export")) return run_export();
   } catch (const mha::Error& e) {
     std::fprintf(stderr, "mha: error: %s\n", e.what());
     return 2;

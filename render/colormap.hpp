@@ -1,12 +1,13 @@
 // Colormaps for heatmaps: perceptually uniform sequential maps (viridis, magma, cividis) for
-// weights, a diverging blue–white–red map centred on 0 for scores. No GL: exporters use it too.
+// weights, a diverging blue–white–red map centred on 0 for scores. No GL, no ImGui: the app and the
+// exporter (export/) share it, so an exported PNG has the on-screen colours.
 #pragma once
 
 #include <cstdint>
 
-#include "scenario.hpp"
-
 namespace mha::app {
+
+enum class Colormap { viridis, magma, cividis, diverging };
 
 // RGBA8 packed as ImGui wants it (IM_COL32: R in the low byte), alpha 255. t is clamped to [0, 1].
 std::uint32_t colormap_rgba(Colormap c, float t);

@@ -1,0 +1,72 @@
+// Heatmap figures for slides and papers, with no GL and no window: a PNG rasterised on the CPU
+// (stb_truetype text, stb_image_write encoding; the same spec gives byte-identical files everywhere)
+// and an SVG of real vector shapes (one <rect> per cell, <text> labels). Used by `mha export`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "colormap.hpp"
+
+namespace mha::exporter {
+
+// One heatmap: a strided 2-D view (no copy), rows = queries, cols = keys.
+struct Panel {
+  std::string title;  // above the panel in a grid ("head 3", "average"); may be empty
+  const float* values = nullptr;
+  int rows = 0, cols = 0;
+  std::int64_t row_stride = 0, col_stride = 1;    // in elements
+  std::vector<std::string> row_labels;            // queries; empty: 0, 1, 2, ...
+  std::vector<std::string> col_labels;            // keys; empty: 0, 1, 2, ...
+  std::function<bool(int row, int col)> blocked;  // masked cells: kMaskedColor, hatched
+};
+
+// A figure: one panel, or several (all heads + the average) in a grid sharing one colorbar. All
+// panels must have the same rows and cols.
+struct ExportSpec {
+  std::string title;  // top line: stage, head, shapes
+  std::vector<Panel> panels;
+  int columns = 0;  // grid columns; 0: all in one row up to 4 panels, else ceil(sqrt(n))
+  float vmin = 0, vmax = 1;
+  app::Colormap colormap = app::Colormap::viridis;
+  bool show_values = false;  // print values in cells wide enough for them
+  int cell_px = 0;           // pixels per cell; 0: automatic (48 px at teaching sizes, 1 px at L = 512)
+  bool transparent = false;  // PNG alpha 0 / no SVG background instead of white
+  std::string font_path;     // a TrueType font: assets/fonts/DejaVuSans.ttf
+  float font_px = 13;        // label text height; the title is 1.3× this
+};
+
+struct Rect {
+  int x = 0, y = 0, w = 0, h = 0;
+};
+
+// Where everything goes, in pixels (PNG) or user units (SVG, the same numbers). Cell (r, c) of panel
+// p covers grids[p].x + c·cell … + cell, grids[p].y + r·cell … + cell; the centre pixel of every cell
+// is its plain colour (hatching and borders never touch it).
+struct Layout {
+  int width = 0, height = 0;  // the PNG's size
+  int cell = 0;
+  std::vector<Rect> grids;            // each panel's cells
+  std::vector<Rect> row_label_areas;  // left of each grid
+  std::vector<Rect> col_label_areas;  // above each grid
+  Rect title, colorbar;               // colorbar: the colour strip; tick labels to its right
+  Rect colorbar_labels;
+  bool col_labels_rotated = false;  // keys read upwards when they do not fit across a cell
+  int row_step = 1, col_step = 1;   // every k-th label is drawn when cells are smaller than text
+};
+
+// Throws ConfigError (no panels, unequal panel sizes, non-positive sizes) or FileError (font).
+Layout layout(const ExportSpec& spec);
+// RGBA PNG file bytes, layout(spec).width × height.
+std::vector<std::uint8_t> render_png(const ExportSpec& spec);
+// A standalone SVG document; cells are <rect class="cell">, masked ones overlaid by class="hatch".
+std::string render_svg(const ExportSpec& spec);
+// A 2-D slice as CSV: a header of key labels, each row led by its query label; NaN as "nan".
+std::string render_csv(const Panel& panel);
+
+// Writes bytes to `path`; throws FileError naming the path and the reason (unwritable, disk full).
+void write_file(const std::string& path, const void* data, std::size_t size);
+
+}  // namespace mha::exporter

@@ -1,0 +1,177 @@
+// Slicing a trace stage into export panels (see stage_export.hpp). Panels view the trace's storage
+// through its strides, so strided views (q_heads, context_transposed) export without a copy.
+#include "stage_export.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "errors.hpp"
+
+namespace mha::exporter {
+
+namespace {
+
+// Which axes of a batch-first stage are the head, the rows and the columns.
+struct Axes {
+  int head = -1, rows = 1, cols = 2;
+};
+
+Axes axes_of(const Stage<float>& st) {
+  if (st.shape.size() == 3) return {};
+  if (st.shape.size() != 4)
+    throw ConfigError("--stage", "stage " + st.name + " has shape " + shape_str(st.shape) +
+                                     "; only 3-D and 4-D stages export as heatmaps");
+  // The *_view stages and context_transposed are (N, L, H, d_k): heads are axis 2.
+  const bool view = st.name.size() > 5 && st.name.compare(st.name.size() - 5, 5, "_view") == 0;
+  if (view || st.name == "context_transposed") return {2, 1, 3};
+  return {1, 2, 3};
+}
+
+const Stage<float>& find_stage(const ForwardResult<float>& r, const std::string& name) {
+  if (const Stage<float>* st = r.trace.find(name)) return *st;
+  std::string valid;
+  for (const Stage<float>& s : r.trace.stages) valid += (valid.empty() ? "" : ", ") + s.name;
+  throw ConfigError("--stage", "no stage named \"" + name + "\"; this trace has: " + valid);
+}
+
+bool is_weights(const std::string& name) {
+  return name == "attn_weights" || name == "attn_weights_avg";
+}
+bool is_attention(const std::string& name) {  // (L, S') query × key maps
+  return name == "scores" || name == "scores_scaled" || name == "attn_mask" || name == "scores_masked" ||
+         is_weights(name);
+}
+bool is_key_side(const std::string& name) {  // rows are key/value tokens
+  return name[0] == 'k' || name[0] == 'v';
+}
+
+}  // namespace
+
+int stage_heads(const ForwardResult<float>& r, const std::string& stage) {
+  const Stage<float>& st = find_stage(r, stage);
+  const Axes ax = axes_of(st);
+  return ax.head < 0 ? 0 : int(st.shape[std::size_t(ax.head)]);
+}
+
+StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
+  const Stage<float>& st = find_stage(r, sl.stage);
+  const Axes ax = axes_of(st);
+  const std::int64_t N = st.shape[0];
+  if (sl.batch_index < 0 || sl.batch_index >= N)
+    throw ConfigError("--batch-index", "--batch-index " + std::to_string(sl.batch_index) +
+                                           " is out of range: " + st.name + " has " + std::to_string(N) +
+                                           " batch items (0.." + std::to_string(N - 1) + ")");
+  StageFigure fig;
+  fig.heads = ax.head < 0 ? 0 : int(st.shape[std::size_t(ax.head)]);
+  if (fig.heads && sl.head >= fig.heads)
+    throw ConfigError("--head", "--head " + std::to_string(sl.head) + " is out of range: " + st.name +
+                                    " has " + std::to_string(fig.heads) + " heads (0.." +
+                                    std::to_string(fig.heads - 1) + ", all, avg)");
+  const int rows = int(st.shape[std::size_t(ax.rows)]), cols = int(st.shape[std::size_t(ax.cols)]);
+  const float* base = st.storage->data() + st.offset + sl.batch_index * st.strides[0];
+  const std::int64_t rs = st.strides[std::size_t(ax.rows)], cs = st.strides[std::size_t(ax.cols)];
+  const std::int64_t hs = ax.head < 0 ? 0 : st.strides[std::size_t(ax.head)];
+
+  // The mask (additive, -inf = blocked) for the maps it applies to, per head.
+  const Stage<float>* mask = is_attention(st.name) ? r.trace.find("attn_mask") : nullptr;
+  auto blocked_at = [&](int h, int i, int j) {
+    const std::vector<std::int64_t>& ms = mask->strides;
+    return mask->storage->data()[mask->offset + sl.batch_index * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]] ==
+           -std::numeric_limits<float>::infinity();
+  };
+
+  std::vector<int> heads;
+  if (!fig.heads || sl.head >= 0)
+    heads.push_back(std::max(0, sl.head));
+  else if (sl.head == kAllHeads)
+    for (int h = 0; h < fig.heads; ++h) heads.push_back(h);
+  const bool average = fig.heads && sl.head < 0;  // avg alone, or after every head
+
+  auto labels = [&](Panel& p) {
+    if (rows == r.dims.L && !is_key_side(st.name)) p.row_labels = sl.query_labels;
+    if (is_key_side(st.name)) p.row_labels = sl.key_labels;
+    if (is_attention(st.name)) p.col_labels = sl.key_labels;
+  };
+  for (int h : heads) {
+    Panel p;
+    p.values = base + h * hs;
+    p.rows = rows;
+    p.cols = cols;
+    p.row_stride = rs;
+    p.col_stride = cs;
+    if (fig.heads && sl.head == kAllHeads) p.title = "head " + std::to_string(h);
+    labels(p);
+    if (mask) {
+      std::vector<char> m(std::size_t(rows) * std::size_t(cols));
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j)
+          m[std::size_t(i) * std::size_t(cols) + std::size_t(j)] = blocked_at(h, i, j);
+      fig.masks.push_back(std::move(m));
+    }
+    fig.spec.panels.push_back(std::move(p));
+  }
+  if (average) {
+    // The mean over heads, as attn_weights_avg is; a NaN in any head stays NaN, as in torch.
+    std::vector<float> avg(std::size_t(rows) * std::size_t(cols), 0.0f);
+    std::vector<char> m(avg.size(), 1);
+    for (int h = 0; h < fig.heads; ++h)
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+          const std::size_t k = std::size_t(i) * std::size_t(cols) + std::size_t(j);
+          avg[k] += base[h * hs + i * rs + j * cs] / float(fig.heads);
+          if (mask) m[k] = m[k] && blocked_at(h, i, j);  // masked in the average only where every head is
+        }
+    Panel p;
+    p.values = avg.data();
+    p.rows = rows;
+    p.cols = cols;
+    p.row_stride = cols;
+    p.title = sl.head == kAllHeads ? "average" : "";
+    labels(p);
+    fig.averages.push_back(std::move(avg));
+    if (mask) fig.masks.push_back(std::move(m));
+    fig.spec.panels.push_back(std::move(p));
+  }
+  if (mask)  // set after the moves: the vectors' buffers no longer move
+    for (std::size_t k = 0; k < fig.spec.panels.size(); ++k) {
+      const char* m = fig.masks[k].data();
+      fig.spec.panels[k].blocked = [m, cols](int i, int j) {
+        return m[std::size_t(i) * std::size_t(cols) + std::size_t(j)] != 0;
+      };
+    }
+
+  // Colours: weights are probabilities, on a fixed [0, 1] so heads compare; other stages take their
+  // finite range over what is shown, symmetric about 0 on the diverging map.
+  ExportSpec& s = fig.spec;
+  s.colormap = sl.colormap           ? *sl.colormap
+               : is_weights(st.name) ? app::Colormap::viridis
+                                     : app::Colormap::diverging;
+  if (is_weights(st.name)) {
+    s.vmin = 0;
+    s.vmax = 1;
+  } else {
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+    for (const Panel& p : s.panels)
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+          const float v = p.values[i * p.row_stride + j * p.col_stride];
+          if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+        }
+    if (lo > hi) lo = hi = 0;
+    if (s.colormap == app::Colormap::diverging) hi = std::max(std::fabs(lo), std::fabs(hi)), lo = -hi;
+    if (lo == hi) lo -= 1, hi += 1;  // a constant map still gets a readable colorbar
+    s.vmin = lo;
+    s.vmax = hi;
+  }
+  const std::string which = !fig.heads                ? ""
+                            : sl.head == kAllHeads    ? ", all heads"
+                            : sl.head == kHeadAverage ? ", head average"
+                                                      : ", head " + std::to_string(sl.head);
+  s.title = st.name + "  (batch " + std::to_string(sl.batch_index) + which + ")  shape " +
+            shape_str(st.shape) + "  N=" + std::to_string(r.dims.N) + " H=" + std::to_string(r.dims.H) +
+            " L=" + std::to_string(r.dims.L) + " S=" + std::to_string(r.dims.S_total);
+  return fig;
+}
+
+}  // namespace mha::exporter

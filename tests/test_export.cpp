@@ -1,0 +1,217 @@
+// The exporter: PNGs decoded with stb_image and checked against the documented layout (size, cell
+// colours = colormap(value) ±1, masked colour, labels and colorbar drawn, byte-identical repeats);
+// SVG well-formed with one cell rect per value; CSV and the stage slicing (heads, average, errors).
+#include <stb_image.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "masks.hpp"
+#include "stage_export.hpp"
+#include "torch_rng.hpp"
+
+using namespace mha;
+using namespace mha::exporter;
+
+namespace {
+
+struct Image {
+  int w = 0, h = 0;
+  std::vector<std::uint32_t> px;  // R in the low byte, as colormap.hpp packs colours
+  std::uint32_t at(int x, int y) const { return px[std::size_t(y) * std::size_t(w) + std::size_t(x)]; }
+};
+
+Image decode(const std::vector<std::uint8_t>& png) {
+  Image im;
+  int n = 0;
+  unsigned char* d = stbi_load_from_memory(png.data(), int(png.size()), &im.w, &im.h, &n, 4);
+  REQUIRE(d != nullptr);
+  im.px.resize(std::size_t(im.w) * std::size_t(im.h));
+  std::memcpy(im.px.data(), d, im.px.size() * 4);
+  stbi_image_free(d);
+  return im;
+}
+
+bool near(std::uint32_t a, std::uint32_t b) {
+  for (int sh = 0; sh < 32; sh += 8)
+    if (std::abs(int((a >> sh) & 0xFF) - int((b >> sh) & 0xFF)) > 1) return false;
+  return true;
+}
+
+// Pixels in r that differ from the background.
+int ink(const Image& im, const Rect& r, std::uint32_t background) {
+  int n = 0;
+  for (int y = std::max(0, r.y); y < std::min(im.h, r.y + r.h); ++y)
+    for (int x = std::max(0, r.x); x < std::min(im.w, r.x + r.w); ++x) n += im.at(x, y) != background;
+  return n;
+}
+
+// The notebook case (seed 42, N=3, L=4, E=8, H=2, no bias) with a causal mask.
+ForwardResult<float> notebook_causal() {
+  Config c;
+  c.embed_dim = 8;
+  c.num_heads = 2;
+  c.bias = false;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 42, 3, 4, 4);
+  sc.inputs.attn_mask = causal_mask<float>(4, 4);
+  return forward(c, sc.weights, sc.inputs);
+}
+
+}  // namespace
+
+TEST_CASE("export PNG: size, cell colours, masked cells, labels and colorbar, determinism", "[export]") {
+  const ForwardResult<float> r = notebook_causal();
+  StageSlice sl;
+  sl.head = 1;
+  sl.query_labels = {"The", "cat", "sat", "down"};
+  sl.key_labels = sl.query_labels;
+  StageFigure fig = stage_figure(r, sl);
+  fig.spec.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  fig.spec.cell_px = 40;
+  const Layout lay = layout(fig.spec);
+  const std::vector<std::uint8_t> png = render_png(fig.spec);
+  const Image im = decode(png);
+  CHECK(im.w == lay.width);
+  CHECK(im.h == lay.height);
+  REQUIRE(lay.grids.size() == 1);
+  CHECK(lay.grids[0].w == 4 * 40);
+  CHECK(lay.cell == 40);
+
+  const Stage<float>& w = r.trace["attn_weights"];
+  auto centre = [&](int row, int col) {
+    return im.at(lay.grids[0].x + col * lay.cell + lay.cell / 2,
+                 lay.grids[0].y + row * lay.cell + lay.cell / 2);
+  };
+  for (int row = 0; row < 4; ++row)
+    for (int col = 0; col <= row; ++col) {
+      const float v = w.at({0, 1, row, col});
+      CHECK(near(centre(row, col), app::value_rgba(app::Colormap::viridis, v, 0, 1)));
+    }
+  CHECK(near(centre(0, 3), app::kMaskedColor));  // causal: query 0 cannot see key 3
+  CHECK(near(centre(2, 3), app::kMaskedColor));
+
+  CHECK(ink(im, lay.row_label_areas[0], 0xFFFFFFFFu) > 20);
+  CHECK(ink(im, lay.col_label_areas[0], 0xFFFFFFFFu) > 20);
+  CHECK(ink(im, lay.colorbar_labels, 0xFFFFFFFFu) > 20);
+  CHECK(ink(im, lay.title, 0xFFFFFFFFu) > 20);
+  // The colorbar: vmax's colour at the top, vmin's at the bottom.
+  const Rect& cb = lay.colorbar;
+  CHECK(near(im.at(cb.x + cb.w / 2, cb.y), app::colormap_rgba(app::Colormap::viridis, 1)));
+  CHECK(near(im.at(cb.x + cb.w / 2, cb.y + cb.h - 1), app::colormap_rgba(app::Colormap::viridis, 0)));
+
+  CHECK(render_png(fig.spec) == png);  // same spec, same bytes
+
+  fig.spec.transparent = true;
+  const Image t = decode(render_png(fig.spec));
+  CHECK((t.at(0, 0) >> 24) == 0);
+  CHECK(near(centre(0, 0), app::value_rgba(app::Colormap::viridis, w.at({0, 1, 0, 0}), 0, 1)));
+}
+
+TEST_CASE("export grid: all heads and their average; L = 512 labels thin out", "[export]") {
+  const ForwardResult<float> r = notebook_causal();
+  StageSlice sl;
+  sl.head = kAllHeads;
+  sl.batch_index = 2;
+  StageFigure fig = stage_figure(r, sl);
+  fig.spec.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  REQUIRE(fig.spec.panels.size() == 3);
+  CHECK(fig.spec.panels[2].title == "average");
+  const Layout lay = layout(fig.spec);
+  const Image im = decode(render_png(fig.spec));
+  CHECK(im.w == lay.width);
+  // The average panel's cell is the mean of the heads' (attn_weights_avg).
+  const Stage<float>& avg = r.trace["attn_weights_avg"];
+  const Rect& g = lay.grids[2];
+  CHECK(near(im.at(g.x + 3 * lay.cell + lay.cell / 2, g.y + 3 * lay.cell + lay.cell / 2),
+             app::value_rgba(app::Colormap::viridis, avg.at({2, 3, 3}), 0, 1)));
+
+  // L = 512: one pixel per cell, labels every 16 or so, all drawn inside the figure.
+  std::vector<float> big(512 * 512, 0.25f);
+  ExportSpec s;
+  s.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  Panel p;
+  p.values = big.data();
+  p.rows = p.cols = 512;
+  p.row_stride = 512;
+  s.panels.push_back(p);
+  const Layout bl = layout(s);
+  CHECK(bl.cell == 1);
+  CHECK(bl.row_step >= 8);
+  CHECK(bl.col_step >= 8);
+  CHECK(bl.col_labels_rotated);
+}
+
+TEST_CASE("export SVG: well-formed, one rect per cell, NaN rows marked", "[export]") {
+  // A row with every key blocked is NaN (torch): mask query 1 entirely.
+  Config c;
+  c.embed_dim = 8;
+  c.num_heads = 2;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 0, 1, 3, 5);
+  Mask<float> m;
+  m.values = Tensor<float>({3, 5}, std::vector<float>(15, 0.0f));
+  for (int j = 0; j < 5; ++j) m.values.data[std::size_t(5 + j)] = 1;
+  sc.inputs.attn_mask = m;
+  const ForwardResult<float> r = forward(c, sc.weights, sc.inputs);
+  StageSlice sl;
+  sl.key_labels = {"a<b", "&", "c", "d", "e"};
+  StageFigure fig = stage_figure(r, sl);
+  fig.spec.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  const std::string svg = render_svg(fig.spec);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+  // Balanced tags: every opening tag is closed or self-closing, in order.
+  std::vector<std::string> stack;
+  const std::regex tag("<(/?)([a-zA-Z]+)[^>]*?(/?)>");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator(); ++it) {
+    const std::smatch& t = *it;
+    if (t[3] == "/") continue;
+    if (t[1] == "/") {
+      REQUIRE(!stack.empty());
+      CHECK(stack.back() == t[2]);
+      stack.pop_back();
+    } else {
+      stack.push_back(t[2]);
+    }
+  }
+  CHECK(stack.empty());
+  std::size_t cells = 0;
+  for (std::size_t at = svg.find("class=\"cell\""); at != std::string::npos;
+       at = svg.find("class=\"cell\"", at + 1))
+    ++cells;
+  CHECK(cells == 3 * 5);
+  CHECK(svg.find("a&lt;b") != std::string::npos);  // labels are escaped
+  CHECK(svg.find("class=\"nan\"") != std::string::npos);
+  CHECK(svg.find("class=\"hatch\"") != std::string::npos);
+}
+
+TEST_CASE("export CSV and stage errors", "[export]") {
+  const ForwardResult<float> r = notebook_causal();
+  StageSlice sl;
+  sl.stage = "scores_masked";
+  sl.head = kHeadAverage;
+  sl.query_labels = {"q0", "q,1", "q2", "q3"};
+  StageFigure fig = stage_figure(r, sl);
+  CHECK(fig.spec.colormap == app::Colormap::diverging);
+  CHECK(fig.spec.vmin == -fig.spec.vmax);
+  const std::string csv = render_csv(fig.spec.panels[0]);
+  CHECK(csv.rfind(",0,1,2,3\nq0,", 0) == 0);
+  CHECK(csv.find("\"q,1\",") != std::string::npos);
+  CHECK(csv.find("-inf") != std::string::npos);  // blocked scores
+
+  sl.stage = "nope";
+  CHECK_THROWS_WITH(stage_figure(r, sl), Catch::Contains("attn_weights") && Catch::Contains("q_heads"));
+  sl.stage = "attn_weights";
+  sl.head = 2;
+  CHECK_THROWS_WITH(stage_figure(r, sl), Catch::Contains("out of range"));
+  sl.head = 0;
+  sl.batch_index = 3;
+  CHECK_THROWS_AS(stage_figure(r, sl), ConfigError);
+
+  ExportSpec s;
+  CHECK_THROWS_AS(render_png(s), ConfigError);
+  CHECK_THROWS_AS(write_file("/nonexistent-dir/x.png", "x", 1), FileError);
+}

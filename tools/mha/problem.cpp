@@ -1,0 +1,180 @@
+// The forward problem shared by `mha compute` and `mha export` (see problem.hpp): .npy inputs and
+// weights under torch's names, or torch.manual_seed + torch.rand + nn.MultiheadAttention's default init.
+#include "problem.hpp"
+
+#include <filesystem>
+#include <map>
+
+#include "errors.hpp"
+#include "io/npy.hpp"
+#include "io/safetensors.hpp"
+#include "masks.hpp"
+#include "torch_rng.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mha::cli {
+
+namespace {
+
+Array load(const fs::path& dir, const std::string& name) {
+  return read_npy((dir / (name + ".npy")).string());
+}
+
+template <class T>
+Mask<T> to_mask(const Array& a, const char* name, const std::string& convention) {
+  Mask<T> m;
+  switch (a.dtype) {
+    case DType::boolean: m.dtype = MaskDType::boolean; break;
+    case DType::u8: m.dtype = MaskDType::uint8; break;
+    case DType::f32:
+    case DType::f64:
+    case DType::f16:
+    case DType::bf16: m.dtype = MaskDType::floating; break;
+    default:
+      throw DtypeError(name, std::string(name) + ": dtype " + dtype_name(a.dtype) +
+                                 " is not a mask dtype torch accepts (bool, float; uint8 deprecated)");
+  }
+  m.values = to_tensor<T>(a);
+  if (convention == "keep") return mask_from_keep(m.values);  // 1 = attend -> True = blocked
+  return m;
+}
+
+// Loads weights from .npy files in `dir` (and/or a safetensors file) under torch's state_dict names.
+template <class T>
+Weights<T> load_weights(const fs::path& dir, const std::string& safetensors, Config& c) {
+  std::map<std::string, Array> st;
+  if (!safetensors.empty()) st = read_safetensors(safetensors);
+  auto get = [&](const std::string& name) -> Tensor<T> {
+    auto it = st.find(name);
+    if (it != st.end()) return to_tensor<T>(it->second);
+    if (!dir.empty() && fs::exists(dir / (name + ".npy"))) return to_tensor<T>(load(dir, name));
+    return {};
+  };
+  Weights<T> w;
+  w.in_proj_weight = get("in_proj_weight");
+  w.q_proj_weight = get("q_proj_weight");
+  w.k_proj_weight = get("k_proj_weight");
+  w.v_proj_weight = get("v_proj_weight");
+  w.in_proj_bias = get("in_proj_bias");
+  w.bias_k = get("bias_k");
+  w.bias_v = get("bias_v");
+  w.out_proj_weight = get("out_proj.weight");
+  w.out_proj_bias = get("out_proj.bias");
+  // The files decide, as a state_dict does: biases present -> bias=True, bias_k present -> add_bias_kv.
+  c.bias = !w.in_proj_bias.empty() || !w.out_proj_bias.empty();
+  c.add_bias_kv = !w.bias_k.empty() || !w.bias_v.empty();
+  if (w.in_proj_weight.empty() && w.q_proj_weight.empty())
+    throw FileError("in_proj_weight",
+                    "no projection weights: expected in_proj_weight.npy (or "
+                    "q_proj_weight.npy, k_proj_weight.npy, v_proj_weight.npy) in " +
+                        dir.string() + (safetensors.empty() ? "" : " or " + safetensors));
+  if (w.out_proj_weight.empty())
+    throw FileError("out_proj.weight", "no out_proj.weight.npy in " + dir.string() +
+                                           (safetensors.empty() ? "" : " or " + safetensors));
+  return w;
+}
+
+}  // namespace
+
+void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
+  auto* inputs = cmd->add_option("--inputs", a.inputs_dir, "Folder of .npy files named as torch names them");
+  cmd->add_option("--weights", a.weights_file, "A .safetensors file with the weights (state_dict names)")
+      ->needs(inputs);
+  auto* seed = cmd->add_option("--torch-seed", a.torch_seed, "Generate inputs and weights as torch does")
+                   ->excludes(inputs);
+  cmd->add_option("--batch", a.batch, "N (with --torch-seed)")->needs(seed);
+  cmd->add_option("--tgt-len", a.tgt_len, "L, query length (with --torch-seed)")->needs(seed);
+  cmd->add_option("--src-len", a.src_len, "S, key/value length (default L)")->needs(seed);
+  cmd->add_option("--embed-dim", a.embed_dim, "E (with --torch-seed)")->needs(seed);
+  cmd->add_option("--kdim", a.kdim, "key feature size (default E; with --torch-seed)")->needs(seed);
+  cmd->add_option("--vdim", a.vdim, "value feature size (default E; with --torch-seed)")->needs(seed);
+  cmd->add_flag("--no-bias", a.no_bias, "bias=False (with --torch-seed)")->needs(seed);
+  cmd->add_flag("--causal", a.causal, "a causal (L, S) bool attn_mask (with --torch-seed)")->needs(seed);
+  cmd->add_option("--dtype", a.dtype, "float32 or float64 (with --torch-seed)")
+      ->check(CLI::IsMember({"float32", "float64"}))
+      ->needs(seed);
+  cmd->add_option("--num-heads", a.num_heads, "H, number of heads")->required();
+  cmd->add_option("--num-kv-heads", a.num_kv_heads, "G key/value heads, dividing H (GQA; 1 = MQA)");
+  cmd->add_flag("--add-zero-attn", a.add_zero_attn, "append a zero key/value row (torch add_zero_attn)");
+  cmd->add_flag("--seq-first", a.seq_first, "inputs are (L, N, E): torch's batch_first=False");
+  cmd->add_option("--fully-masked", a.fully_masked,
+                  "a row with every key blocked gives nan (torch) or zero (the course notebook)")
+      ->check(CLI::IsMember({"nan", "zero"}));
+  cmd->add_option("--backend", a.backend, "reference (explicit loops) or cpu (Eigen)")
+      ->check(CLI::IsMember({"reference", "cpu"}));
+  cmd->add_option("--attn-mask-layout", a.mask_layout,
+                  "torch: 3-D attn_mask is (N·H, L, S); per_batch: (N, L, S), one mask per batch item")
+      ->check(CLI::IsMember({"torch", "per_batch"}));
+  cmd->add_option("--mask-convention", a.mask_convention,
+                  "torch: attn_mask True/1 = blocked; keep: 1 = attend, 0 = blocked (converted explicitly)")
+      ->check(CLI::IsMember({"torch", "keep"}));
+}
+
+bool check_forward_args(const ForwardArgs& a) {
+  if (a.inputs_dir.empty() && !a.torch_seed)
+    throw ConfigError("--inputs", "give either --inputs DIR or --torch-seed S (see --help)");
+  if (a.torch_seed && (!a.batch || !a.tgt_len || !a.embed_dim))
+    throw ConfigError("--torch-seed", "--torch-seed needs --batch, --tgt-len and --embed-dim");
+  bool f64 = a.dtype == "float64";
+  if (!a.torch_seed) {
+    if (!fs::is_directory(a.inputs_dir))
+      throw FileError("--inputs", "--inputs " + a.inputs_dir + ": not a directory");
+    f64 = read_npy((fs::path(a.inputs_dir) / "query.npy").string()).dtype == DType::f64;
+  }
+  return f64;
+}
+
+template <class T>
+Problem<T> build_problem(const ForwardArgs& a) {
+  Problem<T> p;
+  Config& c = p.config;
+  Weights<T>& w = p.weights;
+  Inputs<T>& in = p.inputs;
+  Options& o = p.options;
+  std::string& source = p.source;
+  c.batch_first = !a.seq_first;
+  c.num_heads = a.num_heads;
+  c.num_kv_heads = a.num_kv_heads;
+  c.add_zero_attn = a.add_zero_attn;
+  o.fully_masked = a.fully_masked == "zero" ? FullyMasked::zero : FullyMasked::nan;
+  o.backend = a.backend == "reference" ? Backend::reference : Backend::eigen;
+  o.attn_mask_layout = a.mask_layout == "per_batch" ? MaskLayout::per_batch : MaskLayout::torch;
+
+  if (a.torch_seed) {
+    c.embed_dim = a.embed_dim;
+    c.bias = !a.no_bias;
+    c.kdim = a.kdim;
+    c.vdim = a.vdim;
+    const std::int64_t S = a.src_len ? a.src_len : a.tgt_len;
+    SeededCase<T> sc = torch_seeded_case<T>(c, *a.torch_seed, a.batch, a.tgt_len, S);
+    in = std::move(sc.inputs);
+    w = std::move(sc.weights);
+    if (a.causal) in.attn_mask = causal_mask<T>(a.tgt_len, S);
+    source = "torch.manual_seed(" + std::to_string(*a.torch_seed) + "); torch.rand x3; " +
+             "nn.MultiheadAttention default init";
+  } else {
+    const fs::path dir(a.inputs_dir);
+    in.query = to_tensor<T>(load(dir, "query"));
+    in.key = fs::exists(dir / "key.npy") ? to_tensor<T>(load(dir, "key")) : in.query;
+    in.value = fs::exists(dir / "value.npy") ? to_tensor<T>(load(dir, "value")) : in.key;
+    if (in.query.dim() < 2)
+      throw ShapeError("query", "query.npy: expected (N, L, E) or (L, E), got " + shape_str(in.query.shape));
+    c.embed_dim = in.query.shape.back();
+    c.kdim = in.key.dim() ? in.key.shape.back() : 0;
+    c.vdim = in.value.dim() ? in.value.shape.back() : 0;
+    w = load_weights<T>(dir, a.weights_file, c);
+    if (fs::exists(dir / "attn_mask.npy"))
+      in.attn_mask = to_mask<T>(load(dir, "attn_mask"), "attn_mask", a.mask_convention);
+    if (fs::exists(dir / "key_padding_mask.npy"))
+      in.key_padding_mask = to_mask<T>(load(dir, "key_padding_mask"), "key_padding_mask", "torch");
+    source = a.inputs_dir;
+  }
+
+  return p;
+}
+
+template Problem<float> build_problem<float>(const ForwardArgs&);
+template Problem<double> build_problem<double>(const ForwardArgs&);
+
+}  // namespace mha::cli

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor.hpp"
@@ -51,6 +52,21 @@ struct Weights {
   Tensor<T> out_proj_weight;  // (E, E)   state_dict name "out_proj.weight"
   Tensor<T> out_proj_bias;    // (E,)     state_dict name "out_proj.bias"
 };
+
+// The parameters under torch's state_dict names, in state_dict order: the one place that maps names
+// to fields (file loaders, the app's weight editor).
+template <class T>
+std::vector<std::pair<const char*, Tensor<T>*>> state_dict(Weights<T>& w) {
+  return {{"in_proj_weight", &w.in_proj_weight},
+          {"q_proj_weight", &w.q_proj_weight},
+          {"k_proj_weight", &w.k_proj_weight},
+          {"v_proj_weight", &w.v_proj_weight},
+          {"in_proj_bias", &w.in_proj_bias},
+          {"bias_k", &w.bias_k},
+          {"bias_v", &w.bias_v},
+          {"out_proj.weight", &w.out_proj_weight},
+          {"out_proj.bias", &w.out_proj_bias}};
+}
 
 // How a mask's values are to be read. torch accepts bool (True = not allowed) and float (added to
 // the scores); uint8 is torch's deprecated spelling of bool for attn_mask.

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "io/npy.hpp"
+#include "io/state_dict.hpp"
 #include "masks.hpp"
 
 namespace fs = std::filesystem;
@@ -75,22 +76,10 @@ Fixture<T> load_fixture(const std::string& name) {
   f.atol = m["atol"];
   f.rtol = m["rtol"];
 
-  auto opt = [&](const char* file) {
-    return has_file(name, file) ? load_tensor<T>(name, file) : Tensor<T>{};
-  };
   f.inputs.query = load_tensor<T>(name, "query");
   f.inputs.key = load_tensor<T>(name, "key");
   f.inputs.value = load_tensor<T>(name, "value");
-  Weights<T>& w = f.weights;
-  w.in_proj_weight = opt("in_proj_weight");
-  w.q_proj_weight = opt("q_proj_weight");
-  w.k_proj_weight = opt("k_proj_weight");
-  w.v_proj_weight = opt("v_proj_weight");
-  w.in_proj_bias = opt("in_proj_bias");
-  w.bias_k = opt("bias_k");
-  w.bias_v = opt("bias_v");
-  w.out_proj_weight = opt("out_proj.weight");
-  w.out_proj_bias = opt("out_proj.bias");
+  f.weights = read_state_dict<T>(dir_of(name).string(), "");
   if (has_file(name, "attn_mask")) {
     f.inputs.attn_mask = load_mask<T>(name, "attn_mask");
     if (m["mask_convention"] == "keep") f.inputs.attn_mask = mask_from_keep(f.inputs.attn_mask->values);

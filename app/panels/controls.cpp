@@ -8,12 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <optional>
 
 #include "errors.hpp"
 #include "io/npy.hpp"
-#include "io/safetensors.hpp"
+#include "io/state_dict.hpp"
 #include "panels.hpp"
 
 namespace mha::app {
@@ -187,35 +186,15 @@ void inputs_section(AppState& state) {
 void weights_section(AppState& state) {
   Scenario& s = state.scenario;
   static std::string path;
-  ImGui::TextDisabled("weights = %s", s.weights ? "edited or loaded" : "nn.MultiheadAttention default init (seed)");
+  ImGui::TextDisabled("weights = %s",
+                      s.weights ? "edited or loaded" : "nn.MultiheadAttention default init (seed)");
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
   ImGui::InputTextWithHint("##wpath", "folder of .npy or .safetensors", &path);
   ImGui::SameLine();
   if (ImGui::Button("Load")) {
     try {
-      Weights<float> w;
-      auto put = [&w](const std::string& name, Tensor<float> t) {
-        std::map<std::string, Tensor<float>*> slots = {{"in_proj_weight", &w.in_proj_weight},
-                                                       {"q_proj_weight", &w.q_proj_weight},
-                                                       {"k_proj_weight", &w.k_proj_weight},
-                                                       {"v_proj_weight", &w.v_proj_weight},
-                                                       {"in_proj_bias", &w.in_proj_bias},
-                                                       {"bias_k", &w.bias_k},
-                                                       {"bias_v", &w.bias_v},
-                                                       {"out_proj.weight", &w.out_proj_weight},
-                                                       {"out_proj.bias", &w.out_proj_bias}};
-        auto it = slots.find(name);
-        if (it != slots.end()) *it->second = std::move(t);
-      };
-      if (std::filesystem::is_directory(path)) {
-        for (const char* n : {"in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight",
-                              "in_proj_bias", "bias_k", "bias_v", "out_proj.weight", "out_proj.bias"}) {
-          const auto f = std::filesystem::path(path) / (std::string(n) + ".npy");
-          if (std::filesystem::exists(f)) put(n, to_tensor<float>(read_npy(f.string())));
-        }
-      } else {
-        for (auto& [name, a] : read_safetensors(path)) put(name, to_tensor<float>(a));
-      }
+      const bool dir = std::filesystem::is_directory(path);
+      Weights<float> w = read_state_dict<float>(dir ? path : "", dir ? "" : path);
       if (w.out_proj_weight.empty())
         throw FileError(path, path + ": no out_proj.weight found (torch state_dict names expected)");
       s.bias = !w.in_proj_bias.empty();
@@ -239,19 +218,12 @@ void weights_section(AppState& state) {
     return;
   }
   Weights<float>& w = *s.weights;
-  struct Param {
-    const char* name;  // torch's state_dict name
-    Tensor<float>* t;
-  };
-  for (const Param& p : {Param{"in_proj_weight", &w.in_proj_weight}, Param{"q_proj_weight", &w.q_proj_weight},
-                         Param{"k_proj_weight", &w.k_proj_weight}, Param{"v_proj_weight", &w.v_proj_weight},
-                         Param{"in_proj_bias", &w.in_proj_bias}, Param{"out_proj.weight", &w.out_proj_weight},
-                         Param{"out_proj.bias", &w.out_proj_bias}}) {
-    if (p.t->empty()) continue;
-    const std::int64_t rows = p.t->dim() == 2 ? p.t->shape[0] : 1,
-                       cols = p.t->numel() / std::max<std::int64_t>(rows, 1);
-    if (ImGui::TreeNode(p.name, "%s %s", p.name, shape_str(p.t->shape).c_str()))
-      edit_cells(state, (std::string("edit ") + p.name).c_str(), p.t->ptr(), rows, cols);
+  for (auto [name, tensor] : state_dict(w)) {
+    if (tensor->empty()) continue;
+    const std::int64_t rows = tensor->dim() == 2 ? tensor->shape[0] : 1,
+                       cols = tensor->numel() / std::max<std::int64_t>(rows, 1);
+    if (ImGui::TreeNode(name, "%s %s", name, shape_str(tensor->shape).c_str()))
+      edit_cells(state, (std::string("edit ") + name).c_str(), tensor->ptr(), rows, cols);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "errors.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
+#include "io/state_dict.hpp"
 #include "masks.hpp"
 #include "torch_rng.hpp"
 
@@ -43,24 +44,7 @@ Mask<T> to_mask(const Array& a, const char* name, const std::string& convention)
 // Loads weights from .npy files in `dir` (and/or a safetensors file) under torch's state_dict names.
 template <class T>
 Weights<T> load_weights(const fs::path& dir, const std::string& safetensors, Config& c) {
-  std::map<std::string, Array> st;
-  if (!safetensors.empty()) st = read_safetensors(safetensors);
-  auto get = [&](const std::string& name) -> Tensor<T> {
-    auto it = st.find(name);
-    if (it != st.end()) return to_tensor<T>(it->second);
-    if (!dir.empty() && fs::exists(dir / (name + ".npy"))) return to_tensor<T>(load(dir, name));
-    return {};
-  };
-  Weights<T> w;
-  w.in_proj_weight = get("in_proj_weight");
-  w.q_proj_weight = get("q_proj_weight");
-  w.k_proj_weight = get("k_proj_weight");
-  w.v_proj_weight = get("v_proj_weight");
-  w.in_proj_bias = get("in_proj_bias");
-  w.bias_k = get("bias_k");
-  w.bias_v = get("bias_v");
-  w.out_proj_weight = get("out_proj.weight");
-  w.out_proj_bias = get("out_proj.bias");
+  Weights<T> w = read_state_dict<T>(dir.string(), safetensors);
   // The files decide, as a state_dict does: biases present -> bias=True, bias_k present -> add_bias_kv.
   c.bias = !w.in_proj_bias.empty() || !w.out_proj_bias.empty();
   c.add_bias_kv = !w.bias_k.empty() || !w.bias_v.empty();

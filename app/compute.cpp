@@ -116,6 +116,7 @@ Built build_forward(const Scenario& s) {
     b.inputs.key_padding_mask = std::move(kpm);
   }
   b.options.fully_masked = s.fully_masked;
+  b.options.backend = forward_work(s) <= kReferenceWorkLimit ? Backend::reference : Backend::eigen;
   return b;
 }
 

@@ -2,6 +2,7 @@
 // the last result stays while computing), and the debounced atomic autosave.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -119,4 +120,20 @@ TEST_CASE("edited weights and inputs drive the forward; undo restores the seed's
   s.undo();
   CHECK_FALSE(s.scenario.weights);
   CHECK(s.result.forward->trace["output"].at({0, 0, 0}) == before);
+}
+
+TEST_CASE("the course notebook on screen meets the notebook's tolerance against torch", "[state]") {
+  AppState s;
+  s.scenario = load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/course_notebook.json");
+  s.committed = s.scenario;
+  s.recompute();
+  REQUIRE(s.result.valid());
+  CHECK(s.result.forward->backend == mha::Backend::reference);
+  // torch 1.13's output for this case (tests/fixtures/notebook/expected/module_output.npy), 8 values.
+  const float torch_row0[8] = {0.07169950753450394f, 0.053410567343235016f, 0.33034420013427734f,
+                               0.15891890227794647f, 0.06592436879873276f,  0.2343246191740036f,
+                               0.12263026833534241f, 0.21004751324653625f};
+  for (int e = 0; e < 8; ++e)
+    CHECK(std::abs(s.result.forward->trace["output"].at({0, 0, e}) - torch_row0[e]) <=
+          1e-8 + 1e-5 * std::abs(torch_row0[e]));
 }

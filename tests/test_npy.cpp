@@ -12,6 +12,7 @@
 
 #include "errors.hpp"
 #include "io/npy.hpp"
+#include "temp_dir.hpp"
 
 using mha::Array;
 using mha::DType;
@@ -23,22 +24,7 @@ namespace {
 
 const std::string kNpyData = MHA_FIXTURES_DIR "/../data/npy/";
 
-// A fresh folder under the system temp directory, removed with everything in it at scope exit.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::random_device rd;
-    do {
-      path = std::filesystem::temp_directory_path() /
-             ("mha_npy_test_" + std::to_string(rd()) + std::to_string(rd()));
-    } while (!std::filesystem::create_directory(path));
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using mha::test::TempDir;
 
 // Parses from an allocation of exactly `size` bytes, so ASan sees any read past the end.
 Array parse(const Bytes& bytes, std::size_t size) {

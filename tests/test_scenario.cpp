@@ -16,6 +16,7 @@
 #include "errors.hpp"
 #include "io/npy.hpp"
 #include "scenario.hpp"
+#include "temp_dir.hpp"
 #include "torch_rng.hpp"
 
 using namespace mha;
@@ -25,22 +26,7 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// A fresh folder under the system temp directory, removed with everything in it at scope exit.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::random_device rd;
-    do {
-      path = std::filesystem::temp_directory_path() /
-             ("mha_scenario_test_" + std::to_string(rd()) + std::to_string(rd()));
-    } while (!std::filesystem::create_directory(path));
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using mha::test::TempDir;
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

@@ -134,7 +134,9 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     for (int r = 0; r < h.rows && r < int(h.row_labels->size()); r += step) {
       const char* t = (*h.row_labels)[std::size_t(r)].c_str();
       const ImVec2 ts = ImGui::CalcTextSize(t);
-      dl->PushClipRect(origin, ImVec2(g0.x - style.ItemSpacing.x * 0.5f, g1.y), true);
+      // The clip stops labels running into the grid, not past its last row (a label is taller than a small
+      // cell).
+      dl->PushClipRect(origin, ImVec2(g0.x - style.ItemSpacing.x * 0.5f, g1.y + font), true);
       dl->AddText(
           ImVec2(g0.x - style.ItemSpacing.x * 0.5f - ts.x, g0.y + cell * (float(r) + 0.5f) - ts.y * 0.5f),
           text_col, t);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "errors.hpp"
@@ -171,6 +172,83 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
   s.title = st.name + "  (batch " + std::to_string(sl.batch_index) + which + ")  shape " +
             shape_str(st.shape) + "  N=" + std::to_string(r.dims.N) + " H=" + std::to_string(r.dims.H) +
             " L=" + std::to_string(r.dims.L) + " S=" + std::to_string(r.dims.S_total);
+  if (st.name == "attn_mask") s.title += "  hatched: -inf (blocked)";
+  return fig;
+}
+
+void write_figure(const StageFigure& fig, const std::string& format, const std::string& path) {
+  if (format == "png") {
+    const std::vector<std::uint8_t> png = render_png(fig.spec);
+    write_file(path, png.data(), png.size());
+  } else if (format == "svg") {
+    const std::string svg = render_svg(fig.spec);
+    write_file(path, svg.data(), svg.size());
+  } else if (format == "csv") {
+    if (fig.spec.panels.size() != 1)
+      throw ConfigError("--format", "CSV holds one 2-D slice: pick one head or the average, not all heads");
+    const std::string csv = render_csv(fig.spec.panels[0]);
+    write_file(path, csv.data(), csv.size());
+  } else {
+    throw ConfigError("--format", "format " + format + ": expected png, svg or csv");
+  }
+}
+
+StageFigure difference_figure(const ForwardResult<float>& a, const StageSlice& sa, const std::string& a_name,
+                              const ForwardResult<float>& b, const StageSlice& sb,
+                              const std::string& b_name) {
+  if (sa.head == kAllHeads || sb.head == kAllHeads)
+    throw ConfigError("--head",
+                      "a difference map subtracts one head (or the average) from another, not a grid");
+  const StageFigure fa = stage_figure(a, sa), fb = stage_figure(b, sb);
+  const Panel& pa = fa.spec.panels[0];
+  const Panel& pb = fb.spec.panels[0];
+  if (pa.rows != pb.rows || pa.cols != pb.cols)
+    throw ConfigError("--minus", "cannot subtract: " + sa.stage + " is " + std::to_string(pa.rows) + "×" +
+                                     std::to_string(pa.cols) + " for " + a_name + " but " +
+                                     std::to_string(pb.rows) + "×" + std::to_string(pb.cols) + " for " +
+                                     b_name);
+  const int rows = pa.rows, cols = pa.cols;
+  StageFigure fig;
+  fig.heads = fa.heads;
+  std::vector<float> diff(std::size_t(rows) * std::size_t(cols));
+  std::vector<char> blocked(diff.size(), 0);
+  bool any_blocked = false;
+  float m = 0;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      const std::size_t k = std::size_t(i) * std::size_t(cols) + std::size_t(j);
+      const float d =
+          pa.values[i * pa.row_stride + j * pa.col_stride] - pb.values[i * pb.row_stride + j * pb.col_stride];
+      const bool ba = pa.blocked && pa.blocked(i, j), bb = pb.blocked && pb.blocked(i, j);
+      diff[k] = d;
+      blocked[k] = (ba && bb) || ((ba || bb) && !std::isfinite(d) && !std::isnan(d));
+      any_blocked = any_blocked || blocked[k];
+      if (std::isfinite(d) && !blocked[k]) m = std::max(m, std::fabs(d));
+    }
+  fig.max_abs_diff = m;
+  Panel p;
+  p.rows = rows;
+  p.cols = cols;
+  p.row_stride = cols;
+  p.row_labels = pa.row_labels;
+  p.col_labels = pa.col_labels;
+  fig.averages.push_back(std::move(diff));
+  p.values = fig.averages[0].data();
+  if (any_blocked) {
+    fig.masks.push_back(std::move(blocked));
+    const char* bl = fig.masks[0].data();
+    p.blocked = [bl, cols](int i, int j) {
+      return bl[std::size_t(i) * std::size_t(cols) + std::size_t(j)] != 0;
+    };
+  }
+  fig.spec.panels.push_back(std::move(p));
+  fig.spec.colormap = app::Colormap::diverging;
+  fig.spec.vmax = m > 0 ? m : 1.0f;  // identical maps still get a readable colorbar
+  fig.spec.vmin = -fig.spec.vmax;
+  char max_text[32];
+  std::snprintf(max_text, sizeof max_text, "%.3g", double(m));
+  fig.spec.title = sa.stage + ": " + a_name + " \u2212 " + b_name + "  (batch " +
+                   std::to_string(sa.batch_index) + ")  max |diff| = " + max_text;
   return fig;
 }
 

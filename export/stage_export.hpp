@@ -27,7 +27,8 @@ struct StageSlice {
 // which must outlive it. Movable, not copyable: the panels hold pointers into the buffers.
 struct StageFigure {
   ExportSpec spec;
-  int heads = 0;  // size of the stage's head axis; 0: none
+  int heads = 0;           // size of the stage's head axis; 0: none
+  float max_abs_diff = 0;  // difference_figure: max |a − b| over finite cells
   std::vector<std::vector<float>> averages;
   std::vector<std::vector<char>> masks;
 
@@ -40,6 +41,18 @@ struct StageFigure {
 
 // Throws ConfigError for an unknown stage (listing the valid ones) or an index out of range.
 StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& slice);
+// A difference map: `a` − `b`, each one panel (a head or the head average) of the same size, drawn
+// with the diverging colormap on a range symmetric about 0. `a_name`/`b_name` say what is subtracted
+// ("head 0", "reference backend"); the title names both, the stage and max |diff| over finite cells.
+// Cells blocked on both sides, or on one side where the difference is not finite, are hatched.
+// Throws ConfigError for a grid (kAllHeads) or unequal shapes.
+StageFigure difference_figure(const ForwardResult<float>& a, const StageSlice& sa, const std::string& a_name,
+                              const ForwardResult<float>& b, const StageSlice& sb, const std::string& b_name);
+
+// Renders `fig` as "png", "svg" or "csv" (CSV: one panel only, else ConfigError) and writes it to
+// `path`; throws FileError naming the path. The CLI's and the app's writer.
+void write_figure(const StageFigure& fig, const std::string& format, const std::string& path);
+
 // Size of the stage's head axis (0 when it has none); throws ConfigError for an unknown stage.
 int stage_heads(const ForwardResult<float>& r, const std::string& stage);
 

@@ -92,3 +92,73 @@ execute_process(COMMAND ${MHA} export ${SEED42} --out ${OUT}/no-such-dir/x.png
 if(rc EQUAL 0 OR NOT err MATCHES "cannot write .*x.png: No such file")
   message(FATAL_ERROR "expected the unwritable-path error, got rc=${rc}: ${err}")
 endif()
+# Scenario files (the app's JSON) as input: labels from the sentence; `mha compute` reads them too.
+execute_process(COMMAND ${MHA} export --scenario ${SRC}/assets/presets/cat_sat_mat.json --head 0
+                        --out ${OUT}/export/scenario.csv
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(STRINGS ${OUT}/export/scenario.csv csv)
+list(GET csv 0 header)
+list(GET csv 2 row1)
+if(NOT rc EQUAL 0 OR NOT header STREQUAL ",the,cat,sat,on,the,mat" OR NOT row1 MATCHES "^cat,")
+  message(FATAL_ERROR "mha export --scenario: expected the sentence as CSV header and index (${rc}): ${err}\n${csv}")
+endif()
+execute_process(COMMAND ${MHA} export --scenario ${SRC}/assets/presets/cross_attention.json --head all
+                        --out ${OUT}/export/cross.svg
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(READ ${OUT}/export/cross.svg svg)
+if(NOT rc EQUAL 0 OR NOT svg MATCHES ">chat</text>" OR NOT svg MATCHES ">mat</text>")
+  message(FATAL_ERROR "mha export --scenario cross_attention: expected query and key tokens in the SVG (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${MHA} compute --scenario ${SRC}/assets/presets/course_notebook.json --out ${OUT}/scenario
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${OUT}/scenario/attn_weights.npy OR NOT out MATCHES "course_notebook.json")
+  message(FATAL_ERROR "mha compute --scenario failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${MHA} export --scenario ${OUT}/no-such.json --out ${OUT}/export/x.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "no-such.json")
+  message(FATAL_ERROR "expected the missing-scenario error, got rc=${rc}: ${err}")
+endif()
+execute_process(COMMAND ${MHA} export --scenario ${SRC}/assets/presets/course_notebook.json --num-heads 2
+                        --out ${OUT}/export/x.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "comes from the --scenario")
+  message(FATAL_ERROR "expected --num-heads with --scenario to be refused, got rc=${rc}: ${err}")
+endif()
+# --tokens / --key-tokens label the axes; a wrong count is refused.
+execute_process(COMMAND ${MHA} export ${SEED42} --tokens "The cat sat down" --out ${OUT}/export/tokens.csv
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(STRINGS ${OUT}/export/tokens.csv csv)
+list(GET csv 0 header)
+if(NOT rc EQUAL 0 OR NOT header STREQUAL ",The,cat,sat,down")
+  message(FATAL_ERROR "mha export --tokens: expected the tokens as header (${rc}): ${err}\n${csv}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --tokens "a b" --out ${OUT}/export/x.csv
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "--tokens has 2 tokens but the query length L has 4")
+  message(FATAL_ERROR "expected the token-count error, got rc=${rc}: ${err}")
+endif()
+# The merged mask as a figure, and difference maps (head - head, backend - backend).
+execute_process(COMMAND ${MHA} export --scenario ${SRC}/assets/presets/padded_batch.json --stage attn_mask
+                        --batch-index 1 --out ${OUT}/export/mask.svg
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(READ ${OUT}/export/mask.svg svg)
+if(NOT rc EQUAL 0 OR NOT svg MATCHES "class=\"hatch\"")
+  message(FATAL_ERROR "mha export --stage attn_mask: expected hatched cells (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --causal --head 0 --minus-head 1 --out ${OUT}/export/diff.png
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${OUT}/export/diff.png OR NOT out MATCHES "head 0 .* head 1 .*max \\|diff\\| = 0\\.[0-9]")
+  message(FATAL_ERROR "mha export --minus-head failed (${rc}): ${err}\n${out}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --minus-backend reference --out ${OUT}/export/diff_backend.svg
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "reference backend")
+  message(FATAL_ERROR "mha export --minus-backend failed (${rc}): ${err}\n${out}")
+endif()
+execute_process(COMMAND ${MHA} export --scenario ${SRC}/assets/presets/causal_lm.json
+                        --minus-scenario ${SRC}/assets/presets/cat_sat_mat.json --out ${OUT}/export/x.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "cannot subtract")
+  message(FATAL_ERROR "expected the unequal-shapes difference error, got rc=${rc}: ${err}")
+endif()

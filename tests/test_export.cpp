@@ -1,9 +1,12 @@
 // The exporter: PNGs decoded with stb_image and checked against the documented layout (size, cell
 // colours = colormap(value) ±1, masked colour, labels and colorbar drawn, byte-identical repeats);
-// SVG well-formed with one cell rect per value; CSV and the stage slicing (heads, average, errors).
+// SVG well-formed with one cell rect per value; CSV and the stage slicing (heads, average, errors);
+// the merged mask, difference maps and the shared file writer.
 #include <stb_image.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <regex>
 #include <string>
@@ -214,4 +217,114 @@ TEST_CASE("export CSV and stage errors", "[export]") {
   ExportSpec s;
   CHECK_THROWS_AS(render_png(s), ConfigError);
   CHECK_THROWS_AS(write_file("/nonexistent-dir/x.png", "x", 1), FileError);
+}
+
+TEST_CASE("export the merged mask: -inf cells hatched in the masked colour, others at 0", "[export]") {
+  // Causal attn_mask merged with a key_padding_mask that pads key 2 of batch item 1.
+  Config c;
+  c.embed_dim = 8;
+  c.num_heads = 2;
+  c.bias = false;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 42, 3, 4, 4);
+  sc.inputs.attn_mask = causal_mask<float>(4, 4);
+  Mask<float> kpm;
+  kpm.values = Tensor<float>({3, 4}, std::vector<float>(12, 0.0f));
+  kpm.values.data[4 + 2] = 1;
+  sc.inputs.key_padding_mask = kpm;
+  const ForwardResult<float> r = forward(c, sc.weights, sc.inputs);
+  StageSlice sl;
+  sl.stage = "attn_mask";
+  sl.batch_index = 1;
+  StageFigure fig = stage_figure(r, sl);
+  fig.spec.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  fig.spec.cell_px = 30;
+  const Layout lay = layout(fig.spec);
+  const Image im = decode(render_png(fig.spec));
+  auto centre = [&](int row, int col) {
+    return im.at(lay.grids[0].x + col * lay.cell + lay.cell / 2,
+                 lay.grids[0].y + row * lay.cell + lay.cell / 2);
+  };
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const bool blocked = j > i || j == 2;
+      INFO("query " << i << " key " << j);
+      if (blocked)
+        CHECK(near(centre(i, j), app::kMaskedColor));
+      else
+        CHECK(near(centre(i, j), app::value_rgba(fig.spec.colormap, 0.0f, fig.spec.vmin, fig.spec.vmax)));
+    }
+  // Hatching: a blocked cell's corner area has dark lines, an open cell has none.
+  const Rect blocked_cell{lay.grids[0].x + 3 * lay.cell + 2, lay.grids[0].y + 2, lay.cell - 4, lay.cell - 4};
+  const Rect open_cell{lay.grids[0].x + 2, lay.grids[0].y + 2, lay.cell - 4, lay.cell - 4};
+  CHECK(ink(im, blocked_cell, app::kMaskedColor) > 10);
+  CHECK(ink(im, open_cell, centre(0, 0)) == 0);
+  const std::string svg = render_svg(fig.spec);
+  std::size_t hatches = 0;
+  for (std::size_t at = svg.find("class=\"hatch\""); at != std::string::npos;
+       at = svg.find("class=\"hatch\"", at + 1))
+    ++hatches;
+  CHECK(hatches > 0);
+}
+
+TEST_CASE("export difference map: head minus head, diverging, symmetric, max |diff| in the title",
+          "[export]") {
+  const ForwardResult<float> r = notebook_causal();
+  StageSlice a;
+  a.stage = "attn_weights";
+  a.head = 0;
+  a.batch_index = 1;
+  StageSlice b = a;
+  b.head = 1;
+  StageFigure fig = difference_figure(r, a, "head 0", r, b, "head 1");
+  fig.spec.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  fig.spec.cell_px = 30;
+  const Stage<float>& w = r.trace["attn_weights"];
+  float m = 0;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j <= i; ++j) m = std::max(m, std::fabs(w.at({1, 0, i, j}) - w.at({1, 1, i, j})));
+  REQUIRE(m > 0);
+  CHECK(fig.max_abs_diff == m);
+  CHECK(fig.spec.colormap == app::Colormap::diverging);
+  CHECK(fig.spec.vmax == m);
+  CHECK(fig.spec.vmin == -m);
+  char max_text[32];
+  std::snprintf(max_text, sizeof max_text, "%.3g", double(m));
+  CHECK(fig.spec.title.find("head 0 \u2212 head 1") != std::string::npos);
+  CHECK(fig.spec.title.find(std::string("max |diff| = ") + max_text) != std::string::npos);
+
+  const Layout lay = layout(fig.spec);
+  const Image im = decode(render_png(fig.spec));
+  auto centre = [&](int row, int col) {
+    return im.at(lay.grids[0].x + col * lay.cell + lay.cell / 2,
+                 lay.grids[0].y + row * lay.cell + lay.cell / 2);
+  };
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j <= i; ++j)
+      CHECK(near(centre(i, j),
+                 app::value_rgba(app::Colormap::diverging, w.at({1, 0, i, j}) - w.at({1, 1, i, j}), -m, m)));
+  CHECK(near(centre(0, 3), app::kMaskedColor));  // blocked in both heads
+
+  // The same head minus itself: all zero, a readable colorbar all the same.
+  StageFigure same = difference_figure(r, a, "head 0", r, a, "head 0");
+  CHECK(same.max_abs_diff == 0);
+  CHECK(same.spec.vmax == 1);
+  a.head = kAllHeads;
+  CHECK_THROWS_AS(difference_figure(r, a, "all", r, b, "head 1"), ConfigError);
+  a.head = 0;
+  a.stage = "context";  // (L, d_k) against (L, S): same size here, so make a key-side stage differ
+  b.stage = "k_heads";
+  CHECK_NOTHROW(difference_figure(r, a, "ctx", r, b, "k"));
+  b.stage = "q";
+  CHECK_THROWS_WITH(difference_figure(r, a, "ctx", r, b, "q"), Catch::Contains("cannot subtract"));
+}
+
+TEST_CASE("export write_figure: formats, CSV needs one panel, unwritable paths throw", "[export]") {
+  const ForwardResult<float> r = notebook_causal();
+  StageSlice sl;
+  sl.head = kAllHeads;
+  StageFigure fig = stage_figure(r, sl);
+  fig.spec.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  CHECK_THROWS_WITH(write_figure(fig, "csv", "/tmp/never-written.csv"), Catch::Contains("one 2-D slice"));
+  CHECK_THROWS_AS(write_figure(fig, "png", "/nonexistent-dir/x.png"), FileError);
+  CHECK_THROWS_AS(write_figure(fig, "bmp", "/tmp/x.bmp"), ConfigError);
 }

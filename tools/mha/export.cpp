@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "commands.hpp"
@@ -21,7 +22,23 @@ struct ExportArgs : ForwardArgs {
   std::string stage = "attn_weights", head = "0", format, colormap, out, font = MHA_DEFAULT_FONT;
   int batch_index = 0, scale = 0;
   bool transparent = false, values = false;
+  std::string tokens, key_tokens;  // labels; default: the scenario's sentence, else indices
+  // A difference map: this head minus another head, or minus the same head from another backend or
+  // another scenario file.
+  std::string minus_head, minus_backend, minus_scenario;
 };
+
+// Whitespace-separated labels; `count` of them, or a ConfigError naming the option.
+std::vector<std::string> token_list(const std::string& text, std::int64_t count, const char* option,
+                                    const char* axis) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string t; in >> t;) out.push_back(t);
+  if (std::int64_t(out.size()) != count)
+    throw ConfigError(option, std::string(option) + " has " + std::to_string(out.size()) +
+                                  " tokens but the " + axis + " has " + std::to_string(count));
+  return out;
+}
 
 int parse_head(const std::string& h) {
   if (h == "all") return exporter::kAllHeads;
@@ -35,22 +52,6 @@ int parse_head(const std::string& h) {
   throw ConfigError("--head", "--head " + h + ": expected a head index, all or avg");
 }
 
-// Renders `fig` in `format` and writes it to `path`.
-void write_figure(const exporter::StageFigure& fig, const std::string& format, const std::string& path) {
-  if (format == "png") {
-    const std::vector<std::uint8_t> png = exporter::render_png(fig.spec);
-    exporter::write_file(path, png.data(), png.size());
-  } else if (format == "svg") {
-    const std::string svg = exporter::render_svg(fig.spec);
-    exporter::write_file(path, svg.data(), svg.size());
-  } else {
-    if (fig.spec.panels.size() != 1)
-      throw ConfigError("--format", "csv holds one 2-D slice: give --head N or --head avg, not all");
-    const std::string csv = exporter::render_csv(fig.spec.panels[0]);
-    exporter::write_file(path, csv.data(), csv.size());
-  }
-}
-
 int run(const ExportArgs& a) {
   const Problem<float> p = build_problem<float>(a);
   const ForwardResult<float> r = forward(p.config, p.weights, p.inputs, p.options);
@@ -59,6 +60,19 @@ int run(const ExportArgs& a) {
   slice.stage = a.stage;
   slice.batch_index = a.batch_index;
   slice.head = parse_head(a.head);
+  slice.query_labels = p.query_tokens;
+  slice.key_labels = p.key_tokens;
+  if (!a.tokens.empty()) {
+    slice.query_labels = token_list(a.tokens, r.dims.L, "--tokens", "query length L");
+    // Self-attention: the same tokens label the keys, unless --key-tokens says otherwise.
+    if (a.key_tokens.empty() && r.dims.S == r.dims.L) slice.key_labels = slice.query_labels;
+  }
+  if (!a.key_tokens.empty())
+    slice.key_labels = token_list(a.key_tokens, r.dims.S, "--key-tokens", "key length S");
+  // add_zero_attn / bias_k add key columns no sentence names.
+  for (std::int64_t j = std::int64_t(slice.key_labels.size());
+       !slice.key_labels.empty() && j < r.dims.S_total; ++j)
+    slice.key_labels.push_back(j < r.dims.S ? std::to_string(j) : "+" + std::to_string(j - r.dims.S));
   if (a.colormap == "viridis") slice.colormap = app::Colormap::viridis;
   if (a.colormap == "magma") slice.colormap = app::Colormap::magma;
   if (a.colormap == "cividis") slice.colormap = app::Colormap::cividis;
@@ -73,6 +87,48 @@ int run(const ExportArgs& a) {
   // A folder: an existing directory or a path ending in '/'.
   if (a.out.empty()) throw FileError("--out", "--out is empty: give a file or a folder");
   const bool folder = fs::is_directory(a.out) || a.out.back() == '/';
+  const int minus_options = !a.minus_head.empty() + !a.minus_backend.empty() + !a.minus_scenario.empty();
+  if (minus_options > 1)
+    throw ConfigError("--minus-head", "give one of --minus-head, --minus-backend, --minus-scenario");
+  if (minus_options) {
+    if (folder) throw ConfigError("--out", "a difference map is one figure: give --out FILE, not a folder");
+    const std::string head_name = slice.head == exporter::kHeadAverage ? "head average" : "head " + a.head;
+    exporter::StageSlice other = slice;
+    std::string a_name = head_name, b_name;
+    ForwardResult<float> rb;
+    if (!a.minus_head.empty()) {
+      other.head = parse_head(a.minus_head);
+      b_name = other.head == exporter::kHeadAverage ? "head average" : "head " + a.minus_head;
+    } else if (!a.minus_backend.empty()) {
+      Problem<float> q = build_problem<float>(a);
+      q.options.backend = a.minus_backend == "reference" ? Backend::reference : Backend::eigen;
+      rb = forward(q.config, q.weights, q.inputs, q.options);
+      a_name = head_name + " (" + backend_name(r.backend) + ")";
+      b_name = std::string(backend_name(rb.backend)) + " backend";
+    } else {
+      ExportArgs b = a;
+      b.scenario_file = a.minus_scenario;
+      b.inputs_dir.clear();
+      b.torch_seed.reset();
+      b.num_heads = 0;
+      const Problem<float> q = build_problem<float>(b);
+      rb = forward(q.config, q.weights, q.inputs, q.options);
+      a_name = head_name + " (" +
+               (a.scenario_file.empty() ? p.source : fs::path(a.scenario_file).filename().string()) + ")";
+      b_name = fs::path(a.minus_scenario).filename().string();
+    }
+    const ForwardResult<float>& rb_ref = a.minus_head.empty() ? rb : r;
+    exporter::StageFigure fig = exporter::difference_figure(r, slice, a_name, rb_ref, other, b_name);
+    style(fig);
+    const std::string ext = fs::path(a.out).extension().string();
+    const std::string format = !a.format.empty() ? a.format
+                               : ext == ".svg"   ? "svg"
+                               : ext == ".csv"   ? "csv"
+                                                 : "png";
+    exporter::write_figure(fig, format, a.out);
+    std::printf("wrote %s (%s): %s\n", a.out.c_str(), format.c_str(), fig.spec.title.c_str());
+    return 0;
+  }
   if (!folder) {
     const std::string ext = fs::path(a.out).extension().string();
     const std::string format = !a.format.empty() ? a.format
@@ -81,7 +137,7 @@ int run(const ExportArgs& a) {
                                                  : "png";
     exporter::StageFigure fig = exporter::stage_figure(r, slice);
     style(fig);
-    write_figure(fig, format, a.out);
+    exporter::write_figure(fig, format, a.out);
     std::printf("wrote %s (%s, %zu panel%s)\n", a.out.c_str(), format.c_str(), fig.spec.panels.size(),
                 fig.spec.panels.size() == 1 ? "" : "s");
     return 0;
@@ -107,7 +163,7 @@ int run(const ExportArgs& a) {
     slice.head = jobs[k].second;
     exporter::StageFigure fig = exporter::stage_figure(r, slice);
     style(fig);
-    write_figure(fig, format, (fs::path(a.out) / jobs[k].first).string());
+    exporter::write_figure(fig, format, (fs::path(a.out) / jobs[k].first).string());
     const int h = jobs[k].second;
     files.push_back(
         {{"file", jobs[k].first},
@@ -147,6 +203,17 @@ std::function<int()> add_export(CLI::App& app) {
       ->check(CLI::IsMember({"viridis", "magma", "cividis", "diverging"}));
   cmd->add_flag("--transparent", a->transparent, "Transparent background instead of white");
   cmd->add_flag("--values", a->values, "Print values in cells large enough for them");
+  cmd->add_option("--tokens", a->tokens,
+                  "Query token labels, space-separated, L of them (default: the scenario's sentence, else "
+                  "indices); self-attention labels the keys with them too");
+  cmd->add_option("--key-tokens", a->key_tokens, "Key token labels, S of them (cross-attention)");
+  cmd->add_option("--minus-head", a->minus_head,
+                  "A difference map: --head minus this head (an index or avg), same stage and batch item");
+  cmd->add_option("--minus-backend", a->minus_backend,
+                  "A difference map: the same head computed on this backend subtracted (reference or cpu)")
+      ->check(CLI::IsMember({"reference", "cpu"}));
+  cmd->add_option("--minus-scenario", a->minus_scenario,
+                  "A difference map: the same head of this scenario file's forward subtracted");
   cmd->add_option("--font", a->font, "TrueType font for the text (default: the bundled DejaVu Sans)");
   cmd->add_option("--out", a->out, "Output file, or a folder (existing, or ending in /) for a batch export")
       ->required();

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <map>
+#include <type_traits>
 
+#include "compute.hpp"  // app/, in mha_scenario: build_forward(Scenario)
 #include "errors.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
@@ -78,14 +80,21 @@ void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
   cmd->add_option("--dtype", a.dtype, "float32 or float64 (with --torch-seed)")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->needs(seed);
-  cmd->add_option("--num-heads", a.num_heads, "H, number of heads")->required();
+  cmd->add_option("--scenario", a.scenario_file,
+                  "An app scenario file (JSON, docs/scenario.md; presets in assets/presets/): sizes, "
+                  "sentence, seed, mask and edited tensors, computed as the app computes them")
+      ->excludes(inputs)
+      ->excludes(seed);
+  cmd->add_option("--num-heads", a.num_heads, "H, number of heads (required unless --scenario)");
   cmd->add_option("--num-kv-heads", a.num_kv_heads, "G key/value heads, dividing H (GQA; 1 = MQA)");
   cmd->add_flag("--add-zero-attn", a.add_zero_attn, "append a zero key/value row (torch add_zero_attn)");
   cmd->add_flag("--seq-first", a.seq_first, "inputs are (L, N, E): torch's batch_first=False");
   cmd->add_option("--fully-masked", a.fully_masked,
                   "a row with every key blocked gives nan (torch) or zero (the course notebook)")
       ->check(CLI::IsMember({"nan", "zero"}));
-  cmd->add_option("--backend", a.backend, "reference (explicit loops) or cpu (Eigen)")
+  cmd->add_option("--backend", a.backend,
+                  "reference (explicit loops) or cpu (Eigen); default cpu, with --scenario the app's choice")
+      ->each([&a](const std::string&) { a.backend_given = true; })
       ->check(CLI::IsMember({"reference", "cpu"}));
   cmd->add_option("--attn-mask-layout", a.mask_layout,
                   "torch: 3-D attn_mask is (N·H, L, S); per_batch: (N, L, S), one mask per batch item")
@@ -96,8 +105,14 @@ void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
 }
 
 bool check_forward_args(const ForwardArgs& a) {
+  if (!a.scenario_file.empty()) {
+    if (a.num_heads)
+      throw ConfigError("--num-heads", "--num-heads comes from the --scenario file; leave it out");
+    return false;  // the app computes scenarios in float32
+  }
   if (a.inputs_dir.empty() && !a.torch_seed)
-    throw ConfigError("--inputs", "give either --inputs DIR or --torch-seed S (see --help)");
+    throw ConfigError("--inputs", "give --inputs DIR, --torch-seed S or --scenario FILE (see --help)");
+  if (!a.num_heads) throw ConfigError("--num-heads", "--num-heads is required with --inputs or --torch-seed");
   if (a.torch_seed && (!a.batch || !a.tgt_len || !a.embed_dim))
     throw ConfigError("--torch-seed", "--torch-seed needs --batch, --tgt-len and --embed-dim");
   bool f64 = a.dtype == "float64";
@@ -109,8 +124,31 @@ bool check_forward_args(const ForwardArgs& a) {
   return f64;
 }
 
+// A scenario file, built exactly as the app builds it (app/compute.cpp). The app computes in float32,
+// on the reference path for tiny problems; --backend, when given, overrides that choice.
+Problem<float> scenario_problem(const ForwardArgs& a) {
+  const app::Scenario s = app::load_scenario(a.scenario_file);
+  app::Built b = app::build_forward(s);
+  Problem<float> p;
+  p.config = b.config;
+  p.weights = std::move(b.weights);
+  p.inputs = std::move(b.inputs);
+  p.options = b.options;
+  if (a.backend_given) p.options.backend = a.backend == "reference" ? Backend::reference : Backend::eigen;
+  p.source = a.scenario_file + " (\"" + s.name + "\")";
+  p.query_tokens = s.query_tokens();
+  p.key_tokens = s.key_tokens();
+  return p;
+}
+
 template <class T>
 Problem<T> build_problem(const ForwardArgs& a) {
+  if (!a.scenario_file.empty()) {
+    if constexpr (std::is_same_v<T, float>)
+      return scenario_problem(a);
+    else
+      throw ConfigError("--scenario", "a --scenario computes in float32, as the app does");
+  }
   Problem<T> p;
   Config& c = p.config;
   Weights<T>& w = p.weights;

@@ -1,81 +1,132 @@
-// Export dialog: picks what and where, renders with mha_export, reports the saved path or the error
-// (an unwritable folder, a full disk, a bad name) without touching the scenario.
+// Export dialog (see export_dialog.hpp): one per view id, remembering its choice, format and file;
+// it reports the saved path in the status line, or the error inside the dialog, without touching the
+// scenario.
 #include "export_dialog.hpp"
 
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <filesystem>
+#include <map>
+#include <memory>
+
 #include "errors.hpp"
-#include "stage_export.hpp"
 
 namespace mha::app {
 
-void export_button(AppState& state, const std::string& stage, int head) {
-  static int what = 0;  // 0 this head, 1 average, 2 all heads + average
-  static int format = 0;
-  static bool values = false, transparent = false;
-  static std::string path, error;
-  const ViewState& v = state.scenario.view;
+namespace {
+
+struct DialogState {
+  int choice = 0, format = 0;  // format: 0 PNG, 1 SVG, 2 CSV
+  bool values = false, transparent = false;
+  std::string path, suggested, error;
+};
+
+}  // namespace
+
+std::string export_choice(const FigureChoice& choice, const ExportOptions& options, const std::string& path) {
+  try {
+    if (path.empty()) throw FileError("file", "no file name given");
+    exporter::StageFigure fig = choice.make();
+    fig.spec.font_path = MHA_DEFAULT_FONT;
+    fig.spec.show_values = options.values;
+    fig.spec.transparent = options.transparent;
+    exporter::write_figure(fig, options.format, path);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::bad_alloc&) {
+    return "out of memory while rendering this figure; nothing was written";
+  }
+}
+
+FigureRequest stage_request(const AppState& state, const std::string& stage, int head) {
+  FigureRequest req;
+  req.id = "heads";
+  const int n = state.scenario.view.batch_index;
+  req.caption = stage + ", batch item " + std::to_string(n);
+  if (!state.result.valid()) {
+    req.disabled_reason = "no result to export yet";
+    return req;
+  }
+  const std::shared_ptr<const ForwardResult<float>> fwd = state.result.forward;
+  exporter::StageSlice slice;
+  slice.stage = stage;
+  slice.batch_index = n;
+  slice.colormap = state.scenario.view.colormap;
+  slice.query_labels = state.result.query_tokens;
+  slice.key_labels = state.result.key_tokens;
+  const std::string stem = "mha-" + stage + "-batch" + std::to_string(n);
+  auto add = [&](const std::string& label, const std::string& suffix, int h) {
+    exporter::StageSlice s = slice;
+    s.head = h;
+    req.choices.push_back({label, stem + suffix, [fwd, s] { return exporter::stage_figure(*fwd, s); }});
+  };
+  add("head " + std::to_string(head), "-head" + std::to_string(head), head);
+  add("head average", "-avg", exporter::kHeadAverage);
+  add("all heads + average", "-all", exporter::kAllHeads);
+  return req;
+}
+
+void export_button(AppState& state, const FigureRequest& req) {
+  static std::map<std::string, DialogState> dialogs;
+  DialogState& d = dialogs[req.id];
+  ImGui::PushID(req.id.c_str());
+  ImGui::BeginDisabled(!req.disabled_reason.empty() || req.choices.empty());
   if (ImGui::Button("Export...")) {
-    error.clear();
+    d.error.clear();
     ImGui::OpenPopup("Export figure");
   }
-  if (!ImGui::BeginPopupModal("Export figure", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
-  ImGui::Text("%s, batch item %d", stage.c_str(), v.batch_index);
-  ImGui::RadioButton(("head " + std::to_string(head)).c_str(), &what, 0);
+  ImGui::EndDisabled();
+  if (!req.disabled_reason.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", req.disabled_reason.c_str());
+  if (!ImGui::BeginPopupModal("Export figure", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    ImGui::PopID();
+    return;
+  }
+  ImGui::TextUnformatted(req.caption.c_str());
+  if (d.choice >= int(req.choices.size())) d.choice = 0;
+  for (int k = 0; k < int(req.choices.size()); ++k) {
+    if (k > 0) ImGui::SameLine();
+    ImGui::RadioButton(req.choices[std::size_t(k)].label.c_str(), &d.choice, k);
+  }
+  ImGui::RadioButton("PNG", &d.format, 0);
   ImGui::SameLine();
-  ImGui::RadioButton("head average", &what, 1);
+  ImGui::RadioButton("SVG (vector)", &d.format, 1);
   ImGui::SameLine();
-  ImGui::RadioButton("all heads + average", &what, 2);
-  ImGui::RadioButton("PNG", &format, 0);
+  ImGui::RadioButton("CSV (values)", &d.format, 2);
+  ImGui::Checkbox("cell values", &d.values);
   ImGui::SameLine();
-  ImGui::RadioButton("SVG (vector)", &format, 1);
-  ImGui::Checkbox("cell values", &values);
-  ImGui::SameLine();
-  ImGui::Checkbox("transparent background", &transparent);
-  const char* ext = format == 0 ? ".png" : ".svg";
-  const std::string suggested = "mha-" + stage + "-batch" + std::to_string(v.batch_index) +
-                                (what == 0   ? "-head" + std::to_string(head)
-                                 : what == 1 ? "-avg"
-                                             : "-all") +
-                                ext;
-  if (ImGui::IsWindowAppearing() || path.empty()) path = suggested;
+  ImGui::Checkbox("transparent background", &d.transparent);
+  static const char* const kFormats[] = {"png", "svg", "csv"};
+  const std::string suggested =
+      (req.choices.empty() ? std::string("mha-figure") : req.choices[std::size_t(d.choice)].file_stem) + "." +
+      kFormats[d.format];
+  // Follow the suggestion until the user types a name of their own.
+  if (ImGui::IsWindowAppearing() || d.path.empty() || d.path == d.suggested) d.path = suggested;
+  d.suggested = suggested;
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 28);
-  ImGui::InputText("file", &path);
-  if (ImGui::Button("Export") && state.result.valid()) {
-    try {
-      exporter::StageSlice slice;
-      slice.stage = stage;
-      slice.batch_index = v.batch_index;
-      slice.head = what == 0 ? head : what == 1 ? exporter::kHeadAverage : exporter::kAllHeads;
-      slice.colormap = v.colormap;
-      slice.query_labels = state.result.query_tokens;
-      slice.key_labels = state.result.key_tokens;
-      exporter::StageFigure fig = exporter::stage_figure(*state.result.forward, slice);
-      fig.spec.font_path = MHA_DEFAULT_FONT;
-      fig.spec.show_values = values;
-      fig.spec.transparent = transparent;
-      if (format == 0) {
-        const std::vector<std::uint8_t> png = exporter::render_png(fig.spec);
-        exporter::write_file(path, png.data(), png.size());
-      } else {
-        const std::string svg = exporter::render_svg(fig.spec);
-        exporter::write_file(path, svg.data(), svg.size());
-      }
-      state.status = "exported " + path;
+  ImGui::InputText("file", &d.path);
+  if (ImGui::Button("Export") && !req.choices.empty()) {
+    d.error = export_choice(req.choices[std::size_t(d.choice)], {kFormats[d.format], d.values, d.transparent},
+                            d.path);
+    // On failure the dialog stays open with the reason; nothing else changes.
+    if (d.error.empty()) {
+      std::error_code ec;  // the full path, so the user can find the file
+      const std::filesystem::path full = std::filesystem::absolute(d.path, ec);
+      state.status = "exported " + (ec ? d.path : full.string());
       ImGui::CloseCurrentPopup();
-    } catch (const Error& e) {
-      error = e.what();  // the dialog stays open with the reason; nothing else changes
     }
   }
   ImGui::SameLine();
   if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
-  if (!error.empty()) {
+  if (!d.error.empty()) {
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28);
-    ImGui::TextColored(ImVec4(1, 0.38f, 0.38f, 1), "%s", error.c_str());
+    ImGui::TextColored(ImVec4(1, 0.38f, 0.38f, 1), "%s", d.error.c_str());
     ImGui::PopTextWrapPos();
   }
   ImGui::EndPopup();
+  ImGui::PopID();
 }
 
 }  // namespace mha::app

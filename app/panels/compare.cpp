@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panel_util.hpp"
 #include "panels.hpp"
@@ -263,6 +264,34 @@ void draw_compare(AppState& state, Textures& tex) {
          : si == kMasked       ? "Grey: blocked on either side (the difference is infinite). "
                                : "Grey: blocked on both sides. ",
          cache.nan_cells > 0 ? "Magenta: NaN on a side (a query with every key blocked)." : "");
+
+  // Export: the same difference, drawn by the GL-free exporter (export/stage_export.hpp).
+  {
+    FigureRequest req;
+    req.id = "compare";
+    req.caption = std::string(what) + " (" + kStages[si].name + "), batch item " + std::to_string(b);
+    exporter::StageSlice sa;
+    sa.stage = kStages[si].name;
+    sa.batch_index = b;
+    sa.head = ha;
+    sa.query_labels = state.result.query_tokens;
+    sa.key_labels = state.result.key_tokens;
+    exporter::StageSlice sb = sa;
+    const std::shared_ptr<const ForwardResult<float>> after = state.result.forward;
+    const std::shared_ptr<const ForwardResult<float>> prev = mode == 1 ? state.previous.forward : after;
+    if (mode == 0) sb.head = hb;
+    const std::string a_name =
+        mode == 0 ? "head " + std::to_string(ha) : "after (head " + std::to_string(ha) + ")";
+    const std::string b_name = mode == 0 ? "head " + std::to_string(hb) : "before";
+    req.choices.push_back({"difference map",
+                           "mha-" + sa.stage + "-batch" + std::to_string(b) +
+                               (mode == 0 ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
+                                          : "-head" + std::to_string(ha) + "-after-minus-before"),
+                           [after, prev, sa, sb, a_name, b_name] {
+                             return exporter::difference_figure(*after, sa, a_name, *prev, sb, b_name);
+                           }});
+    export_button(state, req);
+  }
 
   // Layout: the difference, its colorbar, then the two inputs stacked small when there is room.
   const ImVec2 avail = ImGui::GetContentRegionAvail();

@@ -12,10 +12,12 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "errors.hpp"
+#include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panels.hpp"
 
@@ -499,6 +501,26 @@ void merged_grid(AppState& state, Textures& tex, float width) {
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("merged attn_mask, item %d, head %d%s", n, h, state.stale ? " (updating...)" : "");
   ImGui::PopTextWrapPos();
+  {  // the merged mask as a figure: -inf cells hatched, as torch adds it
+    FigureRequest req;
+    req.id = "mask";
+    req.caption = "merged attn_mask (what torch adds to the scores), batch item " + std::to_string(n);
+    exporter::StageSlice sl;
+    sl.stage = "attn_mask";
+    sl.batch_index = n;
+    sl.query_labels = state.result.query_tokens;
+    sl.key_labels = state.result.key_tokens;
+    const std::shared_ptr<const ForwardResult<float>> fwd = state.result.forward;
+    const std::string stem = "mha-attn_mask-batch" + std::to_string(n);
+    auto add = [&](const std::string& label, const std::string& suffix, int head) {
+      exporter::StageSlice one = sl;
+      one.head = head;
+      req.choices.push_back({label, stem + suffix, [fwd, one] { return exporter::stage_figure(*fwd, one); }});
+    };
+    add("head " + std::to_string(h), "-head" + std::to_string(h), h);
+    add("all heads", "-all", exporter::kAllHeads);
+    export_button(state, req);
+  }
   Heatmap hm;
   hm.id = "mask/merged";
   hm.values = p;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panels.hpp"
 
@@ -101,7 +102,6 @@ std::string bytes_str(double b) {
   return buf;
 }
 
-
 bool contains(std::initializer_list<const char*> names, const std::string& n) {
   for (const char* x : names)
     if (n == x) return true;
@@ -127,7 +127,8 @@ std::vector<Box> make_boxes(const ForwardResult<float>& f) {
   std::vector<Box> boxes;
   const bool has_mask = f.trace.has("attn_mask");
   for (const Stage<float>& s : f.trace.stages) {
-    Box b{&s, stage_cost(s.name, f.dims, f.config.bias, has_mask), "", mha::is_contiguous(s.shape, s.strides)};
+    Box b{&s, stage_cost(s.name, f.dims, f.config.bias, has_mask), "",
+          mha::is_contiguous(s.shape, s.strides)};
     if (!s.view_of.empty()) {
       b.bytes = "no copy";
     } else {
@@ -385,6 +386,23 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes) 
     first += buf;
   }
   if (sl.cols > 8) first += " ...";
+  // Export: the stage's slice at this batch item and head, drawn by the GL-free exporter.
+  {
+    FigureRequest req;
+    req.id = "pipeline";
+    req.caption = s.name + ", batch item " + std::to_string(n) + (sl.head >= 0 ? ", head " + hs : "");
+    exporter::StageSlice one;
+    one.stage = s.name;
+    one.batch_index = n;
+    one.head = std::max(0, sl.head);
+    one.query_labels = state.result.query_tokens;
+    one.key_labels = state.result.key_tokens;
+    const std::shared_ptr<const ForwardResult<float>> fwd = state.result.forward;
+    req.choices.push_back({sl.head >= 0 ? "head " + hs : "this slice",
+                           "mha-" + s.name + "-batch" + ns + (sl.head >= 0 ? "-head" + hs : ""),
+                           [fwd, one] { return exporter::stage_figure(*fwd, one); }});
+    export_button(state, req);
+  }
   ImGui::SameLine(0, ImGui::GetFontSize());
   if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(first.c_str()).x) ImGui::NewLine();
   ImGui::TextDisabled("%s", first.c_str());

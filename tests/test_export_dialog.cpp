@@ -1,0 +1,116 @@
+// The app's Export dialog: the figure requests the views build (Heads, Compare, Mask), written by
+// export_choice as the dialog's Export button does; errors come back as messages and the scenario is
+// untouched; the Export... button opens the dialog (headless ImGui, fake mouse).
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "export_dialog.hpp"
+#include "temp_dir.hpp"
+#include "ui_harness.hpp"
+
+using namespace mha::app;
+using mha::test::TempDir;
+
+namespace {
+
+std::string head_of(const std::string& path, std::size_t n) {
+  std::ifstream f(path, std::ios::binary);
+  std::string s(n, '\0');
+  f.read(&s[0], std::streamsize(n));
+  return s.substr(0, std::size_t(f.gcount()));
+}
+
+void load_preset(AppState& state, const std::string& name) {
+  state.scenario = load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/" + name + ".json");
+  state.committed = state.scenario;
+  state.recompute();
+  for (int i = 0; i < 2000 && !state.result.valid(); ++i) state.tick(double(i));
+}
+
+}  // namespace
+
+TEST_CASE("export dialog: every choice of the Heads request writes PNG, SVG and CSV", "[ui][export]") {
+  mha::test::HeadlessUi ui;  // an ImGui context: the panels' requests are built inside frames
+  AppState state;
+  load_preset(state, "cat_sat_mat");
+  REQUIRE(state.result.valid());
+  const FigureRequest req = stage_request(state, "attn_weights", 1);
+  REQUIRE(req.choices.size() == 3);
+  CHECK(req.disabled_reason.empty());
+  TempDir dir;
+  for (const FigureChoice& c : req.choices) {
+    INFO(c.label);
+    const std::string png = dir.file(c.file_stem + ".png"), svg = dir.file(c.file_stem + ".svg");
+    CHECK(export_choice(c, {"png", false, false}, png).empty());
+    CHECK(head_of(png, 4) == "\x89PNG");
+    CHECK(export_choice(c, {"svg", true, true}, svg).empty());
+    CHECK(head_of(svg, 4) == "<svg");
+  }
+  // CSV: one slice, labelled with the sentence; the grid is refused with a message.
+  const std::string csv = dir.file("w.csv");
+  CHECK(export_choice(req.choices[0], {"csv", false, false}, csv).empty());
+  CHECK(head_of(csv, 12) == ",the,cat,sat");
+  CHECK_THAT(export_choice(req.choices[2], {"csv", false, false}, dir.file("grid.csv")),
+             Catch::Contains("one 2-D slice"));
+}
+
+TEST_CASE("export dialog: an unwritable folder or no name is a message, the app state is kept",
+          "[ui][export]") {
+  mha::test::HeadlessUi ui;
+  AppState state;
+  load_preset(state, "padded_batch");
+  const std::string before = to_json(state.scenario);
+  const FigureRequest req = stage_request(state, "attn_weights", 0);
+  const std::string msg = export_choice(req.choices[0], {}, "/nonexistent-folder/x.png");
+  CHECK_THAT(msg, Catch::Contains("/nonexistent-folder/x.png") && Catch::Contains("No such file"));
+  CHECK_THAT(export_choice(req.choices[0], {}, ""), Catch::Contains("no file name"));
+  CHECK(to_json(state.scenario) == before);
+  CHECK(state.result.valid());
+  // The merged mask of the padded batch (what the Mask view exports): hatched cells in the SVG.
+  mha::exporter::StageSlice sl;
+  sl.stage = "attn_mask";
+  sl.batch_index = 1;
+  auto fwd = state.result.forward;
+  const FigureChoice mask{"mask", "mask", [fwd, sl] { return mha::exporter::stage_figure(*fwd, sl); }};
+  TempDir dir;
+  CHECK(export_choice(mask, {"svg", false, false}, dir.file("mask.svg")).empty());
+  std::ifstream f(dir.file("mask.svg"));
+  const std::string svg((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(svg.find("class=\"hatch\"") != std::string::npos);
+}
+
+TEST_CASE("export dialog: the Export... button opens the dialog, a disabled one does not", "[ui][export]") {
+  mha::test::HeadlessUi ui;
+  AppState state;
+  load_preset(state, "course_notebook");
+  FigureRequest req = stage_request(state, "attn_weights", 0);
+  FigureRequest off;
+  off.id = "off";
+  off.disabled_reason = "no result to export yet";
+  auto frame = [&](const FigureRequest& r, bool down) {
+    ImGuiIO& io = ImGui::GetIO();
+    io.DeltaTime = 1.0f / 60.0f;
+    io.MousePos = ImVec2(20, 16);  // on the button: the window's first item
+    io.MouseDown[0] = down;
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(600, 400));
+    ImGui::Begin("test", nullptr, ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoMove);
+    export_button(state, r);
+    ImGui::PushID(r.id.c_str());
+    const bool open = ImGui::IsPopupOpen("Export figure");
+    ImGui::PopID();
+    ImGui::End();
+    ImGui::Render();
+    return open;
+  };
+  CHECK_FALSE(frame(off, false));
+  CHECK_FALSE(frame(off, true));
+  CHECK_FALSE(frame(off, false));
+  CHECK_FALSE(frame(req, false));
+  frame(req, true);
+  frame(req, false);  // released on the button: clicked
+  CHECK(frame(req, false));
+}

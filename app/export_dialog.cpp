@@ -27,6 +27,19 @@ struct DialogState {
 std::string export_choice(const FigureChoice& choice, const ExportOptions& options, const std::string& path) {
   try {
     if (path.empty()) throw FileError("file", "no file name given");
+    if (choice.drawing) {
+      if (options.format == "csv")
+        throw ConfigError("format", "this figure is an image: PNG or SVG, not CSV");
+      const exporter::Drawing d = choice.drawing(options.transparent);
+      if (options.format == "png") {
+        const std::vector<std::uint8_t> png = exporter::render_png(d);
+        exporter::write_file(path, png.data(), png.size());
+      } else {
+        const std::string svg = exporter::render_svg(d);
+        exporter::write_file(path, svg.data(), svg.size());
+      }
+      return "";
+    }
     exporter::StageFigure fig = choice.make();
     fig.spec.font_path = MHA_DEFAULT_FONT;
     fig.spec.show_values = options.values;

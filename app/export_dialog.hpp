@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "heatmap_export.hpp"
 #include "stage_export.hpp"
 
 namespace mha::app {
@@ -17,6 +18,8 @@ struct FigureChoice {
   std::string label;                            // radio button: "head 3", "all heads + average"
   std::string file_stem;                        // suggested file name, without the extension
   std::function<exporter::StageFigure()> make;  // builds the figure; may throw mha::Error
+  // A free-form figure instead (the reshape figure: PNG or SVG only); `make` is then unused.
+  std::function<exporter::Drawing(bool transparent)> drawing = nullptr;
 };
 
 struct FigureRequest {

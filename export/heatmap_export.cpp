@@ -601,6 +601,84 @@ std::string render_csv(const Panel& p) {
   return o;
 }
 
+// --- free-form drawings ---
+
+struct TextMeter::Fonts {
+  std::vector<unsigned char> file;
+  std::unique_ptr<Font> font, title;
+};
+
+TextMeter::TextMeter(const std::string& font_path, float px) : fonts_(std::make_unique<Fonts>()) {
+  fonts_->file = read_font(font_path);
+  fonts_->font = std::make_unique<Font>(fonts_->file, px);
+  fonts_->title = std::make_unique<Font>(fonts_->file, std::round(px * 1.3f));
+}
+TextMeter::~TextMeter() = default;
+int TextMeter::width(const std::string& s, bool title) {
+  return (title ? fonts_->title : fonts_->font)->width(s);
+}
+int TextMeter::line(bool title) const {
+  return (title ? fonts_->title : fonts_->font)->line();
+}
+
+namespace {
+void check_drawing(const Drawing& d) {
+  if (d.width <= 0 || d.height <= 0 || d.width > 32768 || d.height > 32768)
+    throw ConfigError("export", "drawing size " + std::to_string(d.width) + "×" + std::to_string(d.height) +
+                                    " is empty or too large");
+}
+}  // namespace
+
+std::vector<std::uint8_t> render_png(const Drawing& d) {
+  check_drawing(d);
+  TextMeter meter(d.font_path, d.font_px);
+  Canvas cv(d.width, d.height, d.transparent ? 0x00FFFFFFu : kWhite);
+  for (const Drawing::Box& b : d.boxes) {
+    cv.fill(b.x, b.y, b.w, b.h, b.fill);
+    if (b.outline) cv.outline({b.x, b.y, b.w, b.h}, b.outline);
+  }
+  for (const Drawing::Text& t : d.texts) {
+    Font& f = t.title ? *meter.fonts_->title : *meter.fonts_->font;
+    cv.text(f, t.x, t.y + f.ascent(), t.text, t.color);
+  }
+  std::vector<std::uint8_t> png;
+  if (!stbi_write_png_to_func(write_to_vector, &png, d.width, d.height, 4, cv.data(), d.width * 4))
+    throw FileError("export", "PNG encoding failed");
+  return png;
+}
+
+std::string render_svg(const Drawing& d) {
+  check_drawing(d);
+  TextMeter meter(d.font_path, d.font_px);
+  std::string o;
+  char buf[512];
+  auto put = [&](const char* fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    o += buf;
+  };
+  put("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+      "font-family=\"DejaVu Sans, Verdana, sans-serif\" font-size=\"%g\" fill=\"%s\">\n",
+      d.width, d.height, d.width, d.height, double(d.font_px), hex(kText).c_str());
+  if (!d.transparent) o += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  for (const Drawing::Box& b : d.boxes) {
+    if (b.outline)
+      put("<rect x=\"%g\" y=\"%g\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"%s\"/>\n", b.x - 0.5,
+          b.y - 0.5, b.w + 1, b.h + 1, hex(b.outline).c_str());
+    put("<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", b.svg_class, b.x,
+        b.y, b.w, b.h, hex(b.fill).c_str());
+  }
+  for (const Drawing::Text& t : d.texts) {
+    const int ascent = (t.title ? meter.fonts_->title : meter.fonts_->font)->ascent();
+    o += "<text x=\"" + std::to_string(t.x) + "\" y=\"" + std::to_string(t.y + ascent) + "\"" +
+         (t.title ? " font-size=\"" + std::to_string(int(std::round(d.font_px * 1.3f))) + "\""
+                  : std::string()) +
+         (t.color != kText ? " fill=\"" + hex(t.color) + "\"" : std::string()) + ">" + xml_escape(t.text) +
+         "</text>\n";
+  }
+  o += "</svg>\n";
+  return o;
+}
+
 void write_file(const std::string& path, const void* data, std::size_t size) {
   std::FILE* fp = std::fopen(path.c_str(), "wb");
   if (!fp) throw FileError("--out", "cannot write " + path + ": " + std::strerror(errno));

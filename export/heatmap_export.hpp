@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,46 @@ std::vector<std::uint8_t> render_png(const ExportSpec& spec);
 std::string render_svg(const ExportSpec& spec);
 // A 2-D slice as CSV: a header of key labels, each row led by its query label; NaN as "nan".
 std::string render_csv(const Panel& panel);
+
+// A free-form figure of filled boxes and text lines (the reshape figure), drawn with the same font,
+// canvas and SVG writer as the heatmaps: byte-identical PNGs, real vectors in SVG.
+struct Drawing {
+  struct Box {
+    int x = 0, y = 0, w = 0, h = 0;
+    std::uint32_t fill = 0;     // RGBA packed as colormap.hpp (R in the low byte)
+    std::uint32_t outline = 0;  // a one-pixel border outside the box; 0: none
+    const char* svg_class = "cell";
+  };
+  struct Text {
+    int x = 0, y = 0;  // top-left of the line
+    std::string text;
+    std::uint32_t color = 0xFF202020;
+    bool title = false;  // 1.3× the font size
+  };
+  int width = 0, height = 0;
+  bool transparent = false;
+  std::string font_path;
+  float font_px = 13;
+  std::vector<Box> boxes;  // drawn in order, then the text
+  std::vector<Text> texts;
+};
+// Throws ConfigError for a non-positive size, FileError for the font.
+std::vector<std::uint8_t> render_png(const Drawing& d);
+std::string render_svg(const Drawing& d);
+
+// Text sizes in a font at a pixel height (title: 1.3×), for laying out a Drawing.
+class TextMeter {
+ public:
+  TextMeter(const std::string& font_path, float px);
+  ~TextMeter();
+  int width(const std::string& s, bool title = false);
+  int line(bool title = false) const;  // the height a line of text needs
+ private:
+  friend std::vector<std::uint8_t> render_png(const Drawing& d);
+  friend std::string render_svg(const Drawing& d);
+  struct Fonts;
+  std::unique_ptr<Fonts> fonts_;
+};
 
 // Writes bytes to `path`; throws FileError naming the path and the reason (unwritable, disk full).
 void write_file(const std::string& path, const void* data, std::size_t size);

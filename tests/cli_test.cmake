@@ -162,3 +162,19 @@ execute_process(COMMAND ${MHA} export --scenario ${SRC}/assets/presets/causal_lm
 if(rc EQUAL 0 OR NOT err MATCHES "cannot subtract")
   message(FATAL_ERROR "expected the unequal-shapes difference error, got rc=${rc}: ${err}")
 endif()
+# The reshape figure: q -> view -> transpose, one rect per cell for each of the three steps.
+execute_process(COMMAND ${MHA} export --scenario ${SRC}/assets/presets/course_notebook.json --figure reshape
+                        --out ${OUT}/export/reshape.svg
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(READ ${OUT}/export/reshape.svg svg)
+string(REGEX MATCHALL "class=\"cell\"" cells "${svg}")
+list(LENGTH cells ncells)
+if(NOT rc EQUAL 0 OR NOT ncells EQUAL 96 OR NOT svg MATCHES "q_view.transpose\\(1, 2\\)")
+  message(FATAL_ERROR "mha export --figure reshape: expected 3 x 4 x 8 cells (${rc}, ${ncells}): ${err}")
+endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --figure reshape --out ${OUT}/export/reshape.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(READ ${OUT}/export/reshape.png magic LIMIT 4 HEX)
+if(NOT rc EQUAL 0 OR NOT magic STREQUAL "89504e47")
+  message(FATAL_ERROR "mha export --figure reshape did not write a PNG (${rc}): ${err}")
+endif()

@@ -1,7 +1,7 @@
 // The exporter: PNGs decoded with stb_image and checked against the documented layout (size, cell
 // colours = colormap(value) ±1, masked colour, labels and colorbar drawn, byte-identical repeats);
 // SVG well-formed with one cell rect per value; CSV and the stage slicing (heads, average, errors);
-// the merged mask, difference maps and the shared file writer.
+// the merged mask, difference maps, the reshape figure and the shared file writer.
 #include <stb_image.h>
 
 #include <catch2/catch.hpp>
@@ -14,6 +14,7 @@
 
 #include "errors.hpp"
 #include "masks.hpp"
+#include "reshape_export.hpp"
 #include "stage_export.hpp"
 #include "torch_rng.hpp"
 
@@ -327,4 +328,83 @@ TEST_CASE("export write_figure: formats, CSV needs one panel, unwritable paths t
   CHECK_THROWS_WITH(write_figure(fig, "csv", "/tmp/never-written.csv"), Catch::Contains("one 2-D slice"));
   CHECK_THROWS_AS(write_figure(fig, "png", "/nonexistent-dir/x.png"), FileError);
   CHECK_THROWS_AS(write_figure(fig, "bmp", "/tmp/x.bmp"), ConfigError);
+}
+
+TEST_CASE("export reshape figure: q, its view and its transpose, cells in their head's hue", "[export]") {
+  const ForwardResult<float> r = notebook_causal();  // N=3, L=4, E=8, H=2, d_k=4
+  ReshapeSpec rs;
+  rs.batch_index = 2;
+  rs.tokens = {"The", "cat", "sat", "down"};
+  rs.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  const ReshapeFigure fig = reshape_figure(r, rs);
+  const Image im = decode(render_png(fig.drawing));
+  CHECK(im.w == fig.drawing.width);
+  CHECK(im.h == fig.drawing.height);
+  const int cw = fig.cell_w, ch = fig.cell_h;
+  CHECK(fig.flat.w == 8 * cw);
+  CHECK(fig.flat.h == 4 * ch);
+  CHECK(fig.split.w == 2 * 4 * cw + fig.gap);
+  CHECK(fig.stacked.w == 4 * cw);
+  CHECK(fig.stacked.h > 2 * 4 * ch);  // two blocks stacked, with a caption between
+  const Stage<float>& q = r.trace["q"];
+  auto px = [&](int x, int y) { return im.at(x + cw / 2, y + ch / 2); };
+  for (int i = 0; i < 4; ++i)
+    for (int e = 0; e < 8; ++e) {
+      const int h = e / 4, c = e % 4;
+      const std::uint32_t want = head_colour(h, 2, q.at({2, i, e}), fig.maxabs);
+      INFO("token " << i << " column " << e);
+      CHECK(near(px(fig.flat.x + e * cw, fig.flat.y + i * ch), want));
+      CHECK(near(px(fig.split.x + h * (4 * cw + fig.gap) + c * cw, fig.split.y + i * ch), want));
+    }
+  // q_heads: head 1's block is below head 0's.
+  CHECK(fig.stacked_cols == 1);
+  const int head1_top = fig.stacked.y + fig.pitch_y;
+  CHECK(head1_top + 4 * ch == fig.stacked.y + fig.stacked.h);
+  for (int i = 0; i < 4; ++i)
+    for (int c = 0; c < 4; ++c) {
+      CHECK(near(px(fig.stacked.x + c * cw, fig.stacked.y + i * ch),
+                 head_colour(0, 2, q.at({2, i, c}), fig.maxabs)));
+      CHECK(near(px(fig.stacked.x + c * cw, head1_top + i * ch),
+                 head_colour(1, 2, q.at({2, i, 4 + c}), fig.maxabs)));
+    }
+  // The two heads' hues differ; the labels and captions are drawn.
+  CHECK(head_colour(0, 2, 1, 1) != head_colour(1, 2, 1, 1));
+  CHECK(ink(im, {0, 0, im.w, fig.flat.y - 2}, 0xFFFFFFFFu) > 200);                // title and captions
+  CHECK(ink(im, {0, fig.flat.y, fig.flat.x - 1, fig.flat.h}, 0xFFFFFFFFu) > 20);  // token labels
+  CHECK(render_png(fig.drawing) == render_png(reshape_figure(r, rs).drawing));    // deterministic
+
+  const std::string svg = render_svg(fig.drawing);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+  std::size_t cells = 0;
+  for (std::size_t at = svg.find("class=\"cell\""); at != std::string::npos;
+       at = svg.find("class=\"cell\"", at + 1))
+    ++cells;
+  CHECK(cells == 3 * 4 * 8);
+  CHECK(svg.find(">down</text>") != std::string::npos);
+  CHECK(svg.find("not contiguous") != std::string::npos);  // q_heads' caption, from the trace
+
+  // 16 heads: the transposed blocks go four to a column, in four columns.
+  Config c16;
+  c16.embed_dim = 64;
+  c16.num_heads = 16;
+  SeededCase<float> sc = torch_seeded_case<float>(c16, 3, 1, 5, 5);
+  const ForwardResult<float> r16 = forward(c16, sc.weights, sc.inputs);
+  rs.batch_index = 0;
+  const ReshapeFigure big = reshape_figure(r16, rs);
+  CHECK(big.stacked_cols == 4);
+  CHECK(big.stacked.h == 4 * 5 * big.cell_h + 3 * (big.pitch_y - 5 * big.cell_h));
+  const Image bi = decode(render_png(big.drawing));
+  const Stage<float>& q16 = r16.trace["q"];
+  for (int h : {0, 5, 13, 15})
+    for (int c = 0; c < 4; ++c) {
+      INFO("head " << h << " column " << c);
+      const int x = big.stacked.x + (h % 4) * big.pitch_x + c * big.cell_w + big.cell_w / 2;
+      const int y = big.stacked.y + (h / 4) * big.pitch_y + 4 * big.cell_h + big.cell_h / 2;  // token 4
+      CHECK(near(bi.at(x, y), head_colour(h, 16, q16.at({0, 4, h * 4 + c}), big.maxabs)));
+    }
+
+  rs.batch_index = 3;
+  CHECK_THROWS_WITH(reshape_figure(r, rs), Catch::Contains("out of range"));
+  CHECK_THROWS_AS(write_drawing(fig.drawing, "csv", "/tmp/x.csv"), ConfigError);
 }

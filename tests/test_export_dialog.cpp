@@ -7,6 +7,7 @@
 #include <string>
 
 #include "export_dialog.hpp"
+#include "reshape_export.hpp"
 #include "temp_dir.hpp"
 #include "ui_harness.hpp"
 
@@ -113,4 +114,27 @@ TEST_CASE("export dialog: the Export... button opens the dialog, a disabled one 
   frame(req, true);
   frame(req, false);  // released on the button: clicked
   CHECK(frame(req, false));
+}
+
+TEST_CASE("export dialog: a drawing choice (the reshape figure) writes PNG and SVG, refuses CSV",
+          "[ui][export]") {
+  mha::test::HeadlessUi ui;
+  AppState state;
+  load_preset(state, "gqa");
+  REQUIRE(state.result.valid());
+  auto fwd = state.result.forward;
+  FigureChoice c;
+  c.label = "reshape";
+  c.drawing = [fwd](bool transparent) {
+    mha::exporter::ReshapeSpec rs;
+    rs.transparent = transparent;
+    rs.font_path = MHA_DEFAULT_FONT;
+    return mha::exporter::reshape_figure(*fwd, rs).drawing;
+  };
+  TempDir dir;
+  CHECK(export_choice(c, {"png", false, true}, dir.file("r.png")).empty());
+  CHECK(head_of(dir.file("r.png"), 4) == "\x89PNG");
+  CHECK(export_choice(c, {"svg", false, false}, dir.file("r.svg")).empty());
+  CHECK(head_of(dir.file("r.svg"), 4) == "<svg");
+  CHECK_THAT(export_choice(c, {"csv", false, false}, dir.file("r.csv")), Catch::Contains("PNG or SVG"));
 }

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panels.hpp"
+#include "reshape_export.hpp"
 
 namespace mha::app {
 
@@ -782,6 +784,27 @@ void draw_reshape(AppState& state, Textures& tex) {
 
   // What this step is: torch code, facts from the trace, and why.
   const StepText& st = (wrong ? kWrong : kRight)[view.reshape_step];
+  {  // Export: q -> view -> transpose of this batch item as one image (export/reshape_export.hpp)
+    FigureRequest req;
+    req.id = "reshape";
+    req.caption = "q of batch item " + std::to_string(n) + ": (N, L, E) -> view (N, L, H, d_k) -> transpose";
+    const std::shared_ptr<const F> fwd = state.result.forward;
+    const std::vector<std::string> labels = state.query_tokens();
+    FigureChoice c;
+    c.label = "view and transpose of q";
+    c.file_stem = "mha-reshape-batch" + std::to_string(n);
+    c.drawing = [fwd, labels, n](bool transparent) {
+      exporter::ReshapeSpec rs;
+      rs.batch_index = n;
+      rs.tokens = labels;
+      rs.transparent = transparent;
+      rs.font_path = MHA_DEFAULT_FONT;
+      return exporter::reshape_figure(*fwd, rs).drawing;
+    };
+    req.choices.push_back(std::move(c));
+    export_button(state, req);
+    ImGui::SameLine();
+  }
   ImGui::Text("%d.", view.reshape_step);
   ImGui::SameLine();
   if (view_fails) {

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "errors.hpp"
 #include "problem.hpp"
+#include "reshape_export.hpp"
 #include "stage_export.hpp"
 
 namespace fs = std::filesystem;
@@ -26,6 +27,7 @@ struct ExportArgs : ForwardArgs {
   // A difference map: this head minus another head, or minus the same head from another backend or
   // another scenario file.
   std::string minus_head, minus_backend, minus_scenario;
+  std::string figure = "heatmap";  // or reshape: q -> view -> transpose, columns by head
 };
 
 // Whitespace-separated labels; `count` of them, or a ConfigError naming the option.
@@ -87,6 +89,23 @@ int run(const ExportArgs& a) {
   // A folder: an existing directory or a path ending in '/'.
   if (a.out.empty()) throw FileError("--out", "--out is empty: give a file or a folder");
   const bool folder = fs::is_directory(a.out) || a.out.back() == '/';
+  if (a.figure == "reshape") {
+    if (folder) throw ConfigError("--out", "the reshape figure is one image: give --out FILE, not a folder");
+    exporter::ReshapeSpec rs;
+    rs.batch_index = a.batch_index;
+    rs.tokens = slice.query_labels;
+    rs.cell_px = a.scale;
+    rs.transparent = a.transparent;
+    rs.font_path = a.font;
+    const exporter::ReshapeFigure fig = exporter::reshape_figure(r, rs);
+    const std::string format = !a.format.empty()                       ? a.format
+                               : fs::path(a.out).extension() == ".svg" ? "svg"
+                                                                       : "png";
+    exporter::write_drawing(fig.drawing, format, a.out);
+    std::printf("wrote %s (%s, reshape figure %d×%d)\n", a.out.c_str(), format.c_str(), fig.drawing.width,
+                fig.drawing.height);
+    return 0;
+  }
   const int minus_options = !a.minus_head.empty() + !a.minus_backend.empty() + !a.minus_scenario.empty();
   if (minus_options > 1)
     throw ConfigError("--minus-head", "give one of --minus-head, --minus-backend, --minus-scenario");
@@ -214,6 +233,10 @@ std::function<int()> add_export(CLI::App& app) {
       ->check(CLI::IsMember({"reference", "cpu"}));
   cmd->add_option("--minus-scenario", a->minus_scenario,
                   "A difference map: the same head of this scenario file's forward subtracted");
+  cmd->add_option("--figure", a->figure,
+                  "heatmap (default: --stage as a heatmap) or reshape (q of --batch-index: (N, L, E) -> "
+                  "view (N, L, H, d_k) -> transpose (N, H, L, d_k), columns coloured by head)")
+      ->check(CLI::IsMember({"heatmap", "reshape"}));
   cmd->add_option("--font", a->font, "TrueType font for the text (default: the bundled DejaVu Sans)");
   cmd->add_option("--out", a->out, "Output file, or a folder (existing, or ending in /) for a batch export")
       ->required();

@@ -1,0 +1,204 @@
+// The reshape figure (see reshape_export.hpp): three arrangements of the same cells, laid out with
+// the exporter's font metrics and drawn as a Drawing, so PNG and SVG share every position.
+#include "reshape_export.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "errors.hpp"
+
+namespace mha::exporter {
+
+namespace {
+
+constexpr int kPad = 10;
+constexpr int kMaxColumns = 2048;  // every column of q is drawn, at least 2 px wide
+constexpr std::uint32_t kMuted = 0xFF707070;
+
+const Stage<float>& need(const ForwardResult<float>& r, const char* name) {
+  if (const Stage<float>* s = r.trace.find(name)) return *s;
+  throw ConfigError("--figure", std::string("the reshape figure needs the trace stage ") + name);
+}
+
+std::string step_caption(const Stage<float>& s) {
+  return "shape " + shape_str(s.shape) + "  strides " + shape_str(s.strides) +
+         (s.is_contiguous() ? "  contiguous" : "  not contiguous");
+}
+
+}  // namespace
+
+std::uint32_t head_colour(int h, std::int64_t H, float value, float maxabs) {
+  if (!std::isfinite(value)) return 0xFFFF00FF;
+  const float m = std::clamp(std::fabs(value) / maxabs, 0.0f, 1.0f);
+  // HSV to RGB as ImGui::ColorConvertHSVtoRGB, so the figure's hues are the app's.
+  const float hue = std::fmod(0.58f + float(h) / float(std::max<std::int64_t>(1, H)), 1.0f) * 6.0f;
+  const float s = 0.35f + 0.5f * m, v = 0.3f + 0.7f * m;
+  const int i = int(hue);
+  const float f = hue - float(i), p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+  float r = v, g = t, b = p;
+  switch (i) {
+    case 0: r = v, g = t, b = p; break;
+    case 1: r = q, g = v, b = p; break;
+    case 2: r = p, g = v, b = t; break;
+    case 3: r = p, g = q, b = v; break;
+    case 4: r = t, g = p, b = v; break;
+    default: r = v, g = p, b = q; break;
+  }
+  auto byte = [](float x) { return std::uint32_t(std::lround(std::clamp(x, 0.0f, 1.0f) * 255)); };
+  return 0xFF000000u | (byte(b) << 16) | (byte(g) << 8) | byte(r);
+}
+
+ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& spec) {
+  const Stage<float>& q = need(r, "q");
+  const Stage<float>& q_view = need(r, "q_view");
+  const Stage<float>& q_heads = need(r, "q_heads");
+  const Dims& d = r.dims;
+  const int n = spec.batch_index;
+  if (n < 0 || n >= d.N)
+    throw ConfigError("--batch-index", "--batch-index " + std::to_string(n) + " is out of range: q has " +
+                                           std::to_string(d.N) + " batch items (0.." +
+                                           std::to_string(d.N - 1) + ")");
+  const int H = int(d.H), dk = int(d.d_k), E = int(d.E);
+  if (E > kMaxColumns)
+    throw ConfigError("--figure", "the reshape figure draws every column of q; E = " + std::to_string(E) +
+                                      " is more than " + std::to_string(kMaxColumns) + ", too wide to draw");
+
+  ReshapeFigure fig;
+  Drawing& dr = fig.drawing;
+  dr.font_path = spec.font_path;
+  dr.font_px = spec.font_px;
+  dr.transparent = spec.transparent;
+  TextMeter meter(spec.font_path, spec.font_px);
+  const int line = meter.line(), title_line = meter.line(true);
+  fig.rows = int(std::min<std::int64_t>(d.L, kReshapeMaxRows));
+  // Cells: wide enough to see at small E, at least 2 px at large E; tall enough for a token label.
+  fig.cell_w = spec.cell_px > 0 ? spec.cell_px : std::clamp(480 / std::max(1, E), 2, 24);
+  fig.cell_h = std::max(fig.cell_w, line + 2);
+  fig.gap = std::max(8, fig.cell_w);
+  const int cw = fig.cell_w, ch = fig.cell_h, rows = fig.rows;
+
+  auto token = [&](int i) {
+    return i < int(spec.tokens.size()) ? spec.tokens[std::size_t(i)] : std::to_string(i);
+  };
+  int label_w = 0;
+  for (int i = 0; i < rows; ++i) label_w = std::max(label_w, meter.width(token(i)));
+  label_w += 6;
+
+  // The largest |q| of this batch item sets the brightness, as the app's grid does.
+  float maxabs = 0;
+  for (int i = 0; i < int(d.L); ++i)
+    for (int e = 0; e < E; ++e) {
+      const float v = q.at({n, i, e});
+      if (std::isfinite(v)) maxabs = std::max(maxabs, std::fabs(v));
+    }
+  fig.maxabs = maxabs > 0 ? maxabs : 1.0f;
+
+  // Three columns: captions (expression, shape/strides) above each, cells below.
+  const std::string code[3] = {"q = F.linear(query, W_q, b_q)", "q_view = q.view(N, L, H, d_k)",
+                               "q_heads = q_view.transpose(1, 2)"};
+  const std::string caption[3] = {step_caption(q), step_caption(q_view), step_caption(q_heads)};
+  const int head_caption_h = line + 2;
+  const int block_w = dk * cw, block_h = rows * ch;
+  // After the transpose the heads are blocks, up to four in a column; more heads add columns, so
+  // that 16 heads do not make the figure sixteen blocks tall.
+  const int bcols = (H + 3) / 4, brows = (H + bcols - 1) / bcols;
+  const int pitch_x = block_w + fig.gap + label_w, pitch_y = block_h + fig.gap + head_caption_h;
+  const int cells_w[3] = {E * cw, H * block_w + (H - 1) * fig.gap,
+                          bcols * block_w + (bcols - 1) * (fig.gap + label_w)};
+  const int left[3] = {label_w, label_w, label_w};
+  fig.stacked_cols = bcols;
+  fig.pitch_x = pitch_x;
+  fig.pitch_y = pitch_y;
+  int col_w[3];
+  for (int k = 0; k < 3; ++k)
+    col_w[k] = std::max({left[k] + cells_w[k], meter.width(code[k]), meter.width(caption[k])});
+  const int arrow_w = meter.width("\xE2\x86\x92") + 2 * kPad;
+
+  const std::string title = "reshape of q, batch item " + std::to_string(n) +
+                            ": (N, L, E) = " + shape_str(q.shape) +
+                            "  \xE2\x86\x92  view (N, L, H, d_k)  \xE2\x86\x92  transpose (N, H, L, d_k)";
+  const int top = kPad + title_line + kPad;
+  const int cells_top = top + 2 * line + kPad + head_caption_h;
+  int x = kPad;
+  Rect* areas[3] = {&fig.flat, &fig.split, &fig.stacked};
+  for (int k = 0; k < 3; ++k) {
+    dr.texts.push_back({x, top, code[k]});
+    dr.texts.push_back({x, top + line, caption[k], kMuted});
+    Rect& a = *areas[k];
+    a.x = x + left[k];
+    a.y = cells_top;
+    a.w = cells_w[k];
+    a.h = k == 2 ? brows * block_h + (brows - 1) * (fig.gap + head_caption_h) : block_h;
+    if (k < 2)
+      dr.texts.push_back({x + col_w[k] + kPad - 2, cells_top + block_h / 2 - line / 2, "\xE2\x86\x92"});
+    x += col_w[k] + (k < 2 ? arrow_w : 0);
+  }
+  dr.width = std::max(x + kPad, kPad + meter.width(title, true) + kPad);
+  const int bottom = std::max(fig.flat.y + fig.flat.h, fig.stacked.y + fig.stacked.h);
+  dr.texts.insert(dr.texts.begin(), Drawing::Text{kPad, kPad, title, 0xFF202020, true});
+
+  // The cells. Values read through each stage's own strides: q_view and q_heads are views of q.
+  for (int i = 0; i < rows; ++i) {
+    dr.texts.push_back({kPad, fig.flat.y + i * ch + (ch - line) / 2, token(i)});
+    dr.texts.push_back({fig.split.x - label_w, fig.split.y + i * ch + (ch - line) / 2, token(i)});
+  }
+  // Head captions: "head h", or "h3" where that does not fit, or every k-th one when neither does.
+  auto head_caption = [&](int h, int room) -> std::string {
+    const std::string full = "head " + std::to_string(h), brief = "h" + std::to_string(h);
+    if (meter.width("head " + std::to_string(H - 1)) <= room - 4) return full;
+    const int w = meter.width("h" + std::to_string(H - 1)) + 4;
+    int step = 1;
+    while (step * room < w) step *= 2;
+    return h % step == 0 ? brief : "";
+  };
+  for (int h = 0; h < H; ++h) {
+    const int sx = fig.split.x + h * (block_w + fig.gap);
+    const std::uint32_t hue = head_colour(h, H, 1, 1);
+    dr.texts.push_back({sx, fig.split.y - head_caption_h, head_caption(h, block_w + fig.gap), hue});
+    const int tx = fig.stacked.x + (h % bcols) * pitch_x, ty = fig.stacked.y + (h / bcols) * pitch_y;
+    dr.texts.push_back({tx, ty - head_caption_h, head_caption(h, bcols > 1 ? pitch_x : 1 << 20), hue});
+    for (int i = 0; i < rows; ++i)
+      dr.texts.push_back({tx - label_w, ty + i * ch + (ch - line) / 2, token(i), kMuted});
+    for (int i = 0; i < rows; ++i)
+      for (int c = 0; c < dk; ++c) {
+        const int e = h * dk + c;
+        dr.boxes.push_back({fig.flat.x + e * cw, fig.flat.y + i * ch, cw, ch,
+                            head_colour(h, H, q.at({n, i, e}), fig.maxabs)});
+        dr.boxes.push_back({sx + c * cw, fig.split.y + i * ch, cw, ch,
+                            head_colour(h, H, q_view.at({n, i, h, c}), fig.maxabs)});
+        dr.boxes.push_back(
+            {tx + c * cw, ty + i * ch, cw, ch, head_colour(h, H, q_heads.at({n, h, i, c}), fig.maxabs)});
+      }
+  }
+  int note_y = bottom + kPad;
+  if (rows < d.L) {
+    dr.texts.push_back({kPad, note_y,
+                        "first " + std::to_string(rows) + " of L = " + std::to_string(d.L) + " tokens drawn",
+                        kMuted});
+    note_y += line;
+  }
+  dr.texts.push_back({kPad, note_y,
+                      "view: the same memory read as (N, L, H, d_k); transpose: only the strides change "
+                      "(q_heads is not contiguous), each head now an (L, d_k) matrix",
+                      kMuted});
+  dr.width = std::max(dr.width, kPad + meter.width(dr.texts.back().text) + kPad);
+  dr.height = note_y + line + kPad;
+  dr.texts.erase(
+      std::remove_if(dr.texts.begin(), dr.texts.end(), [](const Drawing::Text& t) { return t.text.empty(); }),
+      dr.texts.end());  // captions skipped where heads are too narrow
+  return fig;
+}
+
+void write_drawing(const Drawing& d, const std::string& format, const std::string& path) {
+  if (format == "png") {
+    const std::vector<std::uint8_t> png = render_png(d);
+    write_file(path, png.data(), png.size());
+  } else if (format == "svg") {
+    const std::string svg = render_svg(d);
+    write_file(path, svg.data(), svg.size());
+  } else {
+    throw ConfigError("--format", "the reshape figure is an image: png or svg, not " + format);
+  }
+}
+
+}  // namespace mha::exporter

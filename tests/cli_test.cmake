@@ -178,3 +178,8 @@ file(READ ${OUT}/export/reshape.png magic LIMIT 4 HEX)
 if(NOT rc EQUAL 0 OR NOT magic STREQUAL "89504e47")
   message(FATAL_ERROR "mha export --figure reshape did not write a PNG (${rc}): ${err}")
 endif()
+execute_process(COMMAND ${MHA} export ${SEED42} --figure reshape --minus-head 1 --out ${OUT}/export/x.png
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "no difference map")
+  message(FATAL_ERROR "expected --figure reshape with --minus-head to be refused, got rc=${rc}: ${err}")
+endif()

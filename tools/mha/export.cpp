@@ -90,6 +90,9 @@ int run(const ExportArgs& a) {
   if (a.out.empty()) throw FileError("--out", "--out is empty: give a file or a folder");
   const bool folder = fs::is_directory(a.out) || a.out.back() == '/';
   if (a.figure == "reshape") {
+    if (!a.minus_head.empty() || !a.minus_backend.empty() || !a.minus_scenario.empty())
+      throw ConfigError("--figure",
+                        "--figure reshape draws q's view and transpose; it has no difference map");
     if (folder) throw ConfigError("--out", "the reshape figure is one image: give --out FILE, not a folder");
     exporter::ReshapeSpec rs;
     rs.batch_index = a.batch_index;

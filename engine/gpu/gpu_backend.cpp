@@ -1,0 +1,343 @@
+// The GPU path's host side (see gpu_backend.hpp): uploads the checked problem into shader storage
+// buffers, runs one compute program per operation in the reference's order, reads every stage back
+// into the engine's buffers, and turns every GL failure into a DeviceError.
+#include "gpu/gpu_backend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "errors.hpp"
+#include "forward_detail.hpp"
+#include "gpu/egl_context.hpp"
+#include "gpu/shader.hpp"
+
+namespace mha::gpu {
+
+namespace {
+
+constexpr int kTile = 16;             // TILE: the matmul shaders' work-group is TILE x TILE
+constexpr int kLocalSize = 256;       // LOCAL_SIZE: softmax, concat, average
+constexpr GLuint kMaxGroups = 65535;  // GL's guaranteed minimum of GL_MAX_COMPUTE_WORK_GROUP_COUNT
+
+GLuint groups(std::int64_t n, std::int64_t per_group) {
+  return GLuint((n + per_group - 1) / per_group);
+}
+
+void set(GLuint program, const char* name, int value) {
+  glUniform1i(glGetUniformLocation(program, name), value);
+}
+void set(GLuint program, const char* name, float value) {
+  glUniform1f(glGetUniformLocation(program, name), value);
+}
+
+void bind_buffers(std::initializer_list<GLuint> ids) {
+  GLuint binding = 0;
+  for (GLuint id : ids) glBindBufferBase(GL_SHADER_STORAGE_BUFFER, binding++, id);
+}
+
+// Every dispatch's outputs are read by the next one.
+void dispatch(GLuint x, GLuint y, GLuint z) {
+  glDispatchCompute(x, y, z);
+  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+}
+
+void check_gl(const char* where) {
+  const GLenum e = glGetError();
+  if (e == GL_NO_ERROR) return;
+  if (e == GL_OUT_OF_MEMORY) throw DeviceError("gpu", std::string("GL_OUT_OF_MEMORY ") + where);
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%04x", e);
+  throw DeviceError("gpu", std::string("GL error ") + hex + " " + where);
+}
+
+}  // namespace
+
+double forward_multiply_adds(const Dims& d) {
+  const double N = double(d.N), L = double(d.L), S = double(d.S), Sp = double(d.S_total), E = double(d.E),
+               H = double(d.H), dk = double(d.d_k), kv = double(d.G * d.d_k);
+  return 2 * N * L * E * E + N * S * (double(d.kdim) + double(d.vdim)) * kv + 2 * N * H * L * Sp * dk;
+}
+
+std::unique_ptr<GpuBackend> GpuBackend::headless() {
+  std::unique_ptr<GpuBackend> g(new GpuBackend());
+  try {
+    g->egl_ = EglContext::create();
+    g->context_description_ = g->egl_->description();
+  } catch (const DeviceError& e) {
+    g->unavailable_ = e.what();
+  }
+  return g;
+}
+
+std::unique_ptr<GpuBackend> GpuBackend::with_context(std::function<void()> make_current,
+                                                     std::string description) {
+  std::unique_ptr<GpuBackend> g(new GpuBackend());
+  g->make_current_ = std::move(make_current);
+  g->context_description_ = std::move(description);
+  return g;
+}
+
+std::unique_ptr<GpuBackend> GpuBackend::unavailable(std::string why) {
+  std::unique_ptr<GpuBackend> g(new GpuBackend());
+  g->unavailable_ = std::move(why);
+  return g;
+}
+
+GpuBackend::~GpuBackend() {
+  if (!programs_built_ && buffers_.empty()) return;
+  try {  // GL objects die with a current context only
+    if (egl_) egl_->make_current();
+    if (make_current_) make_current_();
+    for (auto& [name, program] : programs_) glDeleteProgram(program);
+    for (auto& [name, b] : buffers_) glDeleteBuffers(1, &b.id);
+  } catch (const DeviceError&) {
+  }
+}
+
+bool GpuBackend::prefers(const Dims& d) const {
+  return available() && !software_ && forward_multiply_adds(d) >= kAutoMinMultiplyAdds;
+}
+
+void GpuBackend::bind() {
+  if (!unavailable_.empty()) throw DeviceError("gpu", unavailable_);
+  if (egl_) egl_->make_current();
+  if (make_current_) make_current_();
+  if (renderer_.empty()) {
+    const int version = epoxy_gl_version();
+    const char* renderer = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
+    const char* gl_version = reinterpret_cast<const char*>(glGetString(GL_VERSION));
+    renderer_ = std::string(renderer ? renderer : "?") + ", OpenGL " + (gl_version ? gl_version : "?") +
+                "; " + context_description_;
+    software_ = renderer && (std::strstr(renderer, "llvmpipe") || std::strstr(renderer, "softpipe"));
+    if (version < 43) {
+      unavailable_ = "compute shaders need OpenGL 4.3; this context is " + renderer_;
+      throw DeviceError("gpu", unavailable_);
+    }
+    GLint64 block = 0;
+    glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &block);
+    device_max_block_ = std::uint64_t(block);
+  }
+  if (!build_error_.empty()) throw DeviceError("shader", build_error_);
+  if (programs_built_) return;
+  const Defines tile = {{"TILE", std::to_string(kTile)}};
+  const Defines local = {{"LOCAL_SIZE", std::to_string(kLocalSize)}};
+  Defines zero = local;
+  zero.push_back({"ZERO_FULLY_MASKED", "1"});
+  try {
+    programs_["linear"] = build_compute_program("linear.comp", tile);
+    programs_["scores"] = build_compute_program("scores.comp", tile, {"gqa.glsl"});
+    programs_["softmax_nan"] = build_compute_program("softmax.comp", local);
+    programs_["softmax_zero"] = build_compute_program("softmax.comp", zero);
+    programs_["context"] = build_compute_program("context.comp", tile, {"gqa.glsl"});
+    programs_["concat"] = build_compute_program("concat.comp", local);
+    programs_["average"] = build_compute_program("average.comp", local);
+  } catch (const DeviceError& e) {
+    build_error_ = e.what();  // the same failure every time; do not recompile on each forward
+    for (auto& [name, program] : programs_) glDeleteProgram(program);
+    programs_.clear();
+    throw;
+  }
+  programs_built_ = true;
+}
+
+GLuint GpuBackend::buffer(const std::string& name, std::uint64_t bytes) {
+  bytes = std::max<std::uint64_t>(bytes, 4);  // an empty SSBO binding is an error; keep one float
+  const std::uint64_t limit =
+      max_buffer_bytes_ ? std::min(max_buffer_bytes_, device_max_block_) : device_max_block_;
+  if (bytes > limit)
+    throw DeviceError("gpu", "buffer " + name + " needs " + std::to_string(bytes) +
+                                 " bytes, more than GL_MAX_SHADER_STORAGE_BLOCK_SIZE allows here (" +
+                                 std::to_string(limit) + " bytes)");
+  if (bytes / 4 > std::uint64_t(std::numeric_limits<std::int32_t>::max()))
+    throw DeviceError("gpu", "buffer " + name + ": more than 2^31 floats, past the shaders' int indices");
+  Ssbo& b = buffers_[name];
+  if (!b.id) glGenBuffers(1, &b.id);
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, b.id);
+  if (b.bytes != bytes) {
+    glBufferData(GL_SHADER_STORAGE_BUFFER, GLsizeiptr(bytes), nullptr, GL_DYNAMIC_COPY);
+    b.bytes = bytes;
+    if (glGetError() == GL_OUT_OF_MEMORY) {
+      b.bytes = 0;
+      throw DeviceError(
+          "gpu", "GL_OUT_OF_MEMORY allocating buffer " + name + " (" + std::to_string(bytes) + " bytes)");
+    }
+  }
+  return b.id;
+}
+
+GLuint GpuBackend::upload(const std::string& name, const float* data, std::uint64_t count) {
+  const GLuint id = buffer(name, count * sizeof(float));
+  if (data && count) glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(count * sizeof(float)), data);
+  return id;
+}
+
+void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>& b) {
+  bind();
+  glGetError();  // start from a clean error state: earlier errors are not ours
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k;
+  const std::int64_t kv = G * dk;
+  if (L > kMaxGroups || N * H > kMaxGroups)
+    throw DeviceError("gpu", "L and N·num_heads must stay within 65535 work-groups (L=" + std::to_string(L) +
+                                 ", N·H=" + std::to_string(N * H) + ")");
+  const std::uint64_t scores_n = std::uint64_t(N * H * L * Sp);
+
+  // Every buffer is sized (and checked against the device's limit) before any work is queued.
+  const GLuint query = upload("query", p.query->data(), std::uint64_t(N * L * E));
+  const GLuint key = upload("key", p.key->data(), std::uint64_t(N * S * d.kdim));
+  const GLuint value = upload("value", p.value->data(), std::uint64_t(N * S * d.vdim));
+  const GLuint w_q = upload("w_q", p.w_q, std::uint64_t(E * E));
+  const GLuint w_k = upload("w_k", p.w_k, std::uint64_t(kv * d.kdim));
+  const GLuint w_v = upload("w_v", p.w_v, std::uint64_t(kv * d.vdim));
+  const GLuint w_o = upload("w_o", p.w_o, std::uint64_t(E * E));
+  const GLuint b_q = upload("b_q", p.b_q, p.b_q ? std::uint64_t(E) : 0);
+  const GLuint b_k = upload("b_k", p.b_k, p.b_k ? std::uint64_t(kv) : 0);
+  const GLuint b_v = upload("b_v", p.b_v, p.b_v ? std::uint64_t(kv) : 0);
+  const GLuint b_o = upload("b_o", p.b_o, p.b_o ? std::uint64_t(E) : 0);
+  const GLuint mask = upload("mask", p.mask ? p.mask->values.data() : nullptr,
+                             p.mask ? std::uint64_t(p.mask->values.size()) : 0);
+  const GLuint q = buffer("q", std::uint64_t(N * L * E) * 4);                            // (N, L, E)
+  const GLuint k = buffer("k", std::uint64_t(N * Sp * kv) * 4);                          // (N, S', G·d_k)
+  const GLuint v = buffer("v", std::uint64_t(N * Sp * kv) * 4);                          // (N, S', G·d_k)
+  const GLuint scores = buffer("scores", scores_n * 4);                                  // (N, H, L, S')
+  const GLuint scores_scaled = buffer("scores_scaled", scores_n * 4);                    // (N, H, L, S')
+  const GLuint scores_masked = buffer("scores_masked", scores_n * 4);                    // (N, H, L, S')
+  const GLuint weights = buffer("attn_weights", scores_n * 4);                           // (N, H, L, S')
+  const GLuint context = buffer("context", std::uint64_t(N * H * L * dk) * 4);           // (N, H, L, d_k)
+  const GLuint concat = buffer("concat", std::uint64_t(N * L * E) * 4);                  // (N, L, E)
+  const GLuint output = buffer("output", std::uint64_t(N * L * E) * 4);                  // (N, L, E)
+  const GLuint weights_avg = buffer("attn_weights_avg", std::uint64_t(N * L * Sp) * 4);  // (N, L, S')
+  const GLuint counter = buffer("fully_masked_rows", 4);
+  const GLuint zero = 0;
+  glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &zero);
+  check_gl("while uploading the inputs");
+
+  // 1. In-projections. bias_k / bias_v become key/value row S of each batch item and the zero
+  //    row comes last, as torch cats them; the projection writes rows 0..S-1 of each block.
+  auto linear = [&](GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
+                    std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block) {
+    const GLuint prog = programs_["linear"];
+    glUseProgram(prog);
+    set(prog, "rows", int(rows));
+    set(prog, "in_features", int(in));
+    set(prog, "out_features", int(out));
+    set(prog, "has_bias", int(has_bias));
+    set(prog, "src_block", int(src_block));
+    set(prog, "dst_block", int(dst_block));
+    bind_buffers({x, w, bias, y});
+    if (groups(rows, kTile) > kMaxGroups)
+      throw DeviceError("gpu", "more than 65535·16 rows for one projection");
+    dispatch(groups(out, kTile), groups(rows, kTile), 1);
+  };
+  linear(query, w_q, b_q, q, N * L, E, E, p.b_q != nullptr, N * L, N * L);
+  linear(key, w_k, b_k, k, N * S, d.kdim, kv, p.b_k != nullptr, S, Sp);
+  linear(value, w_v, b_v, v, N * S, d.vdim, kv, p.b_v != nullptr, S, Sp);
+  std::int64_t extra_row = S;
+  if (p.bias_k) {
+    const GLuint bias_k = upload("bias_k", p.bias_k, std::uint64_t(kv));
+    const GLuint bias_v = upload("bias_v", p.bias_v, std::uint64_t(kv));
+    for (std::int64_t n = 0; n < N; ++n) {
+      const GLintptr at = GLintptr((n * Sp + extra_row) * kv * 4);
+      glBindBuffer(GL_COPY_READ_BUFFER, bias_k);
+      glBindBuffer(GL_COPY_WRITE_BUFFER, k);
+      glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, at, GLsizeiptr(kv * 4));
+      glBindBuffer(GL_COPY_READ_BUFFER, bias_v);
+      glBindBuffer(GL_COPY_WRITE_BUFFER, v);
+      glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, at, GLsizeiptr(kv * 4));
+    }
+    ++extra_row;
+  }
+  if (p.add_zero_attn)
+    for (std::int64_t n = 0; n < N; ++n)
+      for (GLuint id : {k, v}) {
+        glBindBuffer(GL_SHADER_STORAGE_BUFFER, id);
+        glClearBufferSubData(GL_SHADER_STORAGE_BUFFER, GL_R32F, GLintptr((n * Sp + extra_row) * kv * 4),
+                             GLsizeiptr(kv * 4), GL_RED, GL_FLOAT, nullptr);
+      }
+  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+
+  // 2. Scores per head (GQA: head h reads key head h / (H/G)).
+  {
+    const GLuint prog = programs_["scores"];
+    glUseProgram(prog);
+    set(prog, "L", int(L));
+    set(prog, "S_total", int(Sp));
+    set(prog, "E", int(E));
+    set(prog, "H", int(H));
+    set(prog, "G", int(G));
+    set(prog, "d_k", int(dk));
+    set(prog, "scale", std::sqrt(float(dk)));
+    bind_buffers({q, k, scores, scores_scaled});
+    dispatch(groups(Sp, kTile), groups(L, kTile), GLuint(N * H));
+  }
+  // 3. Mask + softmax, one work-group per row.
+  {
+    const GLuint prog = programs_[p.fully_masked == FullyMasked::zero ? "softmax_zero" : "softmax_nan"];
+    glUseProgram(prog);
+    set(prog, "L", int(L));
+    set(prog, "S_total", int(Sp));
+    set(prog, "H", int(H));
+    set(prog, "has_mask", int(bool(p.mask)));
+    set(prog, "m_n", p.mask ? int(p.mask->n_size) : 1);
+    set(prog, "m_h", p.mask ? int(p.mask->h_size) : 1);
+    set(prog, "m_l", p.mask ? int(p.mask->l_size) : 1);
+    bind_buffers({scores_scaled, mask, scores_masked, weights, counter});
+    dispatch(GLuint(L), GLuint(N * H), 1);
+  }
+  // 4. weights·v, head concat, out-projection, head average.
+  {
+    const GLuint prog = programs_["context"];
+    glUseProgram(prog);
+    set(prog, "L", int(L));
+    set(prog, "S_total", int(Sp));
+    set(prog, "H", int(H));
+    set(prog, "G", int(G));
+    set(prog, "d_k", int(dk));
+    bind_buffers({weights, v, context});
+    dispatch(groups(dk, kTile), groups(L, kTile), GLuint(N * H));
+  }
+  for (const char* name : {"concat", "average"}) {
+    const GLuint prog = programs_[name];
+    glUseProgram(prog);
+    set(prog, "N", int(N));
+    set(prog, "L", int(L));
+    set(prog, "H", int(H));
+    if (std::strcmp(name, "concat") == 0) {
+      set(prog, "d_k", int(dk));
+      bind_buffers({context, concat});
+      dispatch(std::min(kMaxGroups, groups(N * L * E, kLocalSize)), 1, 1);
+    } else {
+      set(prog, "S_total", int(Sp));
+      bind_buffers({weights, weights_avg});
+      dispatch(std::min(kMaxGroups, groups(N * L * Sp, kLocalSize)), 1, 1);
+    }
+  }
+  linear(concat, w_o, b_o, output, N * L, E, E, p.b_o != nullptr, N * L, N * L);
+  check_gl("while running the compute shaders");
+
+  // 5. Read every stage back into the engine's buffers (the trace's storage).
+  auto read = [&](GLuint id, std::vector<float>& into) {
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, id);
+    glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(into.size() * sizeof(float)), into.data());
+  };
+  read(q, *b.q);
+  read(k, *b.k);
+  read(v, *b.v);
+  read(scores, *b.scores);
+  read(scores_scaled, *b.scores_scaled);
+  read(scores_masked, *b.scores_masked);
+  read(weights, *b.weights);
+  read(context, *b.context);
+  read(concat, *b.concat);
+  read(output, *b.output);
+  read(weights_avg, *b.weights_avg);
+  GLuint fully_masked = 0;
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, counter);
+  glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &fully_masked);
+  b.fully_masked_rows = std::int64_t(fully_masked);
+  check_gl("while reading the results back");
+}
+
+}  // namespace mha::gpu

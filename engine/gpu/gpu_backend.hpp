@@ -1,0 +1,77 @@
+// The GPU path: mha::DeviceForward on GLSL 4.30 compute shaders (shaders/*.comp). It fills the
+// engine's buffers for float32 forwards, so the trace is the CPU paths' trace; every failure (no
+// GL 4.3 context, a shader that fails to build, buffers past the device's limits, GL_OUT_OF_MEMORY)
+// is a DeviceError, on which the engine computes on the CPU and reports the reason.
+#pragma once
+
+#include <epoxy/gl.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "mha.hpp"
+
+namespace mha::gpu {
+
+class EglContext;
+
+// Backend::automatic runs on the GPU from this many multiply-adds per forward (projections +
+// scores + weights·v) on a hardware GPU. NOT measured: no hardware GPU was available while this was
+// written (README, "GPU path"). On software renderers (llvmpipe) auto never picks the GPU: the
+// Eigen path won at every size measured there.
+constexpr double kAutoMinMultiplyAdds = 2e8;
+
+// Multiply-adds of one forward at these sizes: N·L·E·E (q) + 2·N·S·kdim·G·d_k (k, v)
+// + 2·N·H·L·S'·d_k (scores, weights·v) + N·L·E·E (out).
+double forward_multiply_adds(const Dims& d);
+
+class GpuBackend : public DeviceForward {
+ public:
+  // A headless EGL context of its own (CLI, tests). Never throws: when no context can be made the
+  // backend is unavailable and every forward falls back with that reason.
+  static std::unique_ptr<GpuBackend> headless();
+  // The caller's context (the app's hidden GLFW context): `make_current` is called on the thread
+  // of each forward before any GL call.
+  static std::unique_ptr<GpuBackend> with_context(std::function<void()> make_current,
+                                                  std::string description);
+  // No context could be made (the app's GL 4.3 context failed): every forward falls back with `why`.
+  static std::unique_ptr<GpuBackend> unavailable(std::string why);
+  ~GpuBackend() override;
+
+  const char* name() const override { return "gpu"; }
+  bool prefers(const Dims& d) const override;
+  void forward(const detail::Problem<float>& p, detail::Buffers<float>& b) override;
+
+  bool available() const { return unavailable_.empty(); }
+  const std::string& unavailable_reason() const { return unavailable_; }
+  // "llvmpipe (LLVM 15.0.6, 256 bits), OpenGL 4.5 (Core Profile) Mesa 22.3.6; EGL surfaceless
+  // (Mesa)"; known after the first forward that reached the context.
+  const std::string& renderer() const { return renderer_; }
+  // Refuse buffers above this many bytes even where the device allows more (tests of the
+  // out-of-memory fallback); 0: the device's GL_MAX_SHADER_STORAGE_BLOCK_SIZE only.
+  void set_max_buffer_bytes(std::uint64_t bytes) { max_buffer_bytes_ = bytes; }
+
+ private:
+  GpuBackend() = default;
+  void bind();  // context current + GL 4.3 checked + programs built; throws DeviceError
+  GLuint buffer(const std::string& name, std::uint64_t bytes);  // sized SSBO, reused across forwards
+  GLuint upload(const std::string& name, const float* data, std::uint64_t count);
+
+  std::unique_ptr<EglContext> egl_;
+  std::function<void()> make_current_;
+  std::string context_description_, unavailable_, renderer_, build_error_;
+  bool software_ = false;  // llvmpipe / softpipe
+  bool programs_built_ = false;
+  std::uint64_t max_buffer_bytes_ = 0, device_max_block_ = 0;
+  std::map<std::string, GLuint> programs_;  // "linear", "softmax_nan", ...
+  struct Ssbo {
+    GLuint id = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::map<std::string, Ssbo> buffers_;
+};
+
+}  // namespace mha::gpu

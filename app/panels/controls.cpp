@@ -227,6 +227,43 @@ void weights_section(AppState& state) {
   }
 }
 
+// Backend: auto / cpu / gpu, the time each took last, and why the GPU path fell back if it did.
+void backend_section(AppState& state) {
+  ImGui::Separator();
+  Computer& c = state.computer;
+  int choice = int(c.backend());
+  ImGui::TextUnformatted("Backend:");
+  ImGui::SameLine();
+  bool changed = ImGui::RadioButton("auto", &choice, int(BackendChoice::automatic));
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "tiny sizes: the reference loops (torch's rounding); then Eigen; the GPU above its size threshold "
+        "on a hardware GPU (never on a software renderer such as llvmpipe, where the CPU measured faster)");
+  ImGui::SameLine();
+  changed |= ImGui::RadioButton("cpu", &choice, int(BackendChoice::cpu));
+  ImGui::SameLine();
+  changed |= ImGui::RadioButton("gpu", &choice, int(BackendChoice::gpu));
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("GLSL compute shaders at every size; falls back to cpu with the reason");
+  if (changed) {
+    c.set_backend(BackendChoice(choice));
+    state.recompute();
+  }
+  ImGui::TextDisabled("GPU: %s", c.device_description().c_str());
+  const Computer::BackendTimes t = c.times();
+  ImGui::TextDisabled("last forward (ms, 0 = none yet): reference %.2f, cpu %.2f, gpu %.2f", t.reference_ms,
+                      t.cpu_ms, t.gpu_ms);
+  if (state.result.valid()) {
+    const ForwardResult<float>& r = *state.result.forward;
+    ImGui::Text("this result: %s path, %.2f ms", backend_name(r.backend), state.result.compute_ms);
+    if (!r.fallback_reason.empty()) {
+      ImGui::PushStyleColor(ImGuiCol_Text, kErrorColor);
+      ImGui::TextWrapped("GPU path fell back to cpu: %s", r.fallback_reason.c_str());
+      ImGui::PopStyleColor();
+    }
+  }
+}
+
 }  // namespace
 
 void draw_controls(AppState& state) {
@@ -302,6 +339,8 @@ void draw_controls(AppState& state) {
     s.fully_masked = policy ? FullyMasked::zero : FullyMasked::nan;
     state.edited("fully masked policy");
   }
+
+  backend_section(state);
 
   ImGui::Separator();
   ViewState& v = s.view;

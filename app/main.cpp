@@ -1,6 +1,6 @@
 // mha-studio: the live visualizer. Reads straight through: setup, main loop, rendering, cleanup.
 //   mha-studio [--scenario FILE] [--screenshot FILE.png --frames N] [--font-scale X] [--tab NAME]
-//              [--frame-stats FILE.json]
+//              [--frame-stats FILE.json] [--backend auto|cpu|gpu]
 #include <epoxy/gl.h>
 // epoxy first: it must define the GL entry points before GLFW includes any GL header.
 #include <GLFW/glfw3.h>
@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   cli.add_option("--width", width, "Window width (default 1280)");
   cli.add_option("--height", height, "Window height (default 720)");
   cli.add_flag("--no-autosave", no_autosave, "Neither restore nor write the autosave");
+  std::string backend = "auto";
+  cli.add_option("--backend", backend, "auto, cpu or gpu (also in the Controls panel)")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
   std::string frame_stats_file;
   cli.add_option(
       "--frame-stats", frame_stats_file,
@@ -129,6 +132,9 @@ int main(int argc, char** argv) {
   // ---- Setup: the scenario: --scenario, else the autosave, else the course notebook ----
   AppState state;
   state.computer.on_done = [] { glfwPostEmptyEvent(); };  // thread-safe in GLFW
+  state.computer.set_backend(backend == "gpu"   ? BackendChoice::gpu
+                             : backend == "cpu" ? BackendChoice::cpu
+                                                : BackendChoice::automatic);
   state.computer.set_device(
       gpu.get(), gpu_window ? "GL 4.3 compute on a hidden shared context" : gpu->unavailable_reason());
   UiEnv env;

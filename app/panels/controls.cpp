@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -249,10 +250,17 @@ void backend_section(AppState& state) {
     c.set_backend(BackendChoice(choice));
     state.recompute();
   }
-  ImGui::TextDisabled("GPU: %s", c.device_description().c_str());
   const Computer::BackendTimes t = c.times();
-  ImGui::TextDisabled("last forward (ms, 0 = none yet): reference %.2f, cpu %.2f, gpu %.2f", t.reference_ms,
-                      t.cpu_ms, t.gpu_ms);
+  auto ms = [](double v) {  // "-": that backend has not computed yet
+    char text[32] = "-";
+    if (v > 0) std::snprintf(text, sizeof text, "%.2f ms", v);
+    return std::string(text);
+  };
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("GPU: %s", c.device_description().c_str());
+  ImGui::TextWrapped("last forward: reference %s, cpu %s, gpu %s", ms(t.reference_ms).c_str(),
+                     ms(t.cpu_ms).c_str(), ms(t.gpu_ms).c_str());
+  ImGui::PopStyleColor();
   if (state.result.valid()) {
     const ForwardResult<float>& r = *state.result.forward;
     ImGui::Text("this result: %s path, %.2f ms", backend_name(r.backend), state.result.compute_ms);

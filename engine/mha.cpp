@@ -441,7 +441,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   if (backend == Backend::gpu) {
     if constexpr (std::is_same_v<T, float>) {
       try {
-        o.device->forward(p, *b);
+        o.device->forward(p, *b, o.stage_times);
       } catch (const DeviceError& e) {
         r.fallback_reason = e.what();
         r.backend = backend = Backend::eigen;

@@ -101,6 +101,7 @@ template <class T>
 struct Buffers;
 }  // namespace detail
 struct Dims;
+struct StageTimes;
 
 // A forward path outside the engine (mha_gpu's GpuBackend). It fills the same buffers as the CPU
 // paths, so the trace is assembled by the same code. It computes in float32 only.
@@ -111,8 +112,9 @@ class DeviceForward {
   // Whether Backend::automatic should run a problem of these sizes here.
   virtual bool prefers(const Dims& d) const = 0;
   // Fills every buffer as forward_reference does, or throws DeviceError (errors.hpp) with the
-  // reason; the engine then computes on the CPU and reports that reason.
-  virtual void forward(const detail::Problem<float>& p, detail::Buffers<float>& b) = 0;
+  // reason; the engine then computes on the CPU and reports that reason. `times`: null, or filled
+  // with the phase times as the Eigen path fills them (Options::stage_times).
+  virtual void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) = 0;
 };
 
 // Where one Eigen forward spent its time, in milliseconds (filled through Options::stage_times). The

@@ -4,6 +4,7 @@
 #include "gpu/gpu_backend.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -173,8 +174,19 @@ GLuint GpuBackend::upload(const std::string& name, const float* data, std::uint6
   return id;
 }
 
-void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>& b) {
+void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) {
   bind();
+  if (times) *times = StageTimes{};
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point phase_start = Clock::now();
+  // Ends a timed phase: waits for the GPU, adds the wall time since the last phase ended.
+  auto phase = [&](double StageTimes::*field) {
+    if (!times) return;
+    glFinish();
+    const Clock::time_point now = Clock::now();
+    times->*field += std::chrono::duration<double, std::milli>(now - phase_start).count();
+    phase_start = now;
+  };
   glGetError();  // start from a clean error state: earlier errors are not ours
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k;
@@ -213,6 +225,10 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   const GLuint zero = 0;
   glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &zero);
   check_gl("while uploading the inputs");
+  if (times) {
+    glFinish();
+    phase_start = Clock::now();  // uploads are not a phase: the Eigen path's inputs are in place
+  }
 
   // 1. In-projections. bias_k / bias_v become key/value row S of each batch item and the zero
   //    row comes last, as torch cats them; the projection writes rows 0..S-1 of each block.
@@ -257,6 +273,7 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
                              GLsizeiptr(kv * 4), GL_RED, GL_FLOAT, nullptr);
       }
   glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+  phase(&StageTimes::projections);
 
   // 2. Scores per head (GQA: head h reads key head h / (H/G)).
   {
@@ -272,6 +289,7 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
     bind_buffers({q, k, scores, scores_scaled});
     dispatch(groups(Sp, kTile), groups(L, kTile), GLuint(N * H));
   }
+  phase(&StageTimes::scores);
   // 3. Mask + softmax, one work-group per row.
   {
     const GLuint prog = programs_[p.fully_masked == FullyMasked::zero ? "softmax_zero" : "softmax_nan"];
@@ -286,7 +304,8 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
     bind_buffers({scores_scaled, mask, scores_masked, weights, counter});
     dispatch(GLuint(L), GLuint(N * H), 1);
   }
-  // 4. weights·v, head concat, out-projection, head average.
+  phase(&StageTimes::mask_softmax);
+  // 4. weights·v and head concat, out-projection, head average.
   {
     const GLuint prog = programs_["context"];
     glUseProgram(prog);
@@ -298,23 +317,30 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
     bind_buffers({weights, v, context});
     dispatch(groups(dk, kTile), groups(L, kTile), GLuint(N * H));
   }
-  for (const char* name : {"concat", "average"}) {
-    const GLuint prog = programs_[name];
+  {
+    const GLuint prog = programs_["concat"];
     glUseProgram(prog);
     set(prog, "N", int(N));
     set(prog, "L", int(L));
     set(prog, "H", int(H));
-    if (std::strcmp(name, "concat") == 0) {
-      set(prog, "d_k", int(dk));
-      bind_buffers({context, concat});
-      dispatch(std::min(kMaxGroups, groups(N * L * E, kLocalSize)), 1, 1);
-    } else {
-      set(prog, "S_total", int(Sp));
-      bind_buffers({weights, weights_avg});
-      dispatch(std::min(kMaxGroups, groups(N * L * Sp, kLocalSize)), 1, 1);
-    }
+    set(prog, "d_k", int(dk));
+    bind_buffers({context, concat});
+    dispatch(std::min(kMaxGroups, groups(N * L * E, kLocalSize)), 1, 1);
   }
+  phase(&StageTimes::context);
   linear(concat, w_o, b_o, output, N * L, E, E, p.b_o != nullptr, N * L, N * L);
+  phase(&StageTimes::out_proj);
+  {
+    const GLuint prog = programs_["average"];
+    glUseProgram(prog);
+    set(prog, "N", int(N));
+    set(prog, "L", int(L));
+    set(prog, "H", int(H));
+    set(prog, "S_total", int(Sp));
+    bind_buffers({weights, weights_avg});
+    dispatch(std::min(kMaxGroups, groups(N * L * Sp, kLocalSize)), 1, 1);
+  }
+  phase(&StageTimes::average);
   check_gl("while running the compute shaders");
 
   // 5. Read every stage back into the engine's buffers (the trace's storage).

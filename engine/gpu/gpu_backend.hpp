@@ -43,7 +43,9 @@ class GpuBackend : public DeviceForward {
 
   const char* name() const override { return "gpu"; }
   bool prefers(const Dims& d) const override;
-  void forward(const detail::Problem<float>& p, detail::Buffers<float>& b) override;
+  // With `times`, each phase ends in glFinish so that its wall time can be taken (slower overall);
+  // reading the stages back is left out of the phases. threads is 0: the GPU's own.
+  void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) override;
 
   bool available() const { return unavailable_.empty(); }
   const std::string& unavailable_reason() const { return unavailable_; }

@@ -88,7 +88,8 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
   if (o.backend == Backend::gpu) o.device = gpu_device();
   o.threads = a.threads;
   StageTimes st;
-  if (o.backend == Backend::eigen) o.stage_times = &st;
+  if (o.backend == Backend::eigen || o.backend == Backend::gpu)
+    o.stage_times = &st;  // gpu: glFinish per phase
   const int repeats = a.repeats > 0                     ? a.repeats
                       : o.backend == Backend::reference ? s.reference_repeats
                                                         : s.repeats;
@@ -142,7 +143,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
       {"S", s.L},
       {"E", s.E},
       {"H", s.H},
-      {"threads", o.stage_times ? st.threads : 1},  // the reference path runs on one; gpu: the host's one
+      {"threads", o.stage_times ? st.threads : 1},  // the reference path runs on one; gpu: 0
       {"workspace_reuse", !a.fresh},
       {"repeats", repeats},
       {"median_ms", median},

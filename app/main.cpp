@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   glfwDefaultWindowHints();
   std::unique_ptr<mha::gpu::GpuBackend> gpu =
       gpu_window ? mha::gpu::GpuBackend::with_context([gpu_window] { glfwMakeContextCurrent(gpu_window); },
+                                                      [] { glfwMakeContextCurrent(nullptr); },
                                                       "hidden GLFW window sharing the main context")
                  : mha::gpu::GpuBackend::unavailable(
                        "no OpenGL 4.3 context for compute shaders (GLFW could not "

@@ -109,8 +109,9 @@ class DeviceForward {
  public:
   virtual ~DeviceForward() = default;
   virtual const char* name() const = 0;
-  // Whether Backend::automatic should run a problem of these sizes here.
-  virtual bool prefers(const Dims& d) const = 0;
+  // Whether Backend::automatic should run a problem of these sizes here. Called on the thread
+  // that then runs the forward; it may look at the device first (GpuBackend asks GL its renderer).
+  virtual bool prefers(const Dims& d) = 0;
   // Fills every buffer as forward_reference does, or throws DeviceError (errors.hpp) with the
   // reason; the engine then computes on the CPU and reports that reason. `times`: null, or filled
   // with the phase times as the Eigen path fills them (Options::stage_times).

@@ -73,9 +73,10 @@ std::unique_ptr<GpuBackend> GpuBackend::headless() {
 }
 
 std::unique_ptr<GpuBackend> GpuBackend::with_context(std::function<void()> make_current,
-                                                     std::string description) {
+                                                     std::function<void()> release, std::string description) {
   std::unique_ptr<GpuBackend> g(new GpuBackend());
   g->make_current_ = std::move(make_current);
+  g->release_ = std::move(release);
   g->context_description_ = std::move(description);
   return g;
 }
@@ -93,15 +94,35 @@ GpuBackend::~GpuBackend() {
     if (make_current_) make_current_();
     for (auto& [name, program] : programs_) glDeleteProgram(program);
     for (auto& [name, b] : buffers_) glDeleteBuffers(1, &b.id);
+    if (release_) release_();
   } catch (const DeviceError&) {
   }
 }
 
-bool GpuBackend::prefers(const Dims& d) const {
-  return available() && !software_ && forward_multiply_adds(d) >= kAutoMinMultiplyAdds;
+namespace {
+// Releases the caller's context however the scope ends.
+struct Release {
+  const std::function<void()>& release;
+  ~Release() {
+    if (release) release();
+  }
+};
+}  // namespace
+
+bool GpuBackend::prefers(const Dims& d) {
+  if (!available() || forward_multiply_adds(d) < kAutoMinMultiplyAdds) return false;
+  if (renderer_.empty()) {
+    Release release{release_};
+    try {
+      probe();
+    } catch (const DeviceError&) {
+      return false;  // unavailable_ holds the reason; forward() would report it
+    }
+  }
+  return !software_;
 }
 
-void GpuBackend::bind() {
+void GpuBackend::probe() {
   if (!unavailable_.empty()) throw DeviceError("gpu", unavailable_);
   if (egl_) egl_->make_current();
   if (make_current_) make_current_();
@@ -120,6 +141,10 @@ void GpuBackend::bind() {
     glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &block);
     device_max_block_ = std::uint64_t(block);
   }
+}
+
+void GpuBackend::bind() {
+  probe();
   if (!build_error_.empty()) throw DeviceError("shader", build_error_);
   if (programs_built_) return;
   const Defines tile = {{"TILE", std::to_string(kTile)}};
@@ -175,6 +200,7 @@ GLuint GpuBackend::upload(const std::string& name, const float* data, std::uint6
 }
 
 void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) {
+  Release release{release_};
   bind();
   if (times) *times = StageTimes{};
   using Clock = std::chrono::steady_clock;

@@ -34,15 +34,18 @@ class GpuBackend : public DeviceForward {
   // backend is unavailable and every forward falls back with that reason.
   static std::unique_ptr<GpuBackend> headless();
   // The caller's context (the app's hidden GLFW context): `make_current` is called on the thread
-  // of each forward before any GL call.
+  // of each forward before any GL call, and `release` after its last, so that the context is
+  // never left current on a thread that may end (a context is current on one thread at a time).
   static std::unique_ptr<GpuBackend> with_context(std::function<void()> make_current,
-                                                  std::string description);
+                                                  std::function<void()> release, std::string description);
   // No context could be made (the app's GL 4.3 context failed): every forward falls back with `why`.
   static std::unique_ptr<GpuBackend> unavailable(std::string why);
   ~GpuBackend() override;
 
   const char* name() const override { return "gpu"; }
-  bool prefers(const Dims& d) const override;
+  // Below kAutoMinMultiplyAdds: no, without touching GL. Above: yes unless the context is
+  // unavailable or a software renderer.
+  bool prefers(const Dims& d) override;
   // With `times`, each phase ends in glFinish so that its wall time can be taken (slower overall);
   // reading the stages back is left out of the phases. threads is 0: the GPU's own.
   void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) override;
@@ -58,12 +61,13 @@ class GpuBackend : public DeviceForward {
 
  private:
   GpuBackend() = default;
-  void bind();  // context current + GL 4.3 checked + programs built; throws DeviceError
+  void probe();  // context current, GL 4.3 checked, renderer and limits known; throws DeviceError
+  void bind();   // probe() + programs built; throws DeviceError
   GLuint buffer(const std::string& name, std::uint64_t bytes);  // sized SSBO, reused across forwards
   GLuint upload(const std::string& name, const float* data, std::uint64_t count);
 
   std::unique_ptr<EglContext> egl_;
-  std::function<void()> make_current_;
+  std::function<void()> make_current_, release_;
   std::string context_description_, unavailable_, renderer_, build_error_;
   bool software_ = false;  // llvmpipe / softpipe
   bool programs_built_ = false;

@@ -32,12 +32,12 @@ void main() {
   for (int j = t; j < S_total; j += LOCAL_SIZE) {
     const float s = has_mask != 0 ? scores_scaled[row + j] + mask[mask_row + j] : scores_scaled[row + j];
     scores_masked[row + j] = s;
-    row_max = max(row_max, s);
+    row_max = row_max < s ? s : row_max;  // std::max's rule: a NaN score never becomes the max
   }
   partial[t] = row_max;
   barrier();
   for (int stride = LOCAL_SIZE / 2; stride > 0; stride /= 2) {
-    if (t < stride) partial[t] = max(partial[t], partial[t + stride]);
+    if (t < stride) partial[t] = partial[t] < partial[t + stride] ? partial[t + stride] : partial[t];
     barrier();
   }
   row_max = partial[0];
@@ -59,12 +59,15 @@ void main() {
   }
   const float inv_denom = 1.0 / partial[0];
 
+  // A NaN score makes the sum NaN, and then every weight of the row NaN (0 · NaN included), as in
+  // the reference and torch.
   for (int j = t; j < S_total; j += LOCAL_SIZE) {
     const float s = scores_masked[row + j];
+    const float e = s == NEG_INF ? 0.0 : exp(s - row_max);
 #ifdef ZERO_FULLY_MASKED
-    weights[row + j] = fully_masked ? 0.0 : (s == NEG_INF ? 0.0 : exp(s - row_max) * inv_denom);
+    weights[row + j] = fully_masked ? 0.0 : e * inv_denom;
 #else
-    weights[row + j] = fully_masked ? NAN : (s == NEG_INF ? 0.0 : exp(s - row_max) * inv_denom);
+    weights[row + j] = fully_masked ? NAN : e * inv_denom;
 #endif
   }
   if (t == 0 && fully_masked) atomicAdd(fully_masked_rows, 1u);

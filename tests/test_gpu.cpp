@@ -180,6 +180,25 @@ TEST_CASE("sizes past one tile: several ragged tiles in every shader, masks, GQA
   }
 }
 
+TEST_CASE("NaN in the inputs: NaN in the same places as the reference", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  Config c;
+  c.embed_dim = 16;
+  c.num_heads = 2;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 5, 2, 6, 9);
+  sc.inputs.query.data[3] = std::numeric_limits<float>::quiet_NaN();                  // batch 0, query 0
+  sc.inputs.key.data[9 * 16 + 4 * 16 + 1] = std::numeric_limits<float>::quiet_NaN();  // batch 1, key 4
+  sc.inputs.attn_mask = causal_mask<float>(6, 9);
+  Options o;
+  o.backend = Backend::reference;
+  const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
+  REQUIRE(ref.nonfinite_inputs == 2);
+  o.backend = Backend::gpu;
+  o.device = gpu;
+  check_stages(forward(c, sc.weights, sc.inputs, o), ref);
+}
+
 TEST_CASE("a shader that fails to compile: the CPU result, and the shader's name and info log", "[gpu]") {
   if (!headless_or_skip()) return;
   const ScopedEnv broken("MHA_GPU_BREAK_SHADER", "softmax");

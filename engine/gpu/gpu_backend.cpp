@@ -199,6 +199,78 @@ GLuint GpuBackend::upload(const std::string& name, const float* data, std::uint6
   return id;
 }
 
+void GpuBackend::run_linear(GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
+                            std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block) {
+  if (groups(rows, kTile) > kMaxGroups)
+    throw DeviceError("gpu", "more than 65535·16 rows for one projection");
+  const GLuint prog = programs_["linear"];
+  glUseProgram(prog);
+  set(prog, "rows", int(rows));
+  set(prog, "in_features", int(in));
+  set(prog, "out_features", int(out));
+  set(prog, "has_bias", int(has_bias));
+  set(prog, "src_block", int(src_block));
+  set(prog, "dst_block", int(dst_block));
+  bind_buffers({x, w, bias, y});
+  dispatch(groups(out, kTile), groups(rows, kTile), 1);
+}
+
+GpuBackend::Projected GpuBackend::upload_inputs(const detail::Problem<float>& p) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, kv = d.G * d.d_k;
+  Projected r;
+  r.query = upload("query", p.query->data(), std::uint64_t(N * L * E));
+  r.key = upload("key", p.key->data(), std::uint64_t(N * S * d.kdim));
+  r.value = upload("value", p.value->data(), std::uint64_t(N * S * d.vdim));
+  r.w_q = upload("w_q", p.w_q, std::uint64_t(E * E));
+  r.w_k = upload("w_k", p.w_k, std::uint64_t(kv * d.kdim));
+  r.w_v = upload("w_v", p.w_v, std::uint64_t(kv * d.vdim));
+  r.w_o = upload("w_o", p.w_o, std::uint64_t(E * E));
+  r.b_q = upload("b_q", p.b_q, p.b_q ? std::uint64_t(E) : 0);
+  r.b_k = upload("b_k", p.b_k, p.b_k ? std::uint64_t(kv) : 0);
+  r.b_v = upload("b_v", p.b_v, p.b_v ? std::uint64_t(kv) : 0);
+  r.b_o = upload("b_o", p.b_o, p.b_o ? std::uint64_t(E) : 0);
+  r.bias_k = upload("bias_k", p.bias_k, p.bias_k ? std::uint64_t(kv) : 0);
+  r.bias_v = upload("bias_v", p.bias_v, p.bias_v ? std::uint64_t(kv) : 0);
+  r.mask = upload("mask", p.mask ? p.mask->values.data() : nullptr,
+                  p.mask ? std::uint64_t(p.mask->values.size()) : 0);
+  r.q = buffer("q", std::uint64_t(N * L * E) * 4);    // (N, L, E)
+  r.k = buffer("k", std::uint64_t(N * Sp * kv) * 4);  // (N, S', G·d_k)
+  r.v = buffer("v", std::uint64_t(N * Sp * kv) * 4);  // (N, S', G·d_k)
+  return r;
+}
+
+void GpuBackend::project(const detail::Problem<float>& p, const Projected& r) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, kv = d.G * d.d_k;
+  // bias_k / bias_v become key/value row S of each batch item and the zero row comes last, as
+  // torch cats them; the projection writes rows 0..S-1 of each block.
+  run_linear(r.query, r.w_q, r.b_q, r.q, N * L, E, E, p.b_q != nullptr, N * L, N * L);
+  run_linear(r.key, r.w_k, r.b_k, r.k, N * S, d.kdim, kv, p.b_k != nullptr, S, Sp);
+  run_linear(r.value, r.w_v, r.b_v, r.v, N * S, d.vdim, kv, p.b_v != nullptr, S, Sp);
+  std::int64_t extra_row = S;
+  if (p.bias_k) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      const GLintptr at = GLintptr((n * Sp + extra_row) * kv * 4);
+      glBindBuffer(GL_COPY_READ_BUFFER, r.bias_k);
+      glBindBuffer(GL_COPY_WRITE_BUFFER, r.k);
+      glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, at, GLsizeiptr(kv * 4));
+      glBindBuffer(GL_COPY_READ_BUFFER, r.bias_v);
+      glBindBuffer(GL_COPY_WRITE_BUFFER, r.v);
+      glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, at, GLsizeiptr(kv * 4));
+    }
+    ++extra_row;
+  }
+  if (p.add_zero_attn)
+    for (std::int64_t n = 0; n < N; ++n)
+      for (GLuint id : {r.k, r.v}) {
+        glBindBuffer(GL_SHADER_STORAGE_BUFFER, id);
+        glClearBufferSubData(GL_SHADER_STORAGE_BUFFER, GL_R32F, GLintptr((n * Sp + extra_row) * kv * 4),
+                             GLsizeiptr(kv * 4), GL_RED, GL_FLOAT, nullptr);
+      }
+  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+}
+
 void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) {
   Release release{release_};
   bind();
@@ -215,30 +287,13 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   };
   glGetError();  // start from a clean error state: earlier errors are not ours
   const Dims& d = p.d;
-  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k;
-  const std::int64_t kv = G * dk;
+  const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k;
   if (L > kMaxGroups || N * H > kMaxGroups)
     throw DeviceError("gpu", "L and N·num_heads must stay within 65535 work-groups (L=" + std::to_string(L) +
                                  ", N·H=" + std::to_string(N * H) + ")");
   const std::uint64_t scores_n = std::uint64_t(N * H * L * Sp);
 
   // Every buffer is sized (and checked against the device's limit) before any work is queued.
-  const GLuint query = upload("query", p.query->data(), std::uint64_t(N * L * E));
-  const GLuint key = upload("key", p.key->data(), std::uint64_t(N * S * d.kdim));
-  const GLuint value = upload("value", p.value->data(), std::uint64_t(N * S * d.vdim));
-  const GLuint w_q = upload("w_q", p.w_q, std::uint64_t(E * E));
-  const GLuint w_k = upload("w_k", p.w_k, std::uint64_t(kv * d.kdim));
-  const GLuint w_v = upload("w_v", p.w_v, std::uint64_t(kv * d.vdim));
-  const GLuint w_o = upload("w_o", p.w_o, std::uint64_t(E * E));
-  const GLuint b_q = upload("b_q", p.b_q, p.b_q ? std::uint64_t(E) : 0);
-  const GLuint b_k = upload("b_k", p.b_k, p.b_k ? std::uint64_t(kv) : 0);
-  const GLuint b_v = upload("b_v", p.b_v, p.b_v ? std::uint64_t(kv) : 0);
-  const GLuint b_o = upload("b_o", p.b_o, p.b_o ? std::uint64_t(E) : 0);
-  const GLuint mask = upload("mask", p.mask ? p.mask->values.data() : nullptr,
-                             p.mask ? std::uint64_t(p.mask->values.size()) : 0);
-  const GLuint q = buffer("q", std::uint64_t(N * L * E) * 4);                            // (N, L, E)
-  const GLuint k = buffer("k", std::uint64_t(N * Sp * kv) * 4);                          // (N, S', G·d_k)
-  const GLuint v = buffer("v", std::uint64_t(N * Sp * kv) * 4);                          // (N, S', G·d_k)
   const GLuint scores = buffer("scores", scores_n * 4);                                  // (N, H, L, S')
   const GLuint scores_scaled = buffer("scores_scaled", scores_n * 4);                    // (N, H, L, S')
   const GLuint scores_masked = buffer("scores_masked", scores_n * 4);                    // (N, H, L, S')
@@ -250,55 +305,15 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   const GLuint counter = buffer("fully_masked_rows", 4);
   const GLuint zero = 0;
   glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &zero);
+  const Projected in = upload_inputs(p);
   check_gl("while uploading the inputs");
   if (times) {
     glFinish();
     phase_start = Clock::now();  // uploads are not a phase: the Eigen path's inputs are in place
   }
-
-  // 1. In-projections. bias_k / bias_v become key/value row S of each batch item and the zero
-  //    row comes last, as torch cats them; the projection writes rows 0..S-1 of each block.
-  auto linear = [&](GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
-                    std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block) {
-    const GLuint prog = programs_["linear"];
-    glUseProgram(prog);
-    set(prog, "rows", int(rows));
-    set(prog, "in_features", int(in));
-    set(prog, "out_features", int(out));
-    set(prog, "has_bias", int(has_bias));
-    set(prog, "src_block", int(src_block));
-    set(prog, "dst_block", int(dst_block));
-    bind_buffers({x, w, bias, y});
-    if (groups(rows, kTile) > kMaxGroups)
-      throw DeviceError("gpu", "more than 65535·16 rows for one projection");
-    dispatch(groups(out, kTile), groups(rows, kTile), 1);
-  };
-  linear(query, w_q, b_q, q, N * L, E, E, p.b_q != nullptr, N * L, N * L);
-  linear(key, w_k, b_k, k, N * S, d.kdim, kv, p.b_k != nullptr, S, Sp);
-  linear(value, w_v, b_v, v, N * S, d.vdim, kv, p.b_v != nullptr, S, Sp);
-  std::int64_t extra_row = S;
-  if (p.bias_k) {
-    const GLuint bias_k = upload("bias_k", p.bias_k, std::uint64_t(kv));
-    const GLuint bias_v = upload("bias_v", p.bias_v, std::uint64_t(kv));
-    for (std::int64_t n = 0; n < N; ++n) {
-      const GLintptr at = GLintptr((n * Sp + extra_row) * kv * 4);
-      glBindBuffer(GL_COPY_READ_BUFFER, bias_k);
-      glBindBuffer(GL_COPY_WRITE_BUFFER, k);
-      glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, at, GLsizeiptr(kv * 4));
-      glBindBuffer(GL_COPY_READ_BUFFER, bias_v);
-      glBindBuffer(GL_COPY_WRITE_BUFFER, v);
-      glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, at, GLsizeiptr(kv * 4));
-    }
-    ++extra_row;
-  }
-  if (p.add_zero_attn)
-    for (std::int64_t n = 0; n < N; ++n)
-      for (GLuint id : {k, v}) {
-        glBindBuffer(GL_SHADER_STORAGE_BUFFER, id);
-        glClearBufferSubData(GL_SHADER_STORAGE_BUFFER, GL_R32F, GLintptr((n * Sp + extra_row) * kv * 4),
-                             GLsizeiptr(kv * 4), GL_RED, GL_FLOAT, nullptr);
-      }
-  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+  // 1. In-projections.
+  project(p, in);
+  const GLuint q = in.q, k = in.k, v = in.v, mask = in.mask, w_o = in.w_o, b_o = in.b_o;
   phase(&StageTimes::projections);
 
   // 2. Scores per head (GQA: head h reads key head h / (H/G)).
@@ -354,7 +369,7 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
     dispatch(std::min(kMaxGroups, groups(N * L * E, kLocalSize)), 1, 1);
   }
   phase(&StageTimes::context);
-  linear(concat, w_o, b_o, output, N * L, E, E, p.b_o != nullptr, N * L, N * L);
+  run_linear(concat, w_o, b_o, output, N * L, E, E, p.b_o != nullptr, N * L, N * L);  // the out-projection
   phase(&StageTimes::out_proj);
   {
     const GLuint prog = programs_["average"];

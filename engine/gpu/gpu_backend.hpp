@@ -63,6 +63,16 @@ class GpuBackend : public DeviceForward {
   GpuBackend() = default;
   void probe();  // context current, GL 4.3 checked, renderer and limits known; throws DeviceError
   void bind();   // probe() + programs built; throws DeviceError
+  // The inputs, weights and mask on the GPU, and the q, k, v buffers the projections fill.
+  struct Projected {
+    GLuint query = 0, key = 0, value = 0, w_q = 0, w_k = 0, w_v = 0, w_o = 0, b_q = 0, b_k = 0, b_v = 0,
+           b_o = 0;
+    GLuint bias_k = 0, bias_v = 0, mask = 0, q = 0, k = 0, v = 0;
+  };
+  Projected upload_inputs(const detail::Problem<float>& p);
+  void project(const detail::Problem<float>& p, const Projected& r);  // q, k, v + bias_k / zero rows
+  void run_linear(GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
+                  std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block);
   GLuint buffer(const std::string& name, std::uint64_t bytes);  // sized SSBO, reused across forwards
   GLuint upload(const std::string& name, const float* data, std::uint64_t count);
 

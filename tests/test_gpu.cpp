@@ -199,6 +199,89 @@ TEST_CASE("NaN in the inputs: NaN in the same places as the reference", "[gpu]")
   check_stages(forward(c, sc.weights, sc.inputs, o), ref);
 }
 
+// Large L: each row's max and log-sum-exp, then any tile of attn_weights recomputed exactly from
+// them, against the reference's full trace.
+TEST_CASE("large L: row max and log-sum-exp, and tiles recomputed from them", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  Config c;
+  c.embed_dim = 48;
+  c.num_heads = 3;
+  c.num_kv_heads = 1;  // MQA: every head reads the one key head
+  SeededCase<float> sc = torch_seeded_case<float>(c, 9, 2, 70, 90);
+  Mask<float> attn;
+  attn.dtype = MaskDType::floating;
+  attn.values = Tensor<float>({70, 90});
+  for (std::size_t i = 0; i < attn.values.data.size(); ++i)
+    attn.values.data[i] = i % 11 == 0 ? -std::numeric_limits<float>::infinity() : float(i % 3) * 0.2f;
+  for (std::int64_t j = 0; j < 90; ++j)  // query row 5 sees no key
+    attn.values.data[std::size_t(5 * 90 + j)] = -std::numeric_limits<float>::infinity();
+  sc.inputs.attn_mask = attn;
+  sc.inputs.key_padding_mask = key_padding_from_lengths<float>({90, 61}, 90);
+  for (FullyMasked policy : {FullyMasked::nan, FullyMasked::zero}) {
+    Options o;
+    o.fully_masked = policy;
+    o.backend = Backend::reference;
+    const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
+    const Stage<float>& masked = ref.trace["scores_masked"];  // (N, H, L, S')
+    const Stage<float>& weights = ref.trace["attn_weights"];
+    const gpu::GpuBackend::RowStats stats = gpu->prepare_rows(c, sc.weights, sc.inputs, o);
+    REQUIRE(stats.row_lse.shape == Shape({2, 3, 70}));
+    // Row statistics against the reference's scores_masked.
+    Tensor<float> want_max({2, 3, 70}), want_lse({2, 3, 70});
+    for (std::int64_t r = 0; r < 2 * 3 * 70; ++r) {
+      const std::int64_t n = r / 210, h = r / 70 % 3, i = r % 70;
+      double m = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (std::int64_t j = 0; j < 90; ++j) m = std::max(m, double(masked.at({n, h, i, j})));
+      for (std::int64_t j = 0; j < 90; ++j) sum += std::exp(double(masked.at({n, h, i, j})) - m);
+      want_max.data[std::size_t(r)] = float(m);
+      want_lse.data[std::size_t(r)] = std::isinf(m) ? float(m) : float(m + std::log(sum));
+    }
+    CHECK(mismatch(stats.row_max, want_max, kAtol, kRtol) == "");
+    CHECK(mismatch(stats.row_lse, want_lse, kAtol, kRtol) == "");
+    // Tiles: the corner, a ragged one across the edges, one holding the fully masked row, a whole head.
+    const std::int64_t tiles[][6] = {
+        {0, 0, 0, 16, 0, 16}, {1, 2, 60, 10, 77, 13}, {0, 1, 3, 5, 20, 40}, {1, 0, 0, 70, 0, 90}};
+    for (const auto& t : tiles) {
+      INFO("tile n=" << t[0] << " h=" << t[1] << " rows " << t[2] << "+" << t[3] << " cols " << t[4] << "+"
+                     << t[5] << ", policy " << (policy == FullyMasked::nan ? "nan" : "zero"));
+      const Tensor<float> got = gpu->weights_tile(t[0], t[1], t[2], t[3], t[4], t[5]);
+      Tensor<float> want({t[3], t[5]});
+      for (std::int64_t i = 0; i < t[3]; ++i)
+        for (std::int64_t j = 0; j < t[5]; ++j)
+          want.data[std::size_t(i * t[5] + j)] = weights.at({t[0], t[1], t[2] + i, t[4] + j});
+      CHECK(mismatch(got, want, kAtol, kRtol) == "");
+    }
+  }
+  CHECK_THROWS_AS(gpu->weights_tile(0, 0, 60, 11, 0, 4), ConfigError);  // past L
+  // A forward reuses the buffers: tiles need prepare_rows again.
+  Options o;
+  o.backend = Backend::gpu;
+  o.device = gpu;
+  forward(c, sc.weights, sc.inputs, o);
+  CHECK_THROWS_AS(gpu->weights_tile(0, 0, 0, 1, 0, 1), ConfigError);
+}
+
+TEST_CASE("large L: the row statistics hold no (L, S) buffer", "[gpu]") {
+  if (!headless_or_skip()) return;
+  std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless();  // holds only what this test makes
+  Config c;
+  c.embed_dim = 16;
+  c.num_heads = 1;
+  const std::int64_t L = 2048;
+  const SeededCase<float> sc = torch_seeded_case<float>(c, 1, 1, L, L);
+  Options o;
+  const gpu::GpuBackend::RowStats stats = gpu->prepare_rows(c, sc.weights, sc.inputs, o);
+  // inputs, weights, q, k, v and the row statistics: far below one L×S float buffer (16 MiB).
+  CHECK(gpu->buffer_bytes() < std::uint64_t(L * L * 4) / 8);
+  // Row 1000's weights, recomputed from its statistics, sum to 1 over the keys.
+  const Tensor<float> row = gpu->weights_tile(0, 0, 1000, 1, 0, L);
+  double sum = 0;
+  for (float x : row.data) sum += x;
+  CHECK_THAT(sum, Catch::Matchers::WithinAbs(1.0, 1e-5));
+  CHECK(std::isfinite(stats.row_lse.data[1000]));
+}
+
 TEST_CASE("a shader that fails to compile: the CPU result, and the shader's name and info log", "[gpu]") {
   if (!headless_or_skip()) return;
   const ScopedEnv broken("MHA_GPU_BREAK_SHADER", "softmax");

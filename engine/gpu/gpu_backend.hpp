@@ -50,6 +50,23 @@ class GpuBackend : public DeviceForward {
   // reading the stages back is left out of the phases. threads is 0: the GPU's own.
   void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) override;
 
+  // Large L without the (N, H, L, S') stages (the FlashAttention idea): projects q and k on the
+  // GPU and keeps only each row's max and log-sum-exp of scores_masked; weights_tile then
+  // recomputes exactly the attn_weights tile asked for, weight = exp(s·q_i·k_j + mask − lse_i).
+  // float32; the mask is held merged, as the engine merges it (a (L, S) mask is L·S floats).
+  // Throws the engine's input errors, or DeviceError (no CPU fallback here). A forward() in
+  // between reuses the buffers: call prepare_rows again before the next tile.
+  struct RowStats {
+    Tensor<float> row_max;  // (N, H, L)  -inf where every key is blocked
+    Tensor<float> row_lse;  // (N, H, L)  log Σ_j exp(scores_masked[n, h, i, j])
+  };
+  RowStats prepare_rows(const Config& c, const Weights<float>& w, const Inputs<float>& in, const Options& o);
+  // attn_weights[n, h, i0 : i0 + rows, j0 : j0 + cols], (rows, cols); throws ConfigError outside.
+  Tensor<float> weights_tile(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t rows,
+                             std::int64_t j0, std::int64_t cols);
+  // Bytes of every GPU buffer this backend holds now.
+  std::uint64_t buffer_bytes() const;
+
   bool available() const { return unavailable_.empty(); }
   const std::string& unavailable_reason() const { return unavailable_; }
   // "llvmpipe (LLVM 15.0.6, 256 bits), OpenGL 4.5 (Core Profile) Mesa 22.3.6; EGL surfaceless
@@ -88,6 +105,12 @@ class GpuBackend : public DeviceForward {
     std::uint64_t bytes = 0;
   };
   std::map<std::string, Ssbo> buffers_;
+  // What prepare_rows left for weights_tile (rows_ready_ is false after a forward()).
+  bool rows_ready_ = false;
+  Dims rows_dims_;
+  FullyMasked rows_policy_ = FullyMasked::nan;
+  bool rows_has_mask_ = false;
+  std::int64_t rows_m_n_ = 1, rows_m_h_ = 1, rows_m_l_ = 1;  // the merged mask's broadcast sizes
 };
 
 }  // namespace mha::gpu

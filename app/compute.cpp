@@ -131,19 +131,43 @@ double forward_work(const Scenario& s) {
 Computer::Computer() : worker_([this] { worker_loop(); }) {}
 
 Computer::~Computer() {
+  stop();
+}
+
+void Computer::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     quit_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+  if (worker_.joinable()) worker_.join();
+}
+
+void Computer::set_device(DeviceForward* device, std::string description) {
+  device_ = device;
+  device_description_ = std::move(description);
+}
+
+Computer::BackendTimes Computer::times() const {
+  std::lock_guard<std::mutex> lock(times_mutex_);
+  return times_;
 }
 
 Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
   Outcome out;
   try {
     const auto t0 = std::chrono::steady_clock::now();
-    const Built b = build_forward(s);
+    Built b = build_forward(s);
+    const BackendChoice choice = choice_;
+    if (ws && choice == BackendChoice::gpu) {
+      b.options.backend = Backend::gpu;
+      b.options.device = device_;
+    } else if (ws && choice == BackendChoice::automatic && b.options.backend == Backend::eigen) {
+      b.options.backend = Backend::automatic;  // the engine asks the device whether it wants the size
+      b.options.device = device_;
+    } else if (!ws && choice == BackendChoice::gpu) {
+      throw ConfigError("backend", "internal: a GPU forward was asked for on the UI thread");
+    }
     std::shared_ptr<ForwardResult<float>> fwd;
     if (ws) {
       fwd = std::make_shared<ForwardResult<float>>();
@@ -156,6 +180,13 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
     r.query_tokens = s.query_tokens();
     r.key_tokens = s.key_tokens();
     r.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    {
+      std::lock_guard<std::mutex> lock(times_mutex_);
+      const Backend ran = r.forward->backend;
+      (ran == Backend::gpu         ? times_.gpu_ms
+       : ran == Backend::reference ? times_.reference_ms
+                                   : times_.cpu_ms) = r.compute_ms;
+    }
     out.result = std::move(r);
   } catch (const Error& e) {
     out.error = e.what();
@@ -169,7 +200,7 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
 
 void Computer::request(const Scenario& s) {
   const std::uint64_t seq = ++requested_;
-  if (forward_work(s) <= kSyncWorkLimit) {
+  if (forward_work(s) <= kSyncWorkLimit && choice_ != BackendChoice::gpu) {
     Outcome o = run(s, nullptr);
     std::lock_guard<std::mutex> lock(mutex_);
     job_.reset();      // a queued larger job is older than this edit

@@ -1,5 +1,7 @@
 // Turns a Scenario into an engine forward. Small problems are computed at once; larger ones run on
 // a worker thread so the UI stays responsive (the last result stays on screen, marked stale).
+// The backend (auto / cpu / gpu) is the user's choice here, not the scenario's: it is this
+// machine's property. GPU forwards run only on the worker thread (see Computer::set_device).
 #pragma once
 
 #include <atomic>
@@ -42,6 +44,11 @@ double forward_work(const Scenario& s);  // multiply-adds of one forward at the 
 // notebook's own tolerance (atol 1e-8), which the Eigen path does not promise.
 constexpr double kReferenceWorkLimit = 2e5;
 
+// The Controls panel's backend choice. cpu: the reference path up to kReferenceWorkLimit, then
+// Eigen (as before the GPU path existed). auto: the same, but the engine may pick the GPU above its
+// threshold (engine/gpu/gpu_backend.hpp). gpu: always the GPU path, falling back with the reason.
+enum class BackendChoice { automatic, cpu, gpu };
+
 class Computer {
  public:
   Computer();
@@ -63,15 +70,38 @@ class Computer {
   // with it, so the UI can sleep while a forward runs). Set before the first request.
   std::function<void()> on_done;
 
+  // The GPU path. GL contexts are current on one thread at a time, so the device is used only on
+  // the worker thread, where its make_current binds the app's hidden shared context; with the gpu
+  // choice every request goes to the worker, small ones included. Set before the first request.
+  void set_device(DeviceForward* device, std::string description);
+  const std::string& device_description() const { return device_description_; }
+  void set_backend(BackendChoice c) { choice_ = c; }
+  BackendChoice backend() const { return choice_; }
+  // Milliseconds of the last forward each backend computed (reference, cpu, gpu); 0: none yet.
+  struct BackendTimes {
+    double reference_ms = 0, cpu_ms = 0, gpu_ms = 0;
+  };
+  BackendTimes times() const;
+  // Joins the worker (idempotent; the destructor calls it). The app calls it before the device's
+  // context goes away.
+  void stop();
+
  private:
   struct Job {
     Scenario scenario;
     std::uint64_t seq;
   };
-  // `ws` is null on the UI thread (small problems: allocation is cheap there).
+  // `ws` is null on the UI thread (small problems: allocation is cheap there), where the GPU
+  // device is never used.
   Outcome run(const Scenario& s, Workspace<float>* ws);
   void deliver(Outcome o, std::uint64_t seq);  // under mutex_
   void worker_loop();
+
+  DeviceForward* device_ = nullptr;
+  std::string device_description_ = "not built into this program";
+  std::atomic<BackendChoice> choice_{BackendChoice::automatic};
+  mutable std::mutex times_mutex_;
+  BackendTimes times_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -1,6 +1,6 @@
 // mha-studio: the live visualizer. Reads straight through: setup, main loop, rendering, cleanup.
 //   mha-studio [--scenario FILE] [--screenshot FILE.png --frames N] [--font-scale X] [--tab NAME]
-//              [--frame-stats FILE.json]
+//              [--frame-stats FILE.json] [--backend auto|cpu|gpu]
 #include <epoxy/gl.h>
 // epoxy first: it must define the GL entry points before GLFW includes any GL header.
 #include <GLFW/glfw3.h>
@@ -24,6 +24,7 @@
 #include "fonts.hpp"
 #include "frame_stats.hpp"
 #include "gl_textures.hpp"
+#include "gpu/gpu_backend.hpp"
 #include "ui.hpp"
 
 namespace fs = std::filesystem;
@@ -70,6 +71,9 @@ int main(int argc, char** argv) {
   cli.add_option("--width", width, "Window width (default 1280)");
   cli.add_option("--height", height, "Window height (default 720)");
   cli.add_flag("--no-autosave", no_autosave, "Neither restore nor write the autosave");
+  std::string backend = "auto";
+  cli.add_option("--backend", backend, "auto, cpu or gpu (also in the Controls panel)")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
   std::string frame_stats_file;
   cli.add_option(
       "--frame-stats", frame_stats_file,
@@ -106,9 +110,34 @@ int main(int argc, char** argv) {
   float content_scale = 1;
   glfwGetWindowContentScale(window, &content_scale, nullptr);
 
+  // ---- Setup: the GPU path's context ----
+  // The app computes on a worker thread (compute.cpp) and a GL context is current on one thread at
+  // a time, so the GPU path gets its own hidden GLFW window whose GL 4.3 context shares objects with
+  // the main one: current on the worker only, the UI thread's context is never taken away, and a
+  // buffer it fills could later be drawn by the main context. (Dispatching on the main thread
+  // instead would stall the UI for the whole forward.) Without GL 4.3 the GPU path reports why.
+  glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 4);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  GLFWwindow* gpu_window = glfwCreateWindow(1, 1, "MHA Studio GPU", nullptr, window);
+  glfwDefaultWindowHints();
+  std::unique_ptr<mha::gpu::GpuBackend> gpu =
+      gpu_window ? mha::gpu::GpuBackend::with_context([gpu_window] { glfwMakeContextCurrent(gpu_window); },
+                                                      [] { glfwMakeContextCurrent(nullptr); },
+                                                      "hidden GLFW window sharing the main context")
+                 : mha::gpu::GpuBackend::unavailable(
+                       "no OpenGL 4.3 context for compute shaders (GLFW could not "
+                       "create one); the cpu path computes");
+  glfwMakeContextCurrent(window);
+
   // ---- Setup: the scenario: --scenario, else the autosave, else the course notebook ----
   AppState state;
   state.computer.on_done = [] { glfwPostEmptyEvent(); };  // thread-safe in GLFW
+  state.computer.set_backend(backend == "gpu"   ? BackendChoice::gpu
+                             : backend == "cpu" ? BackendChoice::cpu
+                                                : BackendChoice::automatic);
+  state.computer.set_device(
+      gpu.get(), gpu_window ? "GL 4.3 compute on a hidden shared context" : gpu->unavailable_reason());
   UiEnv env;
   env.presets = list_presets(assets + "/presets");
   std::unique_ptr<FrameStats> stats;
@@ -218,6 +247,9 @@ int main(int argc, char** argv) {
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();
+  state.computer.stop();  // no GPU forward may run past its context
+  gpu.reset();
+  if (gpu_window) glfwDestroyWindow(gpu_window);
   glfwDestroyWindow(window);
   glfwTerminate();
   return frame < 0 ? 1 : 0;

@@ -44,4 +44,11 @@ struct TooLargeError : Error {
       : Error(std::move(argument_), message), bytes(bytes_), limit_bytes(limit_) {}
 };
 
+// The GPU path could not run a problem (no GL 4.3 context, a shader that failed to compile or link,
+// buffers past the device's limits, GL_OUT_OF_MEMORY). The engine catches it and computes on the
+// CPU, keeping the message as ForwardResult::fallback_reason.
+struct DeviceError : Error {
+  using Error::Error;
+};
+
 }  // namespace mha

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "errors.hpp"
 #include "forward_detail.hpp"
@@ -24,7 +25,13 @@ const char* mask_dtype_name(MaskDType d) {
 }
 
 const char* backend_name(Backend b) {
-  return b == Backend::reference ? "reference" : "cpu";
+  switch (b) {
+    case Backend::reference: return "reference";
+    case Backend::eigen: return "cpu";
+    case Backend::gpu: return "gpu";
+    case Backend::automatic: return "auto";
+  }
+  return "?";
 }
 
 void validate(const Config& c) {
@@ -380,11 +387,18 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   p.d = check_inputs(c, w, in, o);
   std::vector<std::string> warnings;
   p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
+  Backend backend = o.backend;
+  if (backend == Backend::automatic)
+    backend = sizeof(T) == 4 && o.device && o.device->prefers(p.d) ? Backend::gpu : Backend::eigen;
+  if (backend == Backend::gpu && !o.device)
+    throw ConfigError("backend", "the GPU backend needs mha_gpu (engine/gpu): this program passed no device");
+  if (backend == Backend::gpu && sizeof(T) != 4)
+    throw DtypeError("backend", "the GPU path computes in float32 only; float64 runs on the cpu backend");
   // Every check has passed. Let go of the previous result, so that its buffers can be reused.
   r = ForwardResult<T>();
   r.dims = p.d;
   r.config = c;
-  r.backend = o.backend;
+  r.backend = backend;
   r.fully_masked = o.fully_masked;
   r.warnings = std::move(warnings);
 
@@ -421,15 +435,26 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
         &w.v_proj_weight, &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})
     r.nonfinite_inputs += count_nonfinite(*t);
 
-  detail::Buffers<T>& b = detail::prepare_buffers(p.d, o.backend, st);
+  detail::Buffers<T>* b = &detail::prepare_buffers(p.d, backend, st);
   detail::Buffer<T> mask_storage;
   if (p.mask) mask_storage = detail::reuse_or_allocate(st.mask, p.mask->values.size(), st);
-  if (o.backend == Backend::reference)
-    detail::forward_reference(p, b);
-  else
-    detail::forward_eigen(p, b, o.threads, o.stage_times);
-  r.fully_masked_rows = b.fully_masked_rows;
-  r.trace = make_trace(p, b, std::move(mask_storage));
+  if (backend == Backend::gpu) {
+    if constexpr (std::is_same_v<T, float>) {
+      try {
+        o.device->forward(p, *b, o.stage_times);
+      } catch (const DeviceError& e) {
+        r.fallback_reason = e.what();
+        r.backend = backend = Backend::eigen;
+        b = &detail::prepare_buffers(p.d, backend, st);  // the Eigen path's scratch
+      }
+    }
+  }
+  if (backend == Backend::reference)
+    detail::forward_reference(p, *b);
+  else if (backend == Backend::eigen)
+    detail::forward_eigen(p, *b, o.threads, o.stage_times);
+  r.fully_masked_rows = b->fully_masked_rows;
+  r.trace = make_trace(p, *b, std::move(mask_storage));
   return r;
 }
 

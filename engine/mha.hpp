@@ -88,8 +88,35 @@ enum class MaskLayout { torch, per_batch };
 // notebook maps that NaN to 0 instead, which is the `zero` choice.
 enum class FullyMasked { nan, zero };
 
-enum class Backend { reference, eigen };
-const char* backend_name(Backend b);
+// reference: explicit loops; eigen ("cpu"): the batched Eigen path; gpu: GLSL compute shaders
+// (mha_gpu, engine/gpu/), which the engine does not link: it runs only through Options::device;
+// automatic ("auto"): the GPU when a device is given and prefers the problem's size, else eigen.
+enum class Backend { reference, eigen, gpu, automatic };
+const char* backend_name(Backend b);  // "reference", "cpu", "gpu", "auto"
+
+namespace detail {
+template <class T>
+struct Problem;
+template <class T>
+struct Buffers;
+}  // namespace detail
+struct Dims;
+struct StageTimes;
+
+// A forward path outside the engine (mha_gpu's GpuBackend). It fills the same buffers as the CPU
+// paths, so the trace is assembled by the same code. It computes in float32 only.
+class DeviceForward {
+ public:
+  virtual ~DeviceForward() = default;
+  virtual const char* name() const = 0;
+  // Whether Backend::automatic should run a problem of these sizes here. Called on the thread
+  // that then runs the forward; it may look at the device first (GpuBackend asks GL its renderer).
+  virtual bool prefers(const Dims& d) = 0;
+  // Fills every buffer as forward_reference does, or throws DeviceError (errors.hpp) with the
+  // reason; the engine then computes on the CPU and reports that reason. `times`: null, or filled
+  // with the phase times as the Eigen path fills them (Options::stage_times).
+  virtual void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) = 0;
+};
 
 // Where one Eigen forward spent its time, in milliseconds (filled through Options::stage_times). The
 // phases inside the fused per-head loop run interleaved on several threads, so their wall time is
@@ -116,6 +143,8 @@ struct Options {
   int threads = 0;
   // When set, the Eigen path overwrites it with its per-phase times (`mha bench`); null costs nothing.
   StageTimes* stage_times = nullptr;
+  // The GPU path for Backend::gpu / automatic (mha_gpu's GpuBackend); null: gpu throws ConfigError.
+  DeviceForward* device = nullptr;
 };
 
 template <class T>
@@ -138,11 +167,12 @@ struct ForwardResult {
   Trace<T> trace;  // every stage, batch-first and batched (N = 1 for unbatched input)
   Dims dims;
   Config config;
-  Backend backend = Backend::eigen;
+  Backend backend = Backend::eigen;             // the path that computed it (never automatic)
   FullyMasked fully_masked = FullyMasked::nan;  // the policy this result was computed with
   std::int64_t fully_masked_rows = 0;           // (n, h, i) rows whose every key was blocked
   std::int64_t nonfinite_inputs = 0;            // NaN/Inf values found in the inputs and weights
   std::vector<std::string> warnings;            // e.g. torch's uint8-mask deprecation
+  std::string fallback_reason;  // the GPU was chosen but failed, so the CPU computed this: why
 
   // The module's return values, in the input's own layout, as torch returns them.
   Tensor<T> output() const;                                 // like query

@@ -4,7 +4,8 @@
 # (only needed to regenerate the reference fixtures: tools/gen_fixtures.py).
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
-      libimgui-dev libstb-dev libglfw3-dev libepoxy-dev xvfb xauth libgl1-mesa-dri)
+      libimgui-dev libstb-dev libglfw3-dev libepoxy-dev xvfb xauth libgl1-mesa-dri
+      libegl1-mesa-dev libegl-mesa0)  # EGL headers + Mesa's EGL: the GPU path's headless llvmpipe context
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy libopenblas0-pthread); fi
 
 missing=()

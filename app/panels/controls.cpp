@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -227,6 +228,50 @@ void weights_section(AppState& state) {
   }
 }
 
+// Backend: auto / cpu / gpu, the time each took last, and why the GPU path fell back if it did.
+void backend_section(AppState& state) {
+  ImGui::Separator();
+  Computer& c = state.computer;
+  int choice = int(c.backend());
+  ImGui::TextUnformatted("Backend:");
+  ImGui::SameLine();
+  bool changed = ImGui::RadioButton("auto", &choice, int(BackendChoice::automatic));
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "tiny sizes: the reference loops (torch's rounding); then Eigen; the GPU above its size threshold "
+        "on a hardware GPU (never on a software renderer such as llvmpipe, where the CPU measured faster)");
+  ImGui::SameLine();
+  changed |= ImGui::RadioButton("cpu", &choice, int(BackendChoice::cpu));
+  ImGui::SameLine();
+  changed |= ImGui::RadioButton("gpu", &choice, int(BackendChoice::gpu));
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("GLSL compute shaders at every size; falls back to cpu with the reason");
+  if (changed) {
+    c.set_backend(BackendChoice(choice));
+    state.recompute();
+  }
+  const Computer::BackendTimes t = c.times();
+  auto ms = [](double v) {  // "-": that backend has not computed yet
+    char text[32] = "-";
+    if (v > 0) std::snprintf(text, sizeof text, "%.2f ms", v);
+    return std::string(text);
+  };
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("GPU: %s", c.device_description().c_str());
+  ImGui::TextWrapped("last forward: reference %s, cpu %s, gpu %s", ms(t.reference_ms).c_str(),
+                     ms(t.cpu_ms).c_str(), ms(t.gpu_ms).c_str());
+  ImGui::PopStyleColor();
+  if (state.result.valid()) {
+    const ForwardResult<float>& r = *state.result.forward;
+    ImGui::Text("this result: %s path, %.2f ms", backend_name(r.backend), state.result.compute_ms);
+    if (!r.fallback_reason.empty()) {
+      ImGui::PushStyleColor(ImGuiCol_Text, kErrorColor);
+      ImGui::TextWrapped("GPU path fell back to cpu: %s", r.fallback_reason.c_str());
+      ImGui::PopStyleColor();
+    }
+  }
+}
+
 }  // namespace
 
 void draw_controls(AppState& state) {
@@ -302,6 +347,8 @@ void draw_controls(AppState& state) {
     s.fully_masked = policy ? FullyMasked::zero : FullyMasked::nan;
     state.edited("fully masked policy");
   }
+
+  backend_section(state);
 
   ImGui::Separator();
   ViewState& v = s.view;

@@ -69,6 +69,12 @@ int run(const ComputeArgs& a) {
 
   std::printf("MHA forward (%s, %s, %s backend)\n", source.c_str(), sizeof(T) == 4 ? "float32" : "float64",
               backend_name(r.backend));
+  if (!r.fallback_reason.empty())
+    std::printf("  GPU path fell back to cpu: %s\n", r.fallback_reason.c_str());
+  else if (p.options.backend == Backend::automatic)
+    std::printf("  auto chose %s\n", r.backend == Backend::gpu ? "gpu (above the size threshold)"
+                                                               : "cpu (below the GPU threshold, or a "
+                                                                 "software renderer, or no GPU)");
   std::printf("  N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld", (long long)d.N, (long long)d.L, (long long)d.S,
               (long long)d.E, (long long)d.H, (long long)d.d_k);
   if (d.G != d.H) std::printf(" num_kv_heads=%lld", (long long)d.G);
@@ -131,6 +137,7 @@ int run(const ComputeArgs& a) {
     }
     nlohmann::json meta = {{"dtype", sizeof(T) == 4 ? "float32" : "float64"},
                            {"backend", backend_name(r.backend)},
+                           {"gpu_fallback_reason", r.fallback_reason},
                            {"fully_masked", r.fully_masked == FullyMasked::nan ? "nan" : "zero"},
                            {"fully_masked_rows", r.fully_masked_rows},
                            {"nonfinite_inputs", r.nonfinite_inputs},

@@ -1,5 +1,6 @@
-// `mha`: the engine from the command line, with no GL, GLFW or ImGui linked — the proof that the
-// engine stands alone. Subcommands live one per file (compute.cpp, ...).
+// `mha`: the engine from the command line, with no GLFW or ImGui linked — the proof that the
+// engine stands alone. GL comes only through mha_gpu (--backend gpu|auto), whose libepoxy loads
+// libEGL/libGL on the first GPU forward. Subcommands live one per file (compute.cpp, ...).
 #include <cstdio>
 #include <exception>
 

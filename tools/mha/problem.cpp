@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <type_traits>
 
 #include "compute.hpp"  // app/, in mha_scenario: build_forward(Scenario)
@@ -13,6 +14,9 @@
 #include "io/state_dict.hpp"
 #include "masks.hpp"
 #include "torch_rng.hpp"
+#ifdef MHA_HAS_GPU
+#include "gpu/gpu_backend.hpp"
+#endif
 
 namespace fs = std::filesystem;
 
@@ -93,15 +97,33 @@ void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
                   "a row with every key blocked gives nan (torch) or zero (the course notebook)")
       ->check(CLI::IsMember({"nan", "zero"}));
   cmd->add_option("--backend", a.backend,
-                  "reference (explicit loops) or cpu (Eigen); default cpu, with --scenario the app's choice")
+                  "reference (explicit loops), cpu (Eigen), gpu (GLSL compute shaders; falls back to cpu "
+                  "with the reason) or auto (gpu above a size threshold on a hardware GPU); default cpu, "
+                  "with --scenario the app's choice")
       ->each([&a](const std::string&) { a.backend_given = true; })
-      ->check(CLI::IsMember({"reference", "cpu"}));
+      ->check(CLI::IsMember({"reference", "cpu", "gpu", "auto"}));
   cmd->add_option("--attn-mask-layout", a.mask_layout,
                   "torch: 3-D attn_mask is (N·H, L, S); per_batch: (N, L, S), one mask per batch item")
       ->check(CLI::IsMember({"torch", "per_batch"}));
   cmd->add_option("--mask-convention", a.mask_convention,
                   "torch: attn_mask True/1 = blocked; keep: 1 = attend, 0 = blocked (converted explicitly)")
       ->check(CLI::IsMember({"torch", "keep"}));
+}
+
+Backend parse_backend(const std::string& name) {
+  if (name == "reference") return Backend::reference;
+  if (name == "gpu") return Backend::gpu;
+  if (name == "auto") return Backend::automatic;
+  return Backend::eigen;
+}
+
+DeviceForward* gpu_device() {
+#ifdef MHA_HAS_GPU
+  static std::unique_ptr<gpu::GpuBackend> device = gpu::GpuBackend::headless();  // one per process
+  return device.get();
+#else
+  return nullptr;  // the engine then says the GPU backend needs mha_gpu
+#endif
 }
 
 bool check_forward_args(const ForwardArgs& a) {
@@ -134,7 +156,10 @@ Problem<float> scenario_problem(const ForwardArgs& a) {
   p.weights = std::move(b.weights);
   p.inputs = std::move(b.inputs);
   p.options = b.options;
-  if (a.backend_given) p.options.backend = a.backend == "reference" ? Backend::reference : Backend::eigen;
+  if (a.backend_given) {
+    p.options.backend = parse_backend(a.backend);
+    if (p.options.backend == Backend::gpu || p.options.backend == Backend::automatic) p.options.device = gpu_device();
+  }
   p.source = a.scenario_file + " (\"" + s.name + "\")";
   p.query_tokens = s.query_tokens();
   p.key_tokens = s.key_tokens();
@@ -160,7 +185,8 @@ Problem<T> build_problem(const ForwardArgs& a) {
   c.num_kv_heads = a.num_kv_heads;
   c.add_zero_attn = a.add_zero_attn;
   o.fully_masked = a.fully_masked == "zero" ? FullyMasked::zero : FullyMasked::nan;
-  o.backend = a.backend == "reference" ? Backend::reference : Backend::eigen;
+  o.backend = parse_backend(a.backend);
+  if (o.backend == Backend::gpu || o.backend == Backend::automatic) o.device = gpu_device();
   o.attn_mask_layout = a.mask_layout == "per_batch" ? MaskLayout::per_batch : MaskLayout::torch;
 
   if (a.torch_seed) {

@@ -31,6 +31,11 @@ void add_forward_options(CLI::App* cmd, ForwardArgs& a);
 // the forward runs in double (--dtype float64, or a float64 query.npy).
 bool check_forward_args(const ForwardArgs& a);
 
+// "reference", "cpu", "gpu", "auto" -> Backend.
+Backend parse_backend(const std::string& name);
+// The GPU path on a headless EGL context, made on first use; null when mha is built without mha_gpu.
+DeviceForward* gpu_device();
+
 template <class T>
 struct Problem {
   Config config;

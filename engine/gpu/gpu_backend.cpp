@@ -1,0 +1,368 @@
+// The GPU path's host side (see gpu_backend.hpp): uploads the checked problem into shader storage
+// buffers, runs one compute program per operation in the reference's order, reads every stage back
+// into the engine's buffers, and turns every GL failure into a DeviceError.
+#include "gpu/gpu_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "errors.hpp"
+#include "forward_detail.hpp"
+#include "gpu/egl_context.hpp"
+#include "gpu/gl_util.hpp"
+#include "gpu/shader.hpp"
+
+namespace mha::gpu {
+
+double forward_multiply_adds(const Dims& d) {
+  const double N = double(d.N), L = double(d.L), S = double(d.S), Sp = double(d.S_total), E = double(d.E),
+               H = double(d.H), dk = double(d.d_k), kv = double(d.G * d.d_k);
+  return 2 * N * L * E * E + N * S * (double(d.kdim) + double(d.vdim)) * kv + 2 * N * H * L * Sp * dk;
+}
+
+std::unique_ptr<GpuBackend> GpuBackend::headless() {
+  std::unique_ptr<GpuBackend> g(new GpuBackend());
+  try {
+    g->egl_ = EglContext::create();
+    g->context_description_ = g->egl_->description();
+  } catch (const DeviceError& e) {
+    g->unavailable_ = e.what();
+  }
+  return g;
+}
+
+std::unique_ptr<GpuBackend> GpuBackend::with_context(std::function<void()> make_current,
+                                                     std::function<void()> release, std::string description) {
+  std::unique_ptr<GpuBackend> g(new GpuBackend());
+  g->make_current_ = std::move(make_current);
+  g->release_ = std::move(release);
+  g->context_description_ = std::move(description);
+  return g;
+}
+
+std::unique_ptr<GpuBackend> GpuBackend::unavailable(std::string why) {
+  std::unique_ptr<GpuBackend> g(new GpuBackend());
+  g->unavailable_ = std::move(why);
+  return g;
+}
+
+GpuBackend::~GpuBackend() {
+  if (!programs_built_ && buffers_.empty()) return;
+  try {  // GL objects die with a current context only
+    if (egl_) egl_->make_current();
+    if (make_current_) make_current_();
+    for (auto& [name, program] : programs_) glDeleteProgram(program);
+    for (auto& [name, b] : buffers_) glDeleteBuffers(1, &b.id);
+    if (release_) release_();
+  } catch (const DeviceError&) {
+  }
+}
+
+bool GpuBackend::prefers(const Dims& d) {
+  if (!available() || forward_multiply_adds(d) < kAutoMinMultiplyAdds) return false;
+  if (renderer_.empty()) {
+    Release release{release_};
+    try {
+      probe();
+    } catch (const DeviceError&) {
+      return false;  // unavailable_ holds the reason; forward() would report it
+    }
+  }
+  return !software_;
+}
+
+void GpuBackend::probe() {
+  if (!unavailable_.empty()) throw DeviceError("gpu", unavailable_);
+  if (egl_) egl_->make_current();
+  if (make_current_) make_current_();
+  if (renderer_.empty()) {
+    const int version = epoxy_gl_version();
+    const char* renderer = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
+    const char* gl_version = reinterpret_cast<const char*>(glGetString(GL_VERSION));
+    renderer_ = std::string(renderer ? renderer : "?") + ", OpenGL " + (gl_version ? gl_version : "?") +
+                "; " + context_description_;
+    software_ = renderer && (std::strstr(renderer, "llvmpipe") || std::strstr(renderer, "softpipe"));
+    if (version < 43) {
+      unavailable_ = "compute shaders need OpenGL 4.3; this context is " + renderer_;
+      throw DeviceError("gpu", unavailable_);
+    }
+    GLint64 block = 0;
+    glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &block);
+    device_max_block_ = std::uint64_t(block);
+  }
+}
+
+void GpuBackend::bind() {
+  probe();
+  if (!build_error_.empty()) throw DeviceError("shader", build_error_);
+  if (programs_built_) return;
+  const Defines tile = {{"TILE", std::to_string(kTile)}};
+  const Defines local = {{"LOCAL_SIZE", std::to_string(kLocalSize)}};
+  Defines zero = local;
+  zero.push_back({"ZERO_FULLY_MASKED", "1"});
+  try {
+    programs_["linear"] = build_compute_program("linear.comp", tile);
+    programs_["scores"] = build_compute_program("scores.comp", tile, {"gqa.glsl"});
+    programs_["softmax_nan"] = build_compute_program("softmax.comp", local);
+    programs_["softmax_zero"] = build_compute_program("softmax.comp", zero);
+    programs_["context"] = build_compute_program("context.comp", tile, {"gqa.glsl"});
+    programs_["concat"] = build_compute_program("concat.comp", local);
+    programs_["average"] = build_compute_program("average.comp", local);
+    programs_["row_stats"] = build_compute_program("row_stats.comp", local, {"gqa.glsl"});
+    Defines tile_zero = tile;
+    tile_zero.push_back({"ZERO_FULLY_MASKED", "1"});
+    programs_["tile_nan"] = build_compute_program("weights_tile.comp", tile, {"gqa.glsl"});
+    programs_["tile_zero"] = build_compute_program("weights_tile.comp", tile_zero, {"gqa.glsl"});
+  } catch (const DeviceError& e) {
+    build_error_ = e.what();  // the same failure every time; do not recompile on each forward
+    for (auto& [name, program] : programs_) glDeleteProgram(program);
+    programs_.clear();
+    throw;
+  }
+  programs_built_ = true;
+}
+
+GLuint GpuBackend::buffer(const std::string& name, std::uint64_t bytes) {
+  bytes = std::max<std::uint64_t>(bytes, 4);  // an empty SSBO binding is an error; keep one float
+  const std::uint64_t limit =
+      max_buffer_bytes_ ? std::min(max_buffer_bytes_, device_max_block_) : device_max_block_;
+  if (bytes > limit)
+    throw DeviceError("gpu", "buffer " + name + " needs " + std::to_string(bytes) +
+                                 " bytes, more than GL_MAX_SHADER_STORAGE_BLOCK_SIZE allows here (" +
+                                 std::to_string(limit) + " bytes)");
+  if (bytes / 4 > std::uint64_t(std::numeric_limits<std::int32_t>::max()))
+    throw DeviceError("gpu", "buffer " + name + ": more than 2^31 floats, past the shaders' int indices");
+  Ssbo& b = buffers_[name];
+  if (!b.id) glGenBuffers(1, &b.id);
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, b.id);
+  if (b.bytes != bytes) {
+    glBufferData(GL_SHADER_STORAGE_BUFFER, GLsizeiptr(bytes), nullptr, GL_DYNAMIC_COPY);
+    b.bytes = bytes;
+    if (glGetError() == GL_OUT_OF_MEMORY) {
+      b.bytes = 0;
+      throw DeviceError(
+          "gpu", "GL_OUT_OF_MEMORY allocating buffer " + name + " (" + std::to_string(bytes) + " bytes)");
+    }
+  }
+  return b.id;
+}
+
+GLuint GpuBackend::upload(const std::string& name, const float* data, std::uint64_t count) {
+  const GLuint id = buffer(name, count * sizeof(float));
+  if (data && count) glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(count * sizeof(float)), data);
+  return id;
+}
+
+void GpuBackend::run_linear(GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
+                            std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block) {
+  if (groups(rows, kTile) > kMaxGroups)
+    throw DeviceError("gpu", "more than 65535·16 rows for one projection");
+  const GLuint prog = programs_["linear"];
+  glUseProgram(prog);
+  set(prog, "rows", int(rows));
+  set(prog, "in_features", int(in));
+  set(prog, "out_features", int(out));
+  set(prog, "has_bias", int(has_bias));
+  set(prog, "src_block", int(src_block));
+  set(prog, "dst_block", int(dst_block));
+  bind_buffers({x, w, bias, y});
+  dispatch(groups(out, kTile), groups(rows, kTile), 1);
+}
+
+GpuBackend::Projected GpuBackend::upload_inputs(const detail::Problem<float>& p) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, kv = d.G * d.d_k;
+  Projected r;
+  r.query = upload("query", p.query->data(), std::uint64_t(N * L * E));
+  r.key = upload("key", p.key->data(), std::uint64_t(N * S * d.kdim));
+  r.value = upload("value", p.value->data(), std::uint64_t(N * S * d.vdim));
+  r.w_q = upload("w_q", p.w_q, std::uint64_t(E * E));
+  r.w_k = upload("w_k", p.w_k, std::uint64_t(kv * d.kdim));
+  r.w_v = upload("w_v", p.w_v, std::uint64_t(kv * d.vdim));
+  r.w_o = upload("w_o", p.w_o, std::uint64_t(E * E));
+  r.b_q = upload("b_q", p.b_q, p.b_q ? std::uint64_t(E) : 0);
+  r.b_k = upload("b_k", p.b_k, p.b_k ? std::uint64_t(kv) : 0);
+  r.b_v = upload("b_v", p.b_v, p.b_v ? std::uint64_t(kv) : 0);
+  r.b_o = upload("b_o", p.b_o, p.b_o ? std::uint64_t(E) : 0);
+  r.bias_k = upload("bias_k", p.bias_k, p.bias_k ? std::uint64_t(kv) : 0);
+  r.bias_v = upload("bias_v", p.bias_v, p.bias_v ? std::uint64_t(kv) : 0);
+  r.mask = upload("mask", p.mask ? p.mask->values.data() : nullptr,
+                  p.mask ? std::uint64_t(p.mask->values.size()) : 0);
+  r.q = buffer("q", std::uint64_t(N * L * E) * 4);    // (N, L, E)
+  r.k = buffer("k", std::uint64_t(N * Sp * kv) * 4);  // (N, S', G·d_k)
+  r.v = buffer("v", std::uint64_t(N * Sp * kv) * 4);  // (N, S', G·d_k)
+  return r;
+}
+
+void GpuBackend::project(const detail::Problem<float>& p, const Projected& r) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, kv = d.G * d.d_k;
+  // bias_k / bias_v become key/value row S of each batch item and the zero row comes last, as
+  // torch cats them; the projection writes rows 0..S-1 of each block.
+  run_linear(r.query, r.w_q, r.b_q, r.q, N * L, E, E, p.b_q != nullptr, N * L, N * L);
+  run_linear(r.key, r.w_k, r.b_k, r.k, N * S, d.kdim, kv, p.b_k != nullptr, S, Sp);
+  run_linear(r.value, r.w_v, r.b_v, r.v, N * S, d.vdim, kv, p.b_v != nullptr, S, Sp);
+  std::int64_t extra_row = S;
+  if (p.bias_k) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      const GLintptr at = GLintptr((n * Sp + extra_row) * kv * 4);
+      glBindBuffer(GL_COPY_READ_BUFFER, r.bias_k);
+      glBindBuffer(GL_COPY_WRITE_BUFFER, r.k);
+      glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, at, GLsizeiptr(kv * 4));
+      glBindBuffer(GL_COPY_READ_BUFFER, r.bias_v);
+      glBindBuffer(GL_COPY_WRITE_BUFFER, r.v);
+      glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, at, GLsizeiptr(kv * 4));
+    }
+    ++extra_row;
+  }
+  if (p.add_zero_attn)
+    for (std::int64_t n = 0; n < N; ++n)
+      for (GLuint id : {r.k, r.v}) {
+        glBindBuffer(GL_SHADER_STORAGE_BUFFER, id);
+        glClearBufferSubData(GL_SHADER_STORAGE_BUFFER, GL_R32F, GLintptr((n * Sp + extra_row) * kv * 4),
+                             GLsizeiptr(kv * 4), GL_RED, GL_FLOAT, nullptr);
+      }
+  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+}
+
+void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) {
+  Release release{release_};
+  bind();
+  rows_ready_ = false;  // the q, k and mask buffers are about to be overwritten
+  if (times) *times = StageTimes{};
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point phase_start = Clock::now();
+  // Ends a timed phase: waits for the GPU, adds the wall time since the last phase ended.
+  auto phase = [&](double StageTimes::*field) {
+    if (!times) return;
+    glFinish();
+    const Clock::time_point now = Clock::now();
+    times->*field += std::chrono::duration<double, std::milli>(now - phase_start).count();
+    phase_start = now;
+  };
+  glGetError();  // start from a clean error state: earlier errors are not ours
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k;
+  if (L > kMaxGroups || N * H > kMaxGroups)
+    throw DeviceError("gpu", "L and N·num_heads must stay within 65535 work-groups (L=" + std::to_string(L) +
+                                 ", N·H=" + std::to_string(N * H) + ")");
+  const std::uint64_t scores_n = std::uint64_t(N * H * L * Sp);
+
+  // Every buffer is sized (and checked against the device's limit) before any work is queued.
+  const GLuint scores = buffer("scores", scores_n * 4);                                  // (N, H, L, S')
+  const GLuint scores_scaled = buffer("scores_scaled", scores_n * 4);                    // (N, H, L, S')
+  const GLuint scores_masked = buffer("scores_masked", scores_n * 4);                    // (N, H, L, S')
+  const GLuint weights = buffer("attn_weights", scores_n * 4);                           // (N, H, L, S')
+  const GLuint context = buffer("context", std::uint64_t(N * H * L * dk) * 4);           // (N, H, L, d_k)
+  const GLuint concat = buffer("concat", std::uint64_t(N * L * E) * 4);                  // (N, L, E)
+  const GLuint output = buffer("output", std::uint64_t(N * L * E) * 4);                  // (N, L, E)
+  const GLuint weights_avg = buffer("attn_weights_avg", std::uint64_t(N * L * Sp) * 4);  // (N, L, S')
+  const GLuint counter = buffer("fully_masked_rows", 4);
+  const GLuint zero = 0;
+  glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &zero);
+  const Projected in = upload_inputs(p);
+  check_gl("while uploading the inputs");
+  if (times) {
+    glFinish();
+    phase_start = Clock::now();  // uploads are not a phase: the Eigen path's inputs are in place
+  }
+  // 1. In-projections.
+  project(p, in);
+  const GLuint q = in.q, k = in.k, v = in.v, mask = in.mask, w_o = in.w_o, b_o = in.b_o;
+  phase(&StageTimes::projections);
+
+  // 2. Scores per head (GQA: head h reads key head h / (H/G)).
+  {
+    const GLuint prog = programs_["scores"];
+    glUseProgram(prog);
+    set(prog, "L", int(L));
+    set(prog, "S_total", int(Sp));
+    set(prog, "E", int(E));
+    set(prog, "H", int(H));
+    set(prog, "G", int(G));
+    set(prog, "d_k", int(dk));
+    set(prog, "scale", std::sqrt(float(dk)));
+    bind_buffers({q, k, scores, scores_scaled});
+    dispatch(groups(Sp, kTile), groups(L, kTile), GLuint(N * H));
+  }
+  phase(&StageTimes::scores);
+  // 3. Mask + softmax, one work-group per row.
+  {
+    const GLuint prog = programs_[p.fully_masked == FullyMasked::zero ? "softmax_zero" : "softmax_nan"];
+    glUseProgram(prog);
+    set(prog, "L", int(L));
+    set(prog, "S_total", int(Sp));
+    set(prog, "H", int(H));
+    set(prog, "has_mask", int(bool(p.mask)));
+    set(prog, "m_n", p.mask ? int(p.mask->n_size) : 1);
+    set(prog, "m_h", p.mask ? int(p.mask->h_size) : 1);
+    set(prog, "m_l", p.mask ? int(p.mask->l_size) : 1);
+    bind_buffers({scores_scaled, mask, scores_masked, weights, counter});
+    dispatch(GLuint(L), GLuint(N * H), 1);
+  }
+  phase(&StageTimes::mask_softmax);
+  // 4. weights·v and head concat, out-projection, head average.
+  {
+    const GLuint prog = programs_["context"];
+    glUseProgram(prog);
+    set(prog, "L", int(L));
+    set(prog, "S_total", int(Sp));
+    set(prog, "H", int(H));
+    set(prog, "G", int(G));
+    set(prog, "d_k", int(dk));
+    bind_buffers({weights, v, context});
+    dispatch(groups(dk, kTile), groups(L, kTile), GLuint(N * H));
+  }
+  {
+    const GLuint prog = programs_["concat"];
+    glUseProgram(prog);
+    set(prog, "N", int(N));
+    set(prog, "L", int(L));
+    set(prog, "H", int(H));
+    set(prog, "d_k", int(dk));
+    bind_buffers({context, concat});
+    dispatch(std::min(kMaxGroups, groups(N * L * E, kLocalSize)), 1, 1);
+  }
+  phase(&StageTimes::context);
+  run_linear(concat, w_o, b_o, output, N * L, E, E, p.b_o != nullptr, N * L, N * L);  // the out-projection
+  phase(&StageTimes::out_proj);
+  {
+    const GLuint prog = programs_["average"];
+    glUseProgram(prog);
+    set(prog, "N", int(N));
+    set(prog, "L", int(L));
+    set(prog, "H", int(H));
+    set(prog, "S_total", int(Sp));
+    bind_buffers({weights, weights_avg});
+    dispatch(std::min(kMaxGroups, groups(N * L * Sp, kLocalSize)), 1, 1);
+  }
+  phase(&StageTimes::average);
+  check_gl("while running the compute shaders");
+
+  // 5. Read every stage back into the engine's buffers (the trace's storage).
+  auto read = [&](GLuint id, std::vector<float>& into) {
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, id);
+    glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(into.size() * sizeof(float)), into.data());
+  };
+  read(q, *b.q);
+  read(k, *b.k);
+  read(v, *b.v);
+  read(scores, *b.scores);
+  read(scores_scaled, *b.scores_scaled);
+  read(scores_masked, *b.scores_masked);
+  read(weights, *b.weights);
+  read(context, *b.context);
+  read(concat, *b.concat);
+  read(output, *b.output);
+  read(weights_avg, *b.weights_avg);
+  GLuint fully_masked = 0;
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, counter);
+  glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &fully_masked);
+  b.fully_masked_rows = std::int64_t(fully_masked);
+  check_gl("while reading the results back");
+}
+
+}  // namespace mha::gpu

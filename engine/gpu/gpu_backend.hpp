@@ -1,0 +1,116 @@
+// The GPU path: mha::DeviceForward on GLSL 4.30 compute shaders (shaders/*.comp). It fills the
+// engine's buffers for float32 forwards, so the trace is the CPU paths' trace; every failure (no
+// GL 4.3 context, a shader that fails to build, buffers past the device's limits, GL_OUT_OF_MEMORY)
+// is a DeviceError, on which the engine computes on the CPU and reports the reason.
+#pragma once
+
+#include <epoxy/gl.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "mha.hpp"
+
+namespace mha::gpu {
+
+class EglContext;
+
+// Backend::automatic runs on the GPU from this many multiply-adds per forward (projections +
+// scores + weights·v) on a hardware GPU. NOT measured: no hardware GPU was available while this was
+// written (README, "GPU path"). On software renderers (llvmpipe) auto never picks the GPU: the
+// Eigen path won at every size measured there.
+constexpr double kAutoMinMultiplyAdds = 2e8;
+
+// Multiply-adds of one forward at these sizes: N·L·E·E (q) + 2·N·S·kdim·G·d_k (k, v)
+// + 2·N·H·L·S'·d_k (scores, weights·v) + N·L·E·E (out).
+double forward_multiply_adds(const Dims& d);
+
+class GpuBackend : public DeviceForward {
+ public:
+  // A headless EGL context of its own (CLI, tests). Never throws: when no context can be made the
+  // backend is unavailable and every forward falls back with that reason.
+  static std::unique_ptr<GpuBackend> headless();
+  // The caller's context (the app's hidden GLFW context): `make_current` is called on the thread
+  // of each forward before any GL call, and `release` after its last, so that the context is
+  // never left current on a thread that may end (a context is current on one thread at a time).
+  static std::unique_ptr<GpuBackend> with_context(std::function<void()> make_current,
+                                                  std::function<void()> release, std::string description);
+  // No context could be made (the app's GL 4.3 context failed): every forward falls back with `why`.
+  static std::unique_ptr<GpuBackend> unavailable(std::string why);
+  ~GpuBackend() override;
+
+  const char* name() const override { return "gpu"; }
+  // Below kAutoMinMultiplyAdds: no, without touching GL. Above: yes unless the context is
+  // unavailable or a software renderer.
+  bool prefers(const Dims& d) override;
+  // With `times`, each phase ends in glFinish so that its wall time can be taken (slower overall);
+  // reading the stages back is left out of the phases. threads is 0: the GPU's own.
+  void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) override;
+
+  // Large L without the (N, H, L, S') stages (the FlashAttention idea): projects q and k on the
+  // GPU and keeps only each row's max and log-sum-exp of scores_masked; weights_tile then
+  // recomputes exactly the attn_weights tile asked for, weight = exp(s·q_i·k_j + mask − lse_i).
+  // float32; the mask is held merged, as the engine merges it (a (L, S) mask is L·S floats).
+  // Throws the engine's input errors, or DeviceError (no CPU fallback here). A forward() in
+  // between reuses the buffers: call prepare_rows again before the next tile.
+  struct RowStats {
+    Tensor<float> row_max;  // (N, H, L)  -inf where every key is blocked
+    Tensor<float> row_lse;  // (N, H, L)  log Σ_j exp(scores_masked[n, h, i, j])
+  };
+  RowStats prepare_rows(const Config& c, const Weights<float>& w, const Inputs<float>& in, const Options& o);
+  // attn_weights[n, h, i0 : i0 + rows, j0 : j0 + cols], (rows, cols); throws ConfigError outside.
+  Tensor<float> weights_tile(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t rows,
+                             std::int64_t j0, std::int64_t cols);
+  // Bytes of every GPU buffer this backend holds now.
+  std::uint64_t buffer_bytes() const;
+
+  bool available() const { return unavailable_.empty(); }
+  const std::string& unavailable_reason() const { return unavailable_; }
+  // "llvmpipe (LLVM 15.0.6, 256 bits), OpenGL 4.5 (Core Profile) Mesa 22.3.6; EGL surfaceless
+  // (Mesa)"; known after the first forward that reached the context.
+  const std::string& renderer() const { return renderer_; }
+  // Refuse buffers above this many bytes even where the device allows more (tests of the
+  // out-of-memory fallback); 0: the device's GL_MAX_SHADER_STORAGE_BLOCK_SIZE only.
+  void set_max_buffer_bytes(std::uint64_t bytes) { max_buffer_bytes_ = bytes; }
+
+ private:
+  GpuBackend() = default;
+  void probe();  // context current, GL 4.3 checked, renderer and limits known; throws DeviceError
+  void bind();   // probe() + programs built; throws DeviceError
+  // The inputs, weights and mask on the GPU, and the q, k, v buffers the projections fill.
+  struct Projected {
+    GLuint query = 0, key = 0, value = 0, w_q = 0, w_k = 0, w_v = 0, w_o = 0, b_q = 0, b_k = 0, b_v = 0,
+           b_o = 0;
+    GLuint bias_k = 0, bias_v = 0, mask = 0, q = 0, k = 0, v = 0;
+  };
+  Projected upload_inputs(const detail::Problem<float>& p);
+  void project(const detail::Problem<float>& p, const Projected& r);  // q, k, v + bias_k / zero rows
+  void run_linear(GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
+                  std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block);
+  GLuint buffer(const std::string& name, std::uint64_t bytes);  // sized SSBO, reused across forwards
+  GLuint upload(const std::string& name, const float* data, std::uint64_t count);
+
+  std::unique_ptr<EglContext> egl_;
+  std::function<void()> make_current_, release_;
+  std::string context_description_, unavailable_, renderer_, build_error_;
+  bool software_ = false;  // llvmpipe / softpipe
+  bool programs_built_ = false;
+  std::uint64_t max_buffer_bytes_ = 0, device_max_block_ = 0;
+  std::map<std::string, GLuint> programs_;  // "linear", "softmax_nan", ...
+  struct Ssbo {
+    GLuint id = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::map<std::string, Ssbo> buffers_;
+  // What prepare_rows left for weights_tile (rows_ready_ is false after a forward()).
+  bool rows_ready_ = false;
+  Dims rows_dims_;
+  FullyMasked rows_policy_ = FullyMasked::nan;
+  bool rows_has_mask_ = false;
+  std::int64_t rows_m_n_ = 1, rows_m_h_ = 1, rows_m_l_ = 1;  // the merged mask's broadcast sizes
+};
+
+}  // namespace mha::gpu

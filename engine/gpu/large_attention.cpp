@@ -1,0 +1,147 @@
+// The GPU path for large L (see GpuBackend::prepare_rows in gpu_backend.hpp): each row's max and
+// log-sum-exp streamed over the keys with no (L, S) buffer, then exact recompute of any tile of
+// attn_weights from them (the FlashAttention idea).
+#include <algorithm>
+#include <cmath>
+
+#include "errors.hpp"
+#include "forward_detail.hpp"
+#include "gpu/gl_util.hpp"
+#include "gpu/gpu_backend.hpp"
+#include "masks.hpp"
+
+namespace mha::gpu {
+
+GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<float>& w,
+                                              const Inputs<float>& in, const Options& o) {
+  // The engine's checks and mask merge, then the same normalised problem the forward paths get.
+  detail::Problem<float> p;
+  p.d = check_inputs(c, w, in, o);
+  p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, nullptr);
+  p.fully_masked = o.fully_masked;
+  auto batch_first = [&](const Tensor<float>& t) {
+    auto out = std::make_shared<std::vector<float>>(t.data);
+    if (p.d.batched && !c.batch_first) {  // (L, N, F) -> (N, L, F)
+      const std::int64_t L = t.shape[0], N = t.shape[1], F = t.shape[2];
+      for (std::int64_t l = 0; l < L; ++l)
+        for (std::int64_t n = 0; n < N; ++n)
+          std::copy_n(t.data.begin() + (l * N + n) * F, F, out->begin() + (n * L + l) * F);
+    }
+    return out;
+  };
+  p.query = batch_first(in.query);
+  p.key = batch_first(in.key);
+  p.value = batch_first(in.value);
+  const std::int64_t E = p.d.E, kv = p.d.G * p.d.d_k;
+  p.w_q = w.in_proj_weight.empty() ? w.q_proj_weight.ptr() : w.in_proj_weight.ptr();
+  p.w_k = w.in_proj_weight.empty() ? w.k_proj_weight.ptr() : p.w_q + E * E;
+  p.w_v = w.in_proj_weight.empty() ? w.v_proj_weight.ptr() : p.w_k + kv * E;
+  if (c.bias) {
+    p.b_q = w.in_proj_bias.ptr();
+    p.b_k = p.b_q + E;
+    p.b_v = p.b_k + kv;
+    p.b_o = w.out_proj_bias.ptr();
+  }
+  p.w_o = w.out_proj_weight.ptr();
+  if (c.add_bias_kv) {
+    p.bias_k = w.bias_k.ptr();
+    p.bias_v = w.bias_v.ptr();
+  }
+  p.add_zero_attn = c.add_zero_attn;
+
+  Release release{release_};
+  bind();
+  glGetError();
+  rows_ready_ = false;
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, H = d.H;
+  if (L > kMaxGroups || N * H > kMaxGroups)
+    throw DeviceError("gpu", "L and N·num_heads must stay within 65535 work-groups");
+  const GLuint row_max = buffer("row_max", std::uint64_t(N * H * L) * 4);  // (N, H, L)
+  const GLuint row_lse = buffer("row_lse", std::uint64_t(N * H * L) * 4);  // (N, H, L)
+  const Projected r = upload_inputs(p);
+  project(p, r);
+  const GLuint prog = programs_["row_stats"];
+  glUseProgram(prog);
+  set(prog, "L", int(L));
+  set(prog, "S_total", int(d.S_total));
+  set(prog, "E", int(E));
+  set(prog, "H", int(H));
+  set(prog, "G", int(d.G));
+  set(prog, "d_k", int(d.d_k));
+  set(prog, "scale", std::sqrt(float(d.d_k)));
+  set(prog, "has_mask", int(bool(p.mask)));
+  set(prog, "m_n", p.mask ? int(p.mask->n_size) : 1);
+  set(prog, "m_h", p.mask ? int(p.mask->h_size) : 1);
+  set(prog, "m_l", p.mask ? int(p.mask->l_size) : 1);
+  bind_buffers({r.q, r.k, r.mask, row_max, row_lse});
+  dispatch(GLuint(L), GLuint(N * H), 1);
+
+  RowStats stats{Tensor<float>({N, H, L}), Tensor<float>({N, H, L})};
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, row_max);
+  glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(N * H * L * 4), stats.row_max.ptr());
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, row_lse);
+  glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(N * H * L * 4), stats.row_lse.ptr());
+  check_gl("while computing the row statistics");
+  rows_dims_ = d;
+  rows_policy_ = o.fully_masked;
+  rows_has_mask_ = bool(p.mask);
+  rows_m_n_ = p.mask ? p.mask->n_size : 1;
+  rows_m_h_ = p.mask ? p.mask->h_size : 1;
+  rows_m_l_ = p.mask ? p.mask->l_size : 1;
+  rows_ready_ = true;
+  return stats;
+}
+
+Tensor<float> GpuBackend::weights_tile(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t rows,
+                                       std::int64_t j0, std::int64_t cols) {
+  if (!rows_ready_)
+    throw ConfigError("tile", "weights_tile: call prepare_rows first (again after a forward)");
+  const Dims& d = rows_dims_;
+  if (n < 0 || n >= d.N || h < 0 || h >= d.H || rows <= 0 || cols <= 0 || i0 < 0 || j0 < 0 ||
+      i0 + rows > d.L || j0 + cols > d.S_total)
+    throw ConfigError("tile", "weights_tile: (n=" + std::to_string(n) + ", h=" + std::to_string(h) +
+                                  ", rows " + std::to_string(i0) + "+" + std::to_string(rows) + ", cols " +
+                                  std::to_string(j0) + "+" + std::to_string(cols) +
+                                  ") is outside (N, H, L, S') = " + shape_str({d.N, d.H, d.L, d.S_total}));
+  Release release{release_};
+  bind();
+  glGetError();
+  const GLuint tile = buffer("tile", std::uint64_t(rows * cols) * 4);  // (rows, cols)
+  if (groups(rows, kTile) > kMaxGroups || groups(cols, kTile) > kMaxGroups)
+    throw DeviceError("gpu", "a tile of more than 65535·16 rows or columns");
+  const GLuint prog = programs_[rows_policy_ == FullyMasked::zero ? "tile_zero" : "tile_nan"];
+  glUseProgram(prog);
+  set(prog, "L", int(d.L));
+  set(prog, "S_total", int(d.S_total));
+  set(prog, "E", int(d.E));
+  set(prog, "H", int(d.H));
+  set(prog, "G", int(d.G));
+  set(prog, "d_k", int(d.d_k));
+  set(prog, "scale", std::sqrt(float(d.d_k)));
+  set(prog, "has_mask", int(rows_has_mask_));
+  set(prog, "m_n", int(rows_m_n_));
+  set(prog, "m_h", int(rows_m_h_));
+  set(prog, "m_l", int(rows_m_l_));
+  set(prog, "n", int(n));
+  set(prog, "h", int(h));
+  set(prog, "i0", int(i0));
+  set(prog, "j0", int(j0));
+  set(prog, "rows", int(rows));
+  set(prog, "cols", int(cols));
+  bind_buffers({buffers_["q"].id, buffers_["k"].id, buffers_["mask"].id, buffers_["row_lse"].id, tile});
+  dispatch(groups(cols, kTile), groups(rows, kTile), 1);
+  Tensor<float> out({rows, cols});
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, tile);
+  glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(rows * cols * 4), out.ptr());
+  check_gl("while recomputing a weights tile");
+  return out;
+}
+
+std::uint64_t GpuBackend::buffer_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [name, b] : buffers_) total += b.bytes;
+  return total;
+}
+
+}  // namespace mha::gpu

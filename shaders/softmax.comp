@@ -1,0 +1,74 @@
+// Mask + row softmax: scores_masked = scores_scaled + merged attn_mask (-inf where blocked), then
+// attn_weights = softmax over keys, one work-group per (batch, head, query) row. A row whose every
+// key is blocked is NaN (torch) or 0 (ZERO_FULLY_MASKED, the course notebook), and is counted.
+layout(local_size_x = LOCAL_SIZE) in;
+
+layout(std430, binding = 0) readonly buffer ScoresScaled { float scores_scaled[]; };  // (N, H, L, S')
+layout(std430, binding = 1) readonly buffer Mask { float mask[]; };  // (m_n, m_h, m_l, S'), each 1 or full
+layout(std430, binding = 2) buffer ScoresMasked { float scores_masked[]; };  // (N, H, L, S')
+layout(std430, binding = 3) writeonly buffer Weights { float weights[]; };   // (N, H, L, S')
+layout(std430, binding = 4) buffer Counter { uint fully_masked_rows; };
+
+uniform int L;
+uniform int S_total;
+uniform int H;
+uniform int has_mask;
+uniform int m_n;  // the merged mask's broadcast sizes: 1 (shared) or N, H, L
+uniform int m_h;
+uniform int m_l;
+
+shared float partial[LOCAL_SIZE];
+
+const float NEG_INF = uintBitsToFloat(0xff800000u);
+const float NAN = uintBitsToFloat(0x7fc00000u);
+
+void main() {
+  const int t = int(gl_LocalInvocationID.x);
+  const int i = int(gl_WorkGroupID.x), nh = int(gl_WorkGroupID.y), n = nh / H, h = nh % H;
+  const int row = (nh * L + i) * S_total;
+  const int mask_row = (((m_n > 1 ? n : 0) * m_h + (m_h > 1 ? h : 0)) * m_l + (m_l > 1 ? i : 0)) * S_total;
+
+  float row_max = NEG_INF;
+  for (int j = t; j < S_total; j += LOCAL_SIZE) {
+    const float s = has_mask != 0 ? scores_scaled[row + j] + mask[mask_row + j] : scores_scaled[row + j];
+    scores_masked[row + j] = s;
+    row_max = row_max < s ? s : row_max;  // std::max's rule: a NaN score never becomes the max
+  }
+  partial[t] = row_max;
+  barrier();
+  for (int stride = LOCAL_SIZE / 2; stride > 0; stride /= 2) {
+    if (t < stride) partial[t] = partial[t] < partial[t + stride] ? partial[t + stride] : partial[t];
+    barrier();
+  }
+  row_max = partial[0];
+  barrier();
+  // exp(-inf - -inf) would be NaN by IEEE rules, which is torch's answer; it is written explicitly
+  // because GPU compilers may not keep IEEE NaN semantics.
+  const bool fully_masked = isinf(row_max) && row_max < 0.0;
+
+  float sum = 0.0;
+  for (int j = t; j < S_total; j += LOCAL_SIZE) {
+    const float s = scores_masked[row + j];
+    sum += s == NEG_INF ? 0.0 : exp(s - row_max);
+  }
+  partial[t] = sum;
+  barrier();
+  for (int stride = LOCAL_SIZE / 2; stride > 0; stride /= 2) {
+    if (t < stride) partial[t] += partial[t + stride];
+    barrier();
+  }
+  const float inv_denom = 1.0 / partial[0];
+
+  // A NaN score makes the sum NaN, and then every weight of the row NaN (0 · NaN included), as in
+  // the reference and torch.
+  for (int j = t; j < S_total; j += LOCAL_SIZE) {
+    const float s = scores_masked[row + j];
+    const float e = s == NEG_INF ? 0.0 : exp(s - row_max);
+#ifdef ZERO_FULLY_MASKED
+    weights[row + j] = fully_masked ? 0.0 : e * inv_denom;
+#else
+    weights[row + j] = fully_masked ? NAN : e * inv_denom;
+#endif
+  }
+  if (t == 0 && fully_masked) atomicAdd(fully_masked_rows, 1u);
+}

@@ -21,7 +21,7 @@
 #include "forward_kernels.hpp"
 
 #if defined(__SSE2__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace mha::detail::kernels::MHA_KERNEL_VARIANT {
@@ -88,23 +88,41 @@ void linear_batched_rows(const T* x, std::int64_t r0, std::int64_t r1, std::int6
 
 // Copies n values to dst, which this forward writes once and never reads back. With SSE2 (every
 // x86-64) that is done with non-temporal stores: they bypass the cache, so the trace's big arrays
-// cost no read-for-ownership and do not evict the block being worked on. Elsewhere a plain copy.
-void stream_copy(float* dst, const float* src, std::int64_t n) {
-#if defined(__SSE2__)
-  std::int64_t j = 0;
-  for (; j < n && (reinterpret_cast<std::uintptr_t>(dst + j) & 15); ++j) dst[j] = src[j];
-  for (; j + 4 <= n; j += 4) _mm_stream_ps(dst + j, _mm_loadu_ps(src + j));
-  for (; j < n; ++j) dst[j] = src[j];
-#else
-  std::copy(src, src + n, dst);
-#endif
+// cost no read-for-ownership and do not evict the block being worked on. The AVX copies store a
+// whole 32- or 64-byte vector at a time. Elsewhere a plain copy.
+#if defined(__AVX512F__)
+constexpr std::uintptr_t kStreamBytes = 64;
+inline void stream_block(float* d, const float* s) {
+  _mm512_stream_ps(d, _mm512_loadu_ps(s));
 }
+inline void stream_block(double* d, const double* s) {
+  _mm512_stream_pd(d, _mm512_loadu_pd(s));
+}
+#elif defined(__AVX__)
+constexpr std::uintptr_t kStreamBytes = 32;
+inline void stream_block(float* d, const float* s) {
+  _mm256_stream_ps(d, _mm256_loadu_ps(s));
+}
+inline void stream_block(double* d, const double* s) {
+  _mm256_stream_pd(d, _mm256_loadu_pd(s));
+}
+#elif defined(__SSE2__)
+constexpr std::uintptr_t kStreamBytes = 16;
+inline void stream_block(float* d, const float* s) {
+  _mm_stream_ps(d, _mm_loadu_ps(s));
+}
+inline void stream_block(double* d, const double* s) {
+  _mm_stream_pd(d, _mm_loadu_pd(s));
+}
+#endif
 
-void stream_copy(double* dst, const double* src, std::int64_t n) {
+template <class T>
+void stream_copy(T* dst, const T* src, std::int64_t n) {
 #if defined(__SSE2__)
+  constexpr std::int64_t step = std::int64_t(kStreamBytes / sizeof(T));
   std::int64_t j = 0;
-  for (; j < n && (reinterpret_cast<std::uintptr_t>(dst + j) & 15); ++j) dst[j] = src[j];
-  for (; j + 2 <= n; j += 2) _mm_stream_pd(dst + j, _mm_loadu_pd(src + j));
+  for (; j < n && (reinterpret_cast<std::uintptr_t>(dst + j) & (kStreamBytes - 1)); ++j) dst[j] = src[j];
+  for (; j + step <= n; j += step) stream_block(dst + j, src + j);
   for (; j < n; ++j) dst[j] = src[j];
 #else
   std::copy(src, src + n, dst);

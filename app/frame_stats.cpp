@@ -46,7 +46,7 @@ void FrameStats::start_size(AppState& state) {
   s.mask.preset = MaskPreset::causal;
   apply_mask_preset(s);
   s.query = build_forward(s).inputs.query;  // value drags edit it
-  s.view.tab = 2;                           // the Heads view: every head's heatmap is redrawn
+  s.view.tab = kTab;
   state.load(std::move(s), spec.name);
   edit_ = -1;
 }

@@ -80,16 +80,28 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   auto at = [&](int r, int c) {
     return h.values[std::int64_t(r) * h.row_stride + std::int64_t(c) * h.col_stride];
   };
-  const ImTextureID tex = textures.get(h.id, h.version, h.cols, h.rows, [&](std::uint32_t* rgba) {
-    for (int r = 0; r < h.rows; ++r)
-      for (int c = 0; c < h.cols; ++c)
-        rgba[std::size_t(r) * std::size_t(h.cols) + std::size_t(c)] =
-            (h.blocked && h.blocked(r, c)) ? kMaskedColor : value_rgba(h.colormap, at(r, c), h.vmin, h.vmax);
-  });
-  dl->AddImage(tex, g0, g1);
+  // A grid scrolled or clipped out of view is neither coloured nor uploaded (at L = 2048 each map is
+  // 2048 pixels wide and 16 MiB of texture); the cache fills it when it comes into view.
+  const bool visible = ImGui::IsRectVisible(g0, g1);
+  if (visible) {
+    const ImTextureID tex = textures.get(h.id, h.version, h.cols, h.rows, [&](std::uint32_t* rgba) {
+      for (int r = 0; r < h.rows; ++r) {
+        std::uint32_t* out = rgba + std::size_t(r) * std::size_t(h.cols);
+        const float* v = h.values + std::int64_t(r) * h.row_stride;
+        if (h.blocked)
+          for (int c = 0; c < h.cols; ++c)
+            out[c] =
+                h.blocked(r, c) ? kMaskedColor : value_rgba(h.colormap, v[c * h.col_stride], h.vmin, h.vmax);
+        else
+          for (int c = 0; c < h.cols; ++c)
+            out[c] = value_rgba(h.colormap, v[c * h.col_stride], h.vmin, h.vmax);
+      }
+    });
+    dl->AddImage(tex, g0, g1);
+  }
 
   // Blocked cells: hatched, so they never read as "low".
-  if (h.blocked && cell >= 6)
+  if (visible && h.blocked && cell >= 6)
     for (int r = 0; r < h.rows; ++r)
       for (int c = 0; c < h.cols; ++c)
         if (h.blocked(r, c)) {
@@ -102,7 +114,8 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
         }
 
   // Cell text when it fits: the caller's (cell_text), or the value, black or white by background.
-  if ((h.cell_text && cell >= font * 1.05f) || (h.show_values && !h.cell_text && cell >= font * 2.4f)) {
+  if (visible &&
+      ((h.cell_text && cell >= font * 1.05f) || (h.show_values && !h.cell_text && cell >= font * 2.4f))) {
     char buf[32];
     // Decimals follow the map's range, so small differences do not all print as 0.00.
     const float span = std::max(std::fabs(h.vmin), std::fabs(h.vmax));

@@ -166,6 +166,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 6; ++i)
     if (tab_name == kTabNames[i]) env.select_tab = i;
   if (env.select_tab < 0) env.select_tab = state.scenario.view.tab;
+  if (stats) env.select_tab = FrameStats::kTab;  // the tab the replay measures, whatever was open
   state.committed = state.scenario;
   state.recompute();
   auto textures = std::make_unique<GlTextures>();  // GL objects: released before the context

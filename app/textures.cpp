@@ -9,13 +9,13 @@ ImTextureID Textures::get(const std::string& slot, std::uint64_t version, int w,
                           const std::function<void(std::uint32_t*)>& fill) {
   Entry& e = entries_[slot];
   if (e.id && e.version == version && e.w == w && e.h == h) return e.id;
-  std::vector<std::uint32_t> rgba(std::size_t(w) * std::size_t(h));
-  fill(rgba.data());
+  pixels_.resize(std::size_t(w) * std::size_t(h));
+  fill(pixels_.data());
   ++uploads_;
   if (!e.id)
-    e.id = create(w, h, rgba.data());
+    e.id = create(w, h, pixels_.data());
   else
-    update(e.id, w, h, rgba.data());
+    update(e.id, w, h, pixels_.data());
   e.version = version;
   e.w = w;
   e.h = h;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace mha::app {
 
@@ -31,6 +32,7 @@ class Textures {
     int w = 0, h = 0;
   };
   std::map<std::string, Entry> entries_;
+  std::vector<std::uint32_t> pixels_;  // fill's buffer, kept: a large map's pixels are 16 MiB
   int uploads_ = 0;
 };
 

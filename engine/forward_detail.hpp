@@ -72,9 +72,10 @@ struct WorkspaceState {
   std::int64_t allocations = 0;
 };
 
-// Points ws.buffers at storage for a forward of sizes `d`, reusing each buffer whose size is
-// unchanged and that only the workspace holds, allocating the others. Every element of the reused
-// buffers is overwritten by both forward paths, so old values never leak into a new trace.
+// Points ws.buffers at storage for a forward of sizes `d`, reusing each buffer that only the
+// workspace holds and whose capacity is 1–2× the new size (resized to it), allocating the others. Every
+// element of the reused buffers is overwritten by both forward paths, so old values never leak into a new
+// trace.
 template <class T>
 Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws);
 // The same rule for one buffer of n elements.

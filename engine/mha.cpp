@@ -244,11 +244,16 @@ namespace detail {
 
 template <class T>
 Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws) {
-  if (!slot || slot.use_count() != 1 || slot->size() != n) {
-    slot.reset();  // drop ours first, so a size change never holds the old and the new buffer at once
-    slot = std::make_shared<std::vector<T>>(n);
-    ++ws.allocations;
+  // A buffer nobody else holds is resized within its capacity when that is at most twice what is
+  // needed: going back and forth between sizes (the app's head-count edits) then faults in no new
+  // pages, and a much smaller problem still gives the memory back.
+  if (slot && slot.use_count() == 1 && slot->capacity() >= n && slot->capacity() <= 2 * n) {
+    slot->resize(n);
+    return slot;
   }
+  slot.reset();  // drop ours first, so a size change never holds the old and the new buffer at once
+  slot = std::make_shared<std::vector<T>>(n);
+  ++ws.allocations;
   return slot;
 }
 

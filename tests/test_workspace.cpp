@@ -139,6 +139,23 @@ TEST_CASE("a workspace follows size changes", "[workspace]") {
   }
 }
 
+TEST_CASE("a workspace going back and forth between head counts reuses its buffers", "[workspace]") {
+  Workspace<float> ws;
+  ForwardResult<float> r;
+  std::int64_t allocated = 0;
+  for (std::int64_t H : {8, 4, 8, 4, 8}) {  // the app's head-count edits: sizes within 2x of each other
+    Config c;
+    c.embed_dim = 32;
+    c.num_heads = H;
+    const SeededCase<float> sc = torch_seeded_case<float>(c, 9, 2, 6, 6);
+    forward(c, sc.weights, sc.inputs, Options{}, ws, r);
+    INFO("H = " << H);
+    check_identical(r, forward(c, sc.weights, sc.inputs, Options{}));
+    if (H == 8 && allocated == 0) allocated = ws.allocations();
+  }
+  CHECK(ws.allocations() == allocated);  // after the first forward, every buffer was resized in place
+}
+
 TEST_CASE("MultiHeadAttention recomputes in place; a copy of last() survives", "[workspace]") {
   MultiHeadAttention<float> m(16, 4, true, 3);
   Tensor<float> x({2, 5, 16});

@@ -101,6 +101,8 @@ def main():
           f"{args.rounds} rounds, medians over rounds; ratios are per round, then the median")
     print(f"{os.cpu_count()} CPUs; 1-minute load average {load_before:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after (anything else running skews both sides)")
+    kernels = sorted({x[s]["mha"].get("cpu_kernels", "?") for x in rounds for s in sizes})
+    print(f"mha kernels (runtime CPU dispatch; MHA_CPU=sse2|avx2|avx512 picks a lower one): {', '.join(kernels)}")
     print(f"Eigen sgemm n=1024 (mha bench --sgemm 1024): {sgemm:.1f} GFLOP/s; "
           f"torch.mm n=1024: {med(x['torch_sgemm_gflops'] for x in rounds):.1f} GFLOP/s\n")
     head = ("| size | mha full trace ms | torch nw=True ms | torch nw=False ms | torch fast path nw=True ms "

@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "export_dialog.hpp"
@@ -105,49 +106,72 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
   c.stage = si;
   c.batch = b;
 
-  float lo = std::numeric_limits<float>::infinity(), hi = -lo, maxabs = 0;
+  // Two threads over H·L·S values (at L = 2048 that is most of a second on one core; the worker is
+  // idle once its result is here). Rows are split for the range, mean and blocked passes, so every
+  // cell still sums its heads in head order; heads are split for the row checks. The results are
+  // those of one thread, bit for bit.
   const bool want_mean = si != kWeights;
   c.mean.assign(want_mean ? std::size_t(R) * std::size_t(C) : 0, 0.0f);
-  for (int h = 0; h < H; ++h) {
-    const Plane p = head_plane(s, b, h);
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < C; ++j) {
-        const float v = p.at(i, j);
-        if (std::isfinite(v)) {
-          lo = std::min(lo, v);
-          hi = std::max(hi, v);
-          maxabs = std::max(maxabs, std::fabs(v));
+  c.avg_blocked.clear();
+  if (si == kWeights && mask) c.avg_blocked.assign(std::size_t(R) * std::size_t(C), 1);
+  struct Range {
+    float lo = std::numeric_limits<float>::infinity(), hi = -std::numeric_limits<float>::infinity(),
+          maxabs = 0;
+  };
+  Range part[2];
+  c.checks.assign(std::size_t(H) + 1, RowCheck{});
+  auto work = [&](int k) {
+    const int r0 = R * k / 2, r1 = R * (k + 1) / 2;
+    Range& g = part[k];
+    for (int h = 0; h < H; ++h) {
+      const Plane p = head_plane(s, b, h);
+      for (int i = r0; i < r1; ++i)
+        for (int j = 0; j < C; ++j) {
+          const float v = p.at(i, j);
+          if (std::isfinite(v)) {
+            g.lo = std::min(g.lo, v);
+            g.hi = std::max(g.hi, v);
+            g.maxabs = std::max(g.maxabs, std::fabs(v));
+          }
+          if (want_mean) c.mean[std::size_t(i) * std::size_t(C) + std::size_t(j)] += v;
         }
-        if (want_mean) c.mean[std::size_t(i) * std::size_t(C) + std::size_t(j)] += v;
+    }
+    // The average of the weights is blocked only where every head is (per-head masks differ).
+    if (!c.avg_blocked.empty())
+      for (int h = 0; h < H; ++h) {
+        const Plane m = head_plane(*mask, b, h);
+        for (int i = r0; i < r1; ++i)
+          for (int j = 0; j < C; ++j)
+            if (!neg_inf(m.at(i, j))) c.avg_blocked[std::size_t(i) * std::size_t(C) + std::size_t(j)] = 0;
       }
+    // Row checks always come from the weights: the fully-masked count matters for every stage.
+    // Heads (and, last, the average) alternate between the two threads.
+    for (int h = k; h <= H; h += 2) {
+      if (h == H) {
+        c.checks[std::size_t(H)] = check_rows(item_plane(*t.find("attn_weights_avg"), b), nullptr);
+      } else {
+        const Plane m = mask ? head_plane(*mask, b, h) : Plane{};
+        c.checks[std::size_t(h)] = check_rows(head_plane(w, b, h), mask ? &m : nullptr);
+      }
+    }
+  };
+  if (double(H) * R * C >= 1 << 20) {
+    std::thread second(work, 1);
+    work(0);
+    second.join();
+  } else {
+    work(0);
+    work(1);
   }
   for (float& v : c.mean) v /= float(H);
+  float lo = std::min(part[0].lo, part[1].lo), hi = std::max(part[0].hi, part[1].hi);
   if (lo > hi) lo = hi = 0;
   c.lo = lo;
   c.hi = hi;
-  c.maxabs = maxabs;
-
-  // The average of the weights is blocked only where every head is (per-head masks differ).
-  c.avg_blocked.clear();
-  if (si == kWeights && mask) {
-    c.avg_blocked.assign(std::size_t(R) * std::size_t(C), 1);
-    for (int h = 0; h < H; ++h) {
-      const Plane m = head_plane(*mask, b, h);
-      for (int i = 0; i < R; ++i)
-        for (int j = 0; j < C; ++j)
-          if (!neg_inf(m.at(i, j))) c.avg_blocked[std::size_t(i) * std::size_t(C) + std::size_t(j)] = 0;
-    }
-  }
-
-  // Row checks always come from the weights: the fully-masked count matters for every stage.
-  c.checks.clear();
+  c.maxabs = std::max(part[0].maxabs, part[1].maxabs);
   c.masked_rows = 0;
-  for (int h = 0; h < H; ++h) {
-    const Plane m = mask ? head_plane(*mask, b, h) : Plane{};
-    c.checks.push_back(check_rows(head_plane(w, b, h), mask ? &m : nullptr));
-    c.masked_rows += c.checks.back().nan_rows + c.checks.back().zero_rows;
-  }
-  c.checks.push_back(check_rows(item_plane(*t.find("attn_weights_avg"), b), nullptr));
+  for (int h = 0; h < H; ++h)
+    c.masked_rows += c.checks[std::size_t(h)].nan_rows + c.checks[std::size_t(h)].zero_rows;
 }
 
 // Mirrors the heatmap widget's margins (heatmap.cpp) to know how large a map will be, so the grid

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "cpu_dispatch.hpp"
 #include "errors.hpp"
 #include "mha.hpp"
 #include "problem.hpp"
@@ -144,6 +145,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
       {"E", s.E},
       {"H", s.H},
       {"threads", o.stage_times ? st.threads : 1},  // the reference path runs on one; gpu: 0
+      {"cpu_kernels", o.backend == Backend::eigen ? cpu_kernels() : "none"},
       {"workspace_reuse", !a.fresh},
       {"repeats", repeats},
       {"median_ms", median},
@@ -169,7 +171,8 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
 }
 
 // Eigen float GEMM C = A·B, n×n×n (2n³ FLOPs), C's rows split over the threads as the engine splits
-// its projections: the rate the engine's GEMMs could reach on this build and machine.
+// its projections: the rate the engine's GEMMs could reach on this build and machine. It runs on
+// the engine's kernels (sgemm_rows), so the same instruction set as the forward.
 nlohmann::json bench_sgemm(const BenchArgs& a) {
   using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Index n = a.sgemm;
@@ -179,7 +182,7 @@ nlohmann::json bench_sgemm(const BenchArgs& a) {
   auto gemm = [&] {
     auto part = [&](int t) {
       const Eigen::Index r0 = n * t / threads, r1 = n * (t + 1) / threads;
-      C.middleRows(r0, r1 - r0).noalias() = A.middleRows(r0, r1 - r0) * B;
+      sgemm_rows(A.data(), B.data(), C.data(), n, r0, r1);
     };
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t) pool.emplace_back(part, t);
@@ -197,6 +200,7 @@ nlohmann::json bench_sgemm(const BenchArgs& a) {
   const double median = quantile(ms, 0.5), flops = 2.0 * double(n) * double(n) * double(n);
   return {{"sgemm_n", n},
           {"threads", threads},
+          {"cpu_kernels", cpu_kernels()},
           {"repeats", repeats},
           {"median_ms", median},
           {"min_ms", quantile(ms, 0)},
@@ -243,11 +247,12 @@ nlohmann::json bench_export(const BenchArgs& a) {
 
 void print_human(const nlohmann::json& j) {
   std::printf(
-      "%-9s %-9s N=%-2lld L=%-5lld E=%-5lld H=%-3lld  median %10.4f ms  (p10 %.4f, p90 %.4f)  %7.2f "
+      "%-9s %-9s %-6s N=%-2lld L=%-5lld E=%-5lld H=%-3lld  median %10.4f ms  (p10 %.4f, p90 %.4f)  %7.2f "
       "GFLOP/s\n",
-      j["size"].get<std::string>().c_str(), j["backend"].get<std::string>().c_str(), (long long)j["n"],
-      (long long)j["L"], (long long)j["E"], (long long)j["H"], double(j["median_ms"]), double(j["p10_ms"]),
-      double(j["p90_ms"]), double(j["gflops"]));
+      j["size"].get<std::string>().c_str(), j["backend"].get<std::string>().c_str(),
+      j["cpu_kernels"].get<std::string>().c_str(), (long long)j["n"], (long long)j["L"], (long long)j["E"],
+      (long long)j["H"], double(j["median_ms"]), double(j["p10_ms"]), double(j["p90_ms"]),
+      double(j["gflops"]));
   std::printf("          first run %.3f ms, peak RSS %.1f MiB, trace %.1f MiB (%.2fx)\n",
               double(j["first_ms"]), double(j["peak_rss_bytes"]) / 1048576.0,
               double(j["trace_bytes"]) / 1048576.0, double(j["peak_rss_over_trace"]));
@@ -303,8 +308,8 @@ std::function<int()> add_bench(CLI::App& app) {
       if (a->json)
         std::printf("%s\n", j.dump().c_str());
       else
-        std::printf("Eigen sgemm n=%d, %d threads: median %.3f ms, %.2f GFLOP/s\n", a->sgemm,
-                    int(j["threads"]), double(j["median_ms"]), double(j["gflops"]));
+        std::printf("Eigen sgemm n=%d, %d threads, %s kernels: median %.3f ms, %.2f GFLOP/s\n", a->sgemm,
+                    int(j["threads"]), cpu_kernels(), double(j["median_ms"]), double(j["gflops"]));
       return 0;
     }
     bool past_reference_limit = false;  // kSizes is in increasing order

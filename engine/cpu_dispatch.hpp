@@ -1,0 +1,36 @@
+// Which compiled copy of the Eigen path's kernels runs: the portable build carries sse2, avx2 (+FMA)
+// and avx512 copies (engine/kernels/) and picks the best this CPU runs, once per process. The
+// environment variable MHA_CPU=sse2|avx2|avx512 asks for a lower one (tests, comparisons).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mha {
+
+// The kernels forward() uses now, e.g. "avx512".
+const char* cpu_kernels();
+// The kernels compiled into this binary that this CPU can run, lowest first.
+std::vector<std::string> cpu_kernels_supported();
+
+// C[r0:r1] = A[r0:r1]·B for row-major n×n matrices, with the same kernels' Eigen: the yardstick GEMM
+// of `mha bench --sgemm`.
+void sgemm_rows(const float* A, const float* B, float* C, std::int64_t n, std::int64_t r0, std::int64_t r1);
+
+namespace detail {
+// For tests: forward() uses `name`'s kernels while this lives. Throws ConfigError for a name this
+// CPU cannot run. Not for use while another thread runs a forward.
+class ScopedCpuKernels {
+ public:
+  explicit ScopedCpuKernels(const std::string& name);
+  ~ScopedCpuKernels();
+  ScopedCpuKernels(const ScopedCpuKernels&) = delete;
+  ScopedCpuKernels& operator=(const ScopedCpuKernels&) = delete;
+
+ private:
+  const void* previous_;
+};
+}  // namespace detail
+
+}  // namespace mha

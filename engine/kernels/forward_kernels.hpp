@@ -1,0 +1,71 @@
+// The Eigen forward's arithmetic, compiled once per instruction set (forward_kernels.cpp, built as
+// sse2, avx2 and avx512 objects) and chosen at run time by forward_eigen.cpp. Only plain structs and
+// raw pointers cross this boundary: no std:: or Eigen template is shared between the variants, so
+// the linker cannot merge an AVX copy of one into the SSE2 path (tests/check_kernel_symbols.cmake).
+#pragma once
+
+#include <cstdint>
+
+namespace mha::detail::kernels {
+
+// Everything one forward's kernels read and write. Shapes with S' = S_total, kv = G·d_k.
+template <class T>
+struct Args {
+  std::int64_t N = 0, L = 0, S = 0, Sp = 0, E = 0, H = 0, dk = 0, kv = 0, kdim = 0, vdim = 0;
+  std::int64_t heads_per_kv = 1;  // H / G: query head h reads key/value head h / heads_per_kv
+  const T* query = nullptr;       // (N, L, E)
+  const T* key = nullptr;         // (N, S, kdim)
+  const T* value = nullptr;       // (N, S, vdim)
+  const T *w_q = nullptr, *w_k = nullptr, *w_v = nullptr, *w_o = nullptr;  // torch's (out, in)
+  const T *b_q = nullptr, *b_k = nullptr, *b_v = nullptr, *b_o = nullptr;  // null when bias=False
+  // Merged additive mask in its broadcast shape (n_size, h_size, l_size, S'), or null.
+  const T* mask = nullptr;
+  std::int64_t mask_n = 1, mask_h = 1, mask_l = 1;
+  bool fully_masked_zero = false;                  // a row with every key blocked gives 0 (else NaN, torch's)
+  T *q = nullptr, *q_scaled = nullptr;             // (N, L, E)
+  T *k = nullptr, *v = nullptr;                    // (N, S', kv)
+  T *scores = nullptr, *scores_scaled = nullptr;   // (N, H, L, S')
+  T *scores_masked = nullptr, *weights = nullptr;  // (N, H, L, S')
+  T *context = nullptr, *concat = nullptr;         // (N, H, L, d_k), (N, L, E)
+  T *output = nullptr, *weights_avg = nullptr;     // (N, L, E), (N, L, S')
+  T* scratch = nullptr;                            // 64-byte aligned, scratch_per_thread each
+  std::int64_t scratch_per_thread = 0, block = 0, blocks_per_item = 0;
+  int threads = 1;
+  bool timing = false;
+};
+
+// One thread's share of the fused loop's time and counts; padded so threads never share a cache line.
+struct alignas(64) Tally {
+  double scores = 0, mask_softmax = 0, average = 0, context = 0;
+  std::int64_t fully_masked_rows = 0;
+};
+
+template <class T>
+struct Table {
+  // Part t of `threads` of the q, k, v projections (and q / √d_k); rows S.. of k, v are left alone.
+  void (*in_projection)(const Args<T>& a, int t);
+  // Fused tasks [task0, task1): (batch item, block of query rows) through every head.
+  void (*fused)(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1, Tally* tally);
+  // Rows [r0, r1) of the out-projection.
+  void (*out_projection)(const Args<T>& a, std::int64_t r0, std::int64_t r1);
+};
+
+struct Variant {
+  const char* name;  // "sse2", "avx2", "avx512"
+  Table<float> f32;
+  Table<double> f64;
+  // C[r0:r1] = A[r0:r1]·B, row-major n×n: the yardstick GEMM of `mha bench --sgemm`.
+  void (*sgemm)(const float* A, const float* B, float* C, std::int64_t n, std::int64_t r0, std::int64_t r1);
+};
+
+namespace sse2 {
+const Variant& variant();
+}
+namespace avx2 {
+const Variant& variant();  // AVX2 + FMA
+}
+namespace avx512 {
+const Variant& variant();  // AVX-512 F, BW, VL, DQ + AVX2 + FMA
+}
+
+}  // namespace mha::detail::kernels

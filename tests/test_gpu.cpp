@@ -262,6 +262,68 @@ TEST_CASE("large L: row max and log-sum-exp, and tiles recomputed from them", "[
   CHECK_THROWS_AS(gpu->weights_tile(0, 0, 0, 1, 0, 1), ConfigError);
 }
 
+// The Large L view's level of detail: block max and block mean of attn_weights recomputed on the
+// GPU from the row statistics, against the same reduction of the reference's full trace; blocks
+// that do not divide L or S' (ragged edges), a fully masked row (NaN under torch's policy, 0 under
+// zero), and block 1 equal to the exact tile.
+TEST_CASE("large L: block max and mean for the zoomed-out view", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  Config c;
+  c.embed_dim = 32;
+  c.num_heads = 2;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 5, 2, 37, 45);
+  Mask<float> attn;  // causal-like: query i sees keys j <= i + 8; row 9 sees none
+  attn.values = Tensor<float>({37, 45});
+  for (std::int64_t i = 0; i < 37; ++i)
+    for (std::int64_t j = 0; j < 45; ++j) attn.values.data[std::size_t(i * 45 + j)] = j > i + 8 || i == 9;
+  sc.inputs.attn_mask = attn;
+  using R = gpu::GpuBackend::BlockReduce;
+  for (FullyMasked policy : {FullyMasked::nan, FullyMasked::zero}) {
+    Options o;
+    o.fully_masked = policy;
+    o.backend = Backend::reference;
+    const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
+    const Stage<float>& weights = ref.trace["attn_weights"];  // (N, H, L, S')
+    gpu->prepare_rows(c, sc.weights, sc.inputs, o);
+    for (std::int64_t block : {1, 4, 7}) {
+      for (R r : {R::max, R::mean}) {
+        const std::int64_t n = 1, h = 1, i0 = block == 7 ? 2 : 0, j0 = block == 4 ? 3 : 0;
+        const std::int64_t rows = (37 - i0 + block - 1) / block, cols = (45 - j0 + block - 1) / block;
+        INFO("block " << block << (r == R::max ? " max" : " mean") << " from (" << i0 << ", " << j0
+                      << "), policy " << (policy == FullyMasked::nan ? "nan" : "zero"));
+        const Tensor<float> got = gpu->weights_blocks(n, h, i0, j0, block, rows, cols, r);
+        Tensor<float> want({rows, cols});
+        for (std::int64_t br = 0; br < rows; ++br)
+          for (std::int64_t bc = 0; bc < cols; ++bc) {
+            double acc = r == R::max ? -1.0 : 0.0;
+            int count = 0;
+            bool nan = false;
+            for (std::int64_t i = i0 + br * block; i < std::min<std::int64_t>(i0 + (br + 1) * block, 37); ++i)
+              for (std::int64_t j = j0 + bc * block; j < std::min<std::int64_t>(j0 + (bc + 1) * block, 45);
+                   ++j) {
+                const double w = weights.at({n, h, i, j});
+                nan = nan || std::isnan(w);
+                acc = r == R::max ? std::max(acc, w) : acc + w;
+                ++count;
+              }
+            want.data[std::size_t(br * cols + bc)] =
+                nan ? std::numeric_limits<float>::quiet_NaN() : float(r == R::max ? acc : acc / count);
+          }
+        CHECK(mismatch(got, want, 2e-6, kRtol) == "");
+        // Row 9 (fully masked) lies in some block: NaN there under torch's policy, finite under zero.
+        const float row9 = got.data[std::size_t((9 - i0) / block * cols)];
+        CHECK(std::isnan(row9) == (policy == FullyMasked::nan));
+      }
+    }
+    CHECK(mismatch(gpu->weights_blocks(0, 1, 3, 5, 1, 6, 9, R::max), gpu->weights_tile(0, 1, 3, 6, 5, 9), 0,
+                   0) == "");
+  }
+  CHECK_THROWS_AS(gpu->weights_blocks(0, 0, 0, 0, 8, 6, 1, R::max),
+                  ConfigError);  // the 6th block of 8 starts at 40, past L = 37
+  CHECK_THROWS_AS(gpu->weights_blocks(0, 2, 0, 0, 1, 1, 1, R::max), ConfigError);  // no head 2
+}
+
 TEST_CASE("large L: the row statistics hold no (L, S) buffer", "[gpu]") {
   if (!headless_or_skip()) return;
   std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless();  // holds only what this test makes

@@ -50,12 +50,13 @@ std::unique_ptr<GpuBackend> GpuBackend::unavailable(std::string why) {
 }
 
 GpuBackend::~GpuBackend() {
-  if (!programs_built_ && buffers_.empty()) return;
+  if (!programs_built_ && buffers_.empty() && !blocks_texture_) return;
   try {  // GL objects die with a current context only
     if (egl_) egl_->make_current();
     if (make_current_) make_current_();
     for (auto& [name, program] : programs_) glDeleteProgram(program);
     for (auto& [name, b] : buffers_) glDeleteBuffers(1, &b.id);
+    if (blocks_texture_) glDeleteTextures(1, &blocks_texture_);
     if (release_) release_();
   } catch (const DeviceError&) {
   }
@@ -116,6 +117,8 @@ void GpuBackend::bind() {
     tile_zero.push_back({"ZERO_FULLY_MASKED", "1"});
     programs_["tile_nan"] = build_compute_program("weights_tile.comp", tile, {"gqa.glsl"});
     programs_["tile_zero"] = build_compute_program("weights_tile.comp", tile_zero, {"gqa.glsl"});
+    programs_["blocks_nan"] = build_compute_program("weights_blocks.comp", tile, {"gqa.glsl"});
+    programs_["blocks_zero"] = build_compute_program("weights_blocks.comp", tile_zero, {"gqa.glsl"});
   } catch (const DeviceError& e) {
     build_error_ = e.what();  // the same failure every time; do not recompile on each forward
     for (auto& [name, program] : programs_) glDeleteProgram(program);

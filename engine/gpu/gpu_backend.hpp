@@ -64,6 +64,23 @@ class GpuBackend : public DeviceForward {
   // attn_weights[n, h, i0 : i0 + rows, j0 : j0 + cols], (rows, cols); throws ConfigError outside.
   Tensor<float> weights_tile(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t rows,
                              std::int64_t j0, std::int64_t cols);
+  // Level of detail for a zoomed-out map: (out_rows, out_cols), each the max or the mean of the
+  // block×block patch of attn_weights[n, h] from (i0 + r·block, j0 + c·block), clipped at L and S'
+  // (a ragged edge block reduces the cells it has); a patch holding a NaN weight is NaN. block 1
+  // gives exactly weights_tile. Throws ConfigError outside, DeviceError as weights_tile.
+  enum class BlockReduce { max, mean };
+  Tensor<float> weights_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
+                               std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
+                               BlockReduce r);
+  // The same values drawn through `lut` (256 RGBA8 colours, R in the low byte, t = (v − vmin) /
+  // (vmax − vmin)) into an RGBA8 texture (out_cols wide, out_rows tall, top row first) that the
+  // backend owns and reuses; NaN patches get nan_rgba, patches with every key blocked blocked_rgba.
+  // Nothing is read back: the GL name is valid in every context sharing objects with this one, and
+  // the texture is complete (glFinish) when this returns.
+  GLuint weights_blocks_texture(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
+                                std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
+                                BlockReduce r, const std::uint32_t* lut, float vmin, float vmax,
+                                std::uint32_t nan_rgba, std::uint32_t blocked_rgba);
   // Bytes of every GPU buffer this backend holds now.
   std::uint64_t buffer_bytes() const;
 
@@ -105,6 +122,12 @@ class GpuBackend : public DeviceForward {
     std::uint64_t bytes = 0;
   };
   std::map<std::string, Ssbo> buffers_;
+  GLuint blocks_texture_ = 0;  // weights_blocks_texture's RGBA8 target, resized as asked
+  int blocks_texture_w_ = 0, blocks_texture_h_ = 0;
+  // weights_blocks and weights_blocks_texture: one dispatch of weights_blocks.comp.
+  void run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0, std::int64_t block,
+                  std::int64_t out_rows, std::int64_t out_cols, BlockReduce r, GLuint out, bool to_image,
+                  float vmin, float vmax, std::uint32_t nan_rgba, std::uint32_t blocked_rgba);
   // What prepare_rows left for weights_tile (rows_ready_ is false after a forward()).
   bool rows_ready_ = false;
   Dims rows_dims_;

@@ -138,6 +138,106 @@ Tensor<float> GpuBackend::weights_tile(std::int64_t n, std::int64_t h, std::int6
   return out;
 }
 
+void GpuBackend::run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
+                            std::int64_t block, std::int64_t out_rows, std::int64_t out_cols, BlockReduce r,
+                            GLuint out, bool to_image, float vmin, float vmax, std::uint32_t nan_rgba,
+                            std::uint32_t blocked_rgba) {
+  const GLuint prog = programs_[rows_policy_ == FullyMasked::zero ? "blocks_zero" : "blocks_nan"];
+  const Dims& d = rows_dims_;
+  glUseProgram(prog);
+  set(prog, "L", int(d.L));
+  set(prog, "S_total", int(d.S_total));
+  set(prog, "E", int(d.E));
+  set(prog, "H", int(d.H));
+  set(prog, "G", int(d.G));
+  set(prog, "d_k", int(d.d_k));
+  set(prog, "scale", std::sqrt(float(d.d_k)));
+  set(prog, "has_mask", int(rows_has_mask_));
+  set(prog, "m_n", int(rows_m_n_));
+  set(prog, "m_h", int(rows_m_h_));
+  set(prog, "m_l", int(rows_m_l_));
+  set(prog, "n", int(n));
+  set(prog, "h", int(h));
+  set(prog, "i0", int(i0));
+  set(prog, "j0", int(j0));
+  set(prog, "block", int(block));
+  set(prog, "out_rows", int(out_rows));
+  set(prog, "out_cols", int(out_cols));
+  set(prog, "reduce_mean", int(r == BlockReduce::mean));
+  set(prog, "to_image", int(to_image));
+  set(prog, "vmin", vmin);
+  set(prog, "vmax", vmax);
+  glUniform1ui(glGetUniformLocation(prog, "nan_color"), nan_rgba);
+  glUniform1ui(glGetUniformLocation(prog, "blocked_color"), blocked_rgba);
+  const GLuint lut = buffer("lut", 256 * 4);  // (256,) RGBA8; weights_blocks_texture fills it
+  bind_buffers({buffers_["q"].id, buffers_["k"].id, buffers_["mask"].id, buffers_["row_lse"].id, out, lut});
+  dispatch(groups(out_cols, kTile), groups(out_rows, kTile), 1);
+}
+
+namespace {
+void check_blocks(const Dims& d, bool ready, std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
+                  std::int64_t block, std::int64_t out_rows, std::int64_t out_cols) {
+  if (!ready) throw ConfigError("tile", "weights_blocks: call prepare_rows first (again after a forward)");
+  if (n < 0 || n >= d.N || h < 0 || h >= d.H || block <= 0 || out_rows <= 0 || out_cols <= 0 || i0 < 0 ||
+      j0 < 0 || i0 + (out_rows - 1) * block >= d.L || j0 + (out_cols - 1) * block >= d.S_total)
+    throw ConfigError("tile", "weights_blocks: (n=" + std::to_string(n) + ", h=" + std::to_string(h) +
+                                  ", from (" + std::to_string(i0) + ", " + std::to_string(j0) + "), " +
+                                  std::to_string(out_rows) + "x" + std::to_string(out_cols) + " blocks of " +
+                                  std::to_string(block) +
+                                  ") is outside (N, H, L, S') = " + shape_str({d.N, d.H, d.L, d.S_total}));
+  if (groups(out_rows, kTile) > kMaxGroups || groups(out_cols, kTile) > kMaxGroups)
+    throw DeviceError("gpu", "more than 65535·16 blocks a side");
+}
+}  // namespace
+
+Tensor<float> GpuBackend::weights_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
+                                         std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
+                                         BlockReduce r) {
+  check_blocks(rows_dims_, rows_ready_, n, h, i0, j0, block, out_rows, out_cols);
+  Release release{release_};
+  bind();
+  glGetError();
+  const GLuint out = buffer("blocks", std::uint64_t(out_rows * out_cols) * 4);  // (out_rows, out_cols)
+  run_blocks(n, h, i0, j0, block, out_rows, out_cols, r, out, false, 0, 1, 0, 0);
+  Tensor<float> values({out_rows, out_cols});
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, out);
+  glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(out_rows * out_cols * 4), values.ptr());
+  check_gl("while reducing weights into blocks");
+  return values;
+}
+
+GLuint GpuBackend::weights_blocks_texture(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
+                                          std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
+                                          BlockReduce r, const std::uint32_t* lut, float vmin, float vmax,
+                                          std::uint32_t nan_rgba, std::uint32_t blocked_rgba) {
+  check_blocks(rows_dims_, rows_ready_, n, h, i0, j0, block, out_rows, out_cols);
+  Release release{release_};
+  bind();
+  glGetError();
+  if (!blocks_texture_ || blocks_texture_w_ != out_cols || blocks_texture_h_ != out_rows) {
+    if (!blocks_texture_) glGenTextures(1, &blocks_texture_);
+    glBindTexture(GL_TEXTURE_2D, blocks_texture_);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);  // no mipmaps: complete at level 0
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, GLsizei(out_cols), GLsizei(out_rows), 0, GL_RGBA,
+                 GL_UNSIGNED_BYTE, nullptr);
+    blocks_texture_w_ = int(out_cols);
+    blocks_texture_h_ = int(out_rows);
+  }
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, buffer("lut", 256 * 4));
+  glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 256 * 4, lut);
+  // The float values still go to a buffer (the shader writes both); hover reads use weights_blocks.
+  const GLuint out = buffer("blocks", std::uint64_t(out_rows * out_cols) * 4);
+  glBindImageTexture(0, blocks_texture_, 0, GL_FALSE, 0, GL_WRITE_ONLY, GL_RGBA8);
+  run_blocks(n, h, i0, j0, block, out_rows, out_cols, r, out, true, vmin, vmax, nan_rgba, blocked_rgba);
+  glMemoryBarrier(GL_TEXTURE_FETCH_BARRIER_BIT | GL_SHADER_IMAGE_ACCESS_BARRIER_BIT);
+  glFinish();  // another context (the app's window) samples it next
+  check_gl("while drawing weights into a texture");
+  return blocks_texture_;
+}
+
 std::uint64_t GpuBackend::buffer_bytes() const {
   std::uint64_t total = 0;
   for (const auto& [name, b] : buffers_) total += b.bytes;

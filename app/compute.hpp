@@ -26,14 +26,15 @@ struct Result {
 };
 
 // The engine inputs a scenario describes. Throws mha::Error (ConfigError, ShapeError, TooLargeError)
-// naming the control to show the message next to.
+// naming the control to show the message next to. check_trace false: no TooLargeError for the
+// full trace (the Large L view computes only q, k, v and row statistics on the GPU).
 struct Built {
   Config config;
   Weights<float> weights;
   Inputs<float> inputs;
   Options options;
 };
-Built build_forward(const Scenario& s);
+Built build_forward(const Scenario& s, bool check_trace = true);
 
 // Above this many multiply-adds a recompute goes to the worker thread (a 60 Hz frame is 16 ms;
 // the Eigen path does ≥ 1 GFLOP/s even on a slow core, so 2·10^6 MACs stay well inside a frame).

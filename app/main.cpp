@@ -1,6 +1,6 @@
 // mha-studio: the live visualizer. Reads straight through: setup, main loop, rendering, cleanup.
 //   mha-studio [--scenario FILE] [--screenshot FILE.png --frames N] [--font-scale X] [--tab NAME]
-//              [--frame-stats FILE.json] [--backend auto|cpu|gpu]
+//              [--frame-stats FILE.json] [--backend auto|cpu|gpu] [--large-len L]
 #include <epoxy/gl.h>
 // epoxy first: it must define the GL entry points before GLFW includes any GL header.
 #include <GLFW/glfw3.h>
@@ -67,7 +67,12 @@ int main(int argc, char** argv) {
   cli.add_option("--screenshot", screenshot, "Save a PNG of the window after --frames frames, then exit");
   cli.add_option("--frames", frames, "Frames to draw before the screenshot (default 3)");
   cli.add_option("--font-scale", font_scale, "Presenter font scale, 1 to 3");
-  cli.add_option("--tab", tab_name, "Open on this view: Pipeline, Reshape, Heads, Mask, Compare, Complexity");
+  cli.add_option("--tab", tab_name,
+                 "Open on this view: Pipeline, Reshape, Heads, Mask, Compare, Complexity, \"Large L\"");
+  std::int64_t large_len = 1024;
+  cli.add_option("--large-len", large_len,
+                 "L = S of the Large L view (default 1024; 256 to 16384 in its menu)")
+      ->check(CLI::Range(1, 65535));
   cli.add_option("--width", width, "Window width (default 1280)");
   cli.add_option("--height", height, "Window height (default 720)");
   cli.add_flag("--no-autosave", no_autosave, "Neither restore nor write the autosave");
@@ -130,6 +135,24 @@ int main(int argc, char** argv) {
                        "create one); the cpu path computes");
   glfwMakeContextCurrent(window);
 
+  // ---- Setup: the Large L view's context ----
+  // The Large L view dispatches its tiles on the UI thread, so it cannot borrow the worker's hidden
+  // context: a second hidden GL 4.3 window shares objects with the main one (the texture it fills is
+  // drawn by the main context), made current only around each dispatch, then the main one again.
+  glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 4);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  GLFWwindow* large_window = glfwCreateWindow(1, 1, "MHA Studio Large L", nullptr, window);
+  glfwDefaultWindowHints();
+  std::unique_ptr<mha::gpu::GpuBackend> large_gpu =
+      large_window
+          ? mha::gpu::GpuBackend::with_context([large_window] { glfwMakeContextCurrent(large_window); },
+                                               [window] { glfwMakeContextCurrent(window); },
+                                               "hidden GLFW window for the Large L view")
+          : mha::gpu::GpuBackend::unavailable(
+                "no OpenGL 4.3 context for compute shaders (GLFW could not create one)");
+  glfwMakeContextCurrent(window);
+
   // ---- Setup: the scenario: --scenario, else the autosave, else the course notebook ----
   AppState state;
   state.computer.on_done = [] { glfwPostEmptyEvent(); };  // thread-safe in GLFW
@@ -139,6 +162,8 @@ int main(int argc, char** argv) {
   state.computer.set_device(
       gpu.get(), gpu_window ? "GL 4.3 compute on a hidden shared context" : gpu->unavailable_reason());
   UiEnv env;
+  env.large_gpu = large_gpu.get();
+  env.large_len = large_len;
   env.presets = list_presets(assets + "/presets");
   std::unique_ptr<FrameStats> stats;
   if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);
@@ -163,7 +188,7 @@ int main(int argc, char** argv) {
     state.scenario.view.presenter = true;
     state.scenario.view.font_scale = std::clamp(font_scale, 1.0f, 3.0f);
   }
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < kTabCount; ++i)
     if (tab_name == kTabNames[i]) env.select_tab = i;
   if (env.select_tab < 0) env.select_tab = state.scenario.view.tab;
   if (stats) env.select_tab = FrameStats::kTab;  // the tab the replay measures, whatever was open
@@ -250,6 +275,8 @@ int main(int argc, char** argv) {
   ImGui::DestroyContext();
   state.computer.stop();  // no GPU forward may run past its context
   gpu.reset();
+  large_gpu.reset();  // its texture and buffers, deleted with its context current
+  if (large_window) glfwDestroyWindow(large_window);
   if (gpu_window) glfwDestroyWindow(gpu_window);
   glfwDestroyWindow(window);
   glfwTerminate();

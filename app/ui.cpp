@@ -11,7 +11,8 @@
 
 namespace mha::app {
 
-const char* const kTabNames[6] = {"Pipeline", "Reshape", "Heads", "Mask", "Compare", "Complexity"};
+const char* const kTabNames[kTabCount] = {"Pipeline", "Reshape",    "Heads",  "Mask",
+                                          "Compare",  "Complexity", "Large L"};
 
 std::vector<std::string> list_presets(const std::string& dir) {
   std::vector<std::string> out;
@@ -168,7 +169,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("View")) {
-      for (int i = 0; i < 6; ++i)
+      for (int i = 0; i < kTabCount; ++i)
         if (ImGui::MenuItem(kTabNames[i], nullptr, state.scenario.view.tab == i)) env.select_tab = i;
       ImGui::EndMenu();
     }
@@ -194,12 +195,14 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float centre_w = ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x;
   ImGui::BeginChild("views", ImVec2(centre_w, h), true);
   if (ImGui::BeginTabBar("views-tabs")) {
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < kTabCount; ++i) {
       const ImGuiTabItemFlags flags = env.select_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(kTabNames[i], nullptr, flags)) {
         if (env.select_tab < 0 || env.select_tab == i) state.scenario.view.tab = i;
         ImGui::BeginChild("view-body");
-        if (!state.result.valid()) {
+        if (i == 6) {  // Large L needs no CPU trace: it computes its own rows on the GPU
+          draw_large(state, textures, env.large_gpu, &env.large_len);
+        } else if (!state.result.valid()) {
           ImGui::TextWrapped("No result to show yet. The controls on the left say what is wrong.");
         } else {
           switch (i) {

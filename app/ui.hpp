@@ -8,6 +8,10 @@
 #include "app_state.hpp"
 #include "textures.hpp"
 
+namespace mha::gpu {
+class GpuBackend;
+}
+
 namespace mha::app {
 
 struct UiEnv {
@@ -15,9 +19,14 @@ struct UiEnv {
   std::string scenario_path;         // the file Save writes to ("" = ask)
   bool quit_requested = false;
   int select_tab = -1;  // set to force a tab this frame (command line, tests)
+  // Large L view: its GPU backend on a context of its own (main.cpp; null: none) and its L = S.
+  gpu::GpuBackend* large_gpu = nullptr;
+  std::int64_t large_len = 1024;
 };
 
-extern const char* const kTabNames[6];  // "Pipeline", "Reshape", "Heads", "Mask", "Compare", "Complexity"
+constexpr int kTabCount = 7;
+// "Pipeline", "Reshape", "Heads", "Mask", "Compare", "Complexity", "Large L"
+extern const char* const kTabNames[kTabCount];
 
 void draw_ui(AppState& state, Textures& textures, UiEnv& env);
 // Dark default theme, or the high-contrast presenter theme (light background, strong text).

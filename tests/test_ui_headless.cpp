@@ -14,7 +14,7 @@ namespace {
 
 // Draws every tab for `frames` frames each, moving the mouse over a grid of points.
 void sweep_tabs(HeadlessUi& ui, AppState& state, int frames) {
-  for (int tab = 0; tab < 6; ++tab) {
+  for (int tab = 0; tab < kTabCount; ++tab) {
     ui.env.select_tab = tab;
     for (int f = 0; f < frames; ++f) {
       const ImVec2 mouse(200.0f + float((f * 97) % 900), 80.0f + float((f * 53) % 600));

@@ -5,6 +5,10 @@
 #include "app_state.hpp"
 #include "textures.hpp"
 
+namespace mha::gpu {
+class GpuBackend;
+}
+
 namespace mha::app {
 
 void draw_controls(AppState& state);                    // left column: sizes, sentence, seed, options
@@ -15,5 +19,17 @@ void draw_mask_editor(AppState& state, Textures& tex);  // presets, click/drag, 
 void draw_inspector(AppState& state);                   // right column: one weight, term by term
 void draw_compare(AppState& state, Textures& tex);      // difference of two heads / before-after
 void draw_complexity(AppState& state);                  // FLOPs and memory per stage, growth with L
+
+// Large L (large.cpp): one head's weights at L = S = *len from GPU row statistics, tiles recomputed
+// into a texture on `gpu` (null or unavailable: the reason and the CPU heatmap). It calls the GPU
+// backend (which binds its own context), never GL itself. Ignores state.result's sizes.
+void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len);
+struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
+  bool gpu = false, cpu_heatmap = false;
+  std::int64_t len = 0, block = 0;  // block: cells per pixel side (1: exact)
+  int tiles_rendered = 0;           // textures recomputed this frame
+  std::uint64_t gpu_bytes = 0, trace_bytes = 0;
+};
+const LargeViewInfo& large_view_info();
 
 }  // namespace mha::app

@@ -1,0 +1,324 @@
+// Large L view: one head's (L, S) attention weights at sizes where the full trace is refused or too
+// slow (L = S = 4096 and beyond). The GPU keeps q, k, v and each row's max and log-sum-exp; the
+// tile on screen is recomputed exactly (or as block max / mean when zoomed out) into a texture.
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "compute.hpp"
+#include "errors.hpp"
+#include "gpu/gpu_backend.hpp"
+#include "heatmap.hpp"
+#include "panel_util.hpp"
+#include "panels.hpp"
+
+namespace mha::app {
+
+namespace {
+
+using Reduce = gpu::GpuBackend::BlockReduce;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+std::string mib(std::uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return b;
+}
+
+// What the view keeps between frames (one instance: there is one Large L tab).
+struct LargeView {
+  std::vector<std::int64_t> prepared_key;  // the problem the row statistics belong to
+  gpu::GpuBackend::RowStats stats;         // (N, H, L) each
+  Dims dims;
+  std::string error;  // the GPU path's DeviceError / input error: the view falls back
+  double prepare_ms = 0, render_ms = 0;
+  std::uint64_t gpu_bytes = 0, trace_bytes = 0;
+  int n = 0, h = 0, zoom = 0;  // zoom: log2 of screen pixels per cell (negative: LOD)
+  bool causal = false, fitted = false;
+  Reduce reduce = Reduce::max;
+  double oi = 0, oj = 0;  // query row and key column at the map's top-left corner
+  std::vector<std::int64_t> texture_key;
+  GLuint texture = 0;
+  std::vector<std::int64_t> hover_key;
+  float hover_value = 0;
+};
+LargeView g_view;
+LargeViewInfo g_info;
+
+// The scenario's E, H, G, N, bias, seed and weights at L = S = `len`, self-attention, with an
+// optional causal mask; the sentence, edited inputs and the drawn mask do not scale, so they drop.
+Built large_problem(const Scenario& scenario, std::int64_t len, bool causal) {
+  Scenario s = scenario;
+  s.tgt_len = s.src_len = len;
+  s.sentence.clear();
+  s.source_sentence.clear();
+  s.cross_attention = s.separate_qkv = false;
+  s.query.reset();
+  s.key.reset();
+  s.value.reset();
+  s.mask = MaskSpec{};
+  Built b = build_forward(s, /*check_trace=*/false);
+  b.options.fully_masked = s.fully_masked;
+  if (causal) {
+    Mask<float> m;  // torch bool, True = blocked: (L, S)
+    m.values = Tensor<float>({len, len});
+    for (std::int64_t i = 0; i < len; ++i)
+      std::fill(m.values.data.begin() + i * len + i + 1, m.values.data.begin() + (i + 1) * len, 1.0f);
+    b.inputs.attn_mask = std::move(m);
+  }
+  return b;
+}
+
+// The largest weight of head (n, h): exp(row_max − lse) per row; the colour scale's top.
+float head_max_weight(const LargeView& v) {
+  const std::int64_t L = v.dims.L, at = (std::int64_t(v.n) * v.dims.H + v.h) * L;
+  float top = 0;
+  for (std::int64_t i = 0; i < L; ++i) {
+    const float m = v.stats.row_max.data[std::size_t(at + i)],
+                lse = v.stats.row_lse.data[std::size_t(at + i)];
+    if (std::isfinite(m) && std::isfinite(lse)) top = std::max(top, std::exp(m - lse));
+  }
+  return top > 0 ? top : 1.0f;
+}
+
+// Without the GPU path: the reason, and the CPU heatmap of the Heads view's trace when it exists.
+void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
+  ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "GPU path unavailable: the Large L view needs it.");
+  ImGui::TextWrapped("Reason: %s", reason.c_str());
+  const Result& r = state.result;
+  if (!r.valid() || !r.forward->trace.has("attn_weights")) {
+    ImGui::TextWrapped(
+        "No CPU trace either: lower L in Controls until the full trace fits, and the CPU heatmap "
+        "shows here.");
+    return;
+  }
+  const Stage<float>& w = r.forward->trace["attn_weights"];  // (N, H, L, S')
+  const std::int64_t N = w.shape[0], H = w.shape[1];
+  g_view.n = std::clamp(g_view.n, 0, int(N) - 1);
+  g_view.h = std::clamp(g_view.h, 0, int(H) - 1);
+  ImGui::TextWrapped(
+      "Instead, the CPU heatmap of the current trace (L = %lld, S' = %lld): batch %d, head %d.",
+      (long long)w.shape[2], (long long)w.shape[3], g_view.n, g_view.h);
+  Heatmap hm;
+  hm.id = "large/cpu";
+  hm.values = w.storage->data() + w.offset + g_view.n * w.strides[0] + g_view.h * w.strides[1];
+  hm.rows = int(w.shape[2]);
+  hm.cols = int(w.shape[3]);
+  hm.row_stride = w.strides[2];
+  hm.col_stride = w.strides[3];
+  hm.vmin = 0;
+  hm.vmax = 1;
+  hm.colormap = state.scenario.view.colormap;
+  hm.row_labels = &r.query_tokens;
+  hm.col_labels = &r.key_tokens;
+  hm.show_values = false;
+  hm.version = panel::mix({r.generation, std::uint64_t(g_view.n), std::uint64_t(g_view.h)});
+  draw_heatmap(tex, hm);
+  g_info.cpu_heatmap = true;
+}
+
+}  // namespace
+
+const LargeViewInfo& large_view_info() {
+  return g_info;
+}
+
+void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len) {
+  LargeView& v = g_view;
+  g_info = LargeViewInfo{};
+  const float font = ImGui::GetFontSize();
+
+  // ---- Controls: size, mask, batch / head, reduction ----
+  static const std::int64_t kLens[] = {256, 1024, 2048, 4096, 8192, 16384};
+  ImGui::SetNextItemWidth(font * 5);
+  if (ImGui::BeginCombo("L = S", std::to_string(*len).c_str())) {
+    for (std::int64_t l : kLens)
+      if (ImGui::Selectable(std::to_string(l).c_str(), l == *len)) *len = l;
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
+  ImGui::Checkbox("causal", &v.causal);
+  const Scenario& s = state.scenario;
+  const std::int64_t N = s.batch, H = s.num_heads;
+  v.n = std::clamp(v.n, 0, int(std::max<std::int64_t>(N, 1)) - 1);
+  v.h = std::clamp(v.h, 0, int(std::max<std::int64_t>(H, 1)) - 1);
+  panel::same_line_if_fits(font * 6);
+  ImGui::SetNextItemWidth(font * 5);
+  ImGui::SliderInt("batch", &v.n, 0, int(std::max<std::int64_t>(N, 1)) - 1);
+  panel::same_line_if_fits(font * 6);
+  ImGui::SetNextItemWidth(font * 5);
+  ImGui::SliderInt("head", &v.h, 0, int(std::max<std::int64_t>(H, 1)) - 1);
+  panel::same_line_if_fits(font * 10);
+  int reduce = v.reduce == Reduce::max ? 0 : 1;
+  ImGui::SetNextItemWidth(font * 5);
+  if (ImGui::Combo("zoomed out", &reduce, "block max\0block mean\0"))
+    v.reduce = reduce ? Reduce::mean : Reduce::max;
+
+  // ---- The GPU path, or why not ----
+  g_info.len = *len;
+  if (!gpu) return draw_fallback(state, tex, "this program was built without the GPU path");
+  if (!gpu->available()) return draw_fallback(state, tex, gpu->unavailable_reason());
+  const std::vector<std::int64_t> key = {*len,
+                                         N,
+                                         s.embed_dim,
+                                         H,
+                                         s.num_kv_heads,
+                                         s.bias,
+                                         std::int64_t(s.seed),
+                                         v.causal,
+                                         std::int64_t(s.fully_masked),
+                                         s.weights.has_value()};
+  if (key != v.prepared_key) {
+    v.prepared_key = key;
+    v.error.clear();
+    v.texture_key.clear();
+    v.hover_key.clear();
+    v.fitted = false;
+    const auto t0 = Clock::now();
+    try {
+      const Built b = large_problem(s, *len, v.causal);
+      v.stats = gpu->prepare_rows(b.config, b.weights, b.inputs, b.options);
+      v.dims = dims_for(b.config, N, *len, *len);
+      v.gpu_bytes = gpu->buffer_bytes();
+      v.trace_bytes = trace_bytes(v.dims, sizeof(float), v.causal);
+    } catch (const Error& e) {
+      v.error = e.what();
+    }
+    v.prepare_ms = ms_since(t0);
+  }
+  if (!v.error.empty()) return draw_fallback(state, tex, v.error);
+  const Dims& d = v.dims;
+  const std::int64_t L = d.L, S = d.S_total;
+
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped(
+      "N=%lld H=%lld L=S=%lld d_k=%lld | GPU holds %s (q, k, v, row max + log-sum-exp); a full trace "
+      "would hold %s (%.0fx more) | row stats %.0f ms, last tile %.0f ms",
+      (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k, mib(v.gpu_bytes).c_str(),
+      mib(v.trace_bytes).c_str(), double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)),
+      v.prepare_ms, v.render_ms);
+  ImGui::PopStyleColor();
+
+  // ---- The map: pan (drag), zoom (wheel), level of detail ----
+  const float bar_w = font * 6;
+  ImVec2 avail = ImGui::GetContentRegionAvail();
+  avail.y -= ImGui::GetTextLineHeightWithSpacing() * 3;
+  const ImVec2 size(std::max(avail.x - bar_w, 64.0f), std::max(avail.y, 64.0f));
+  if (!v.fitted) {  // the whole map on screen: the smallest zoom whose L cells fit
+    v.zoom = 0;
+    while (v.zoom > -12 && std::max(L, S) * std::ldexp(1.0, v.zoom) > std::min(size.x, size.y)) --v.zoom;
+    while (v.zoom < 4 && std::max(L, S) * std::ldexp(1.0, v.zoom + 1) <= std::min(size.x, size.y)) ++v.zoom;
+    v.oi = v.oj = 0;
+    v.fitted = true;
+  }
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton("large-map", size);
+  const bool hovered = ImGui::IsItemHovered();
+  ImGuiIO& io = ImGui::GetIO();
+  double px = std::ldexp(1.0, v.zoom);  // screen pixels per cell
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 0)) {
+    v.oj -= io.MouseDelta.x / px;
+    v.oi -= io.MouseDelta.y / px;
+  }
+  if (hovered && io.MouseWheel != 0) {  // zoom about the cell under the pointer
+    const double ci = v.oi + (io.MousePos.y - p0.y) / px, cj = v.oj + (io.MousePos.x - p0.x) / px;
+    v.zoom = std::clamp(v.zoom + (io.MouseWheel > 0 ? 1 : -1), -12, 5);
+    px = std::ldexp(1.0, v.zoom);
+    v.oi = ci - (io.MousePos.y - p0.y) / px;
+    v.oj = cj - (io.MousePos.x - p0.x) / px;
+  }
+  v.oi = std::clamp(v.oi, 0.0, std::max(0.0, double(L) - size.y / px));
+  v.oj = std::clamp(v.oj, 0.0, std::max(0.0, double(S) - size.x / px));
+  const std::int64_t block = v.zoom < 0 ? std::int64_t(1) << -v.zoom : 1;
+  const double block_px = px * double(block);
+  const std::int64_t i0 = std::int64_t(v.oi) / block * block, j0 = std::int64_t(v.oj) / block * block;
+  const std::int64_t rows =
+      std::min<std::int64_t>(std::int64_t(size.y / block_px) + 2, (L - i0 + block - 1) / block);
+  const std::int64_t cols =
+      std::min<std::int64_t>(std::int64_t(size.x / block_px) + 2, (S - j0 + block - 1) / block);
+  const float vmax = head_max_weight(v);
+  const Colormap cmap = s.view.colormap;
+
+  const std::vector<std::int64_t> tkey = {
+      v.n, v.h, i0, j0, block, rows, cols, v.reduce == Reduce::mean, std::int64_t(cmap)};
+  if (tkey != v.texture_key) {
+    const auto t0 = Clock::now();
+    try {
+      std::uint32_t lut[256];
+      for (int t = 0; t < 256; ++t) lut[t] = colormap_rgba(cmap, float(t) / 255.0f);
+      v.texture = gpu->weights_blocks_texture(v.n, v.h, i0, j0, block, rows, cols, v.reduce, lut, 0.0f, vmax,
+                                              kNanColor, kMaskedColor);
+      v.texture_key = tkey;
+    } catch (const Error& e) {
+      v.error = e.what();
+      return draw_fallback(state, tex, v.error);
+    }
+    v.render_ms = ms_since(t0);
+    ++g_info.tiles_rendered;
+  }
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->PushClipRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), true);
+  const ImVec2 q0(p0.x + float((double(j0) - v.oj) * px), p0.y + float((double(i0) - v.oi) * px));
+  dl->AddImage(ImTextureID(std::intptr_t(v.texture)), q0,
+               ImVec2(q0.x + float(double(cols) * block_px), q0.y + float(double(rows) * block_px)));
+  // What a pixel is, on the map itself.
+  char what[96];
+  if (block > 1)
+    std::snprintf(what, sizeof what, "each pixel = %s of %lldx%lld weights",
+                  v.reduce == Reduce::max ? "max" : "mean", (long long)block, (long long)block);
+  else
+    std::snprintf(what, sizeof what, "exact weights, %.0f px per cell", px);
+  const ImVec2 ts = ImGui::CalcTextSize(what);
+  dl->AddRectFilled(ImVec2(p0.x + 4, p0.y + 4), ImVec2(p0.x + 12 + ts.x, p0.y + 8 + ts.y),
+                    IM_COL32(0, 0, 0, 190));
+  dl->AddText(ImVec2(p0.x + 8, p0.y + 6), IM_COL32(255, 255, 255, 255), what);
+  dl->PopClipRect();
+  ImGui::SameLine();
+  draw_colorbar(tex, cmap, 0.0f, vmax, size.y);
+
+  // ---- Hover: the one value read back ----
+  const std::int64_t vis_i1 = std::min<std::int64_t>(L, std::int64_t(v.oi + size.y / px) + 1);
+  const std::int64_t vis_j1 = std::min<std::int64_t>(S, std::int64_t(v.oj + size.x / px) + 1);
+  ImGui::Text(
+      "queries %lld-%lld, keys %lld-%lld of %lld x %lld | drag to pan, wheel to zoom; colour 0 to %.3g "
+      "(the head's largest weight)",
+      (long long)std::int64_t(v.oi), (long long)vis_i1 - 1, (long long)std::int64_t(v.oj),
+      (long long)vis_j1 - 1, (long long)L, (long long)S, vmax);
+  if (hovered) {
+    const std::int64_t i = std::int64_t(v.oi + (io.MousePos.y - p0.y) / px) / block * block;
+    const std::int64_t j = std::int64_t(v.oj + (io.MousePos.x - p0.x) / px) / block * block;
+    if (i >= 0 && i < L && j >= 0 && j < S) {
+      const std::vector<std::int64_t> hkey = {tkey[0], tkey[1], i, j, block, tkey[7]};
+      try {
+        if (hkey != v.hover_key) {
+          v.hover_value = gpu->weights_blocks(v.n, v.h, i, j, block, 1, 1, v.reduce).data[0];
+          v.hover_key = hkey;
+        }
+        if (block == 1)
+          ImGui::Text("attn_weights[%d, %d, q %lld, k %lld] = %.6g   (tokens t%lld, t%lld)", v.n, v.h,
+                      (long long)i, (long long)j, v.hover_value, (long long)i, (long long)j);
+        else
+          ImGui::Text("queries %lld-%lld, keys %lld-%lld: %s = %.6g", (long long)i,
+                      (long long)std::min(i + block, L) - 1, (long long)j,
+                      (long long)std::min(j + block, S) - 1, v.reduce == Reduce::max ? "max" : "mean",
+                      v.hover_value);
+      } catch (const Error& e) {
+        ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", e.what());
+      }
+    }
+  }
+  g_info.gpu = true;
+  g_info.block = block;
+  g_info.gpu_bytes = v.gpu_bytes;
+  g_info.trace_bytes = v.trace_bytes;
+}
+
+}  // namespace mha::app

@@ -1,0 +1,79 @@
+// The Large L view drawn headless (NullTextures for the colorbar and the CPU heatmap): with the GPU
+// path on a headless EGL context (level of detail when zoomed out, exact cells after zooming in, no
+// recompute while nothing moves), and falling back with the reason to the CPU heatmap.
+// No GL 4.3 context: WARN and skip the GPU part; with CI=true in the environment: FAIL instead.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
+
+#include "gpu/gpu_backend.hpp"
+#include "panels/panels.hpp"
+#include "ui_harness.hpp"
+
+using namespace mha::app;
+using mha::test::HeadlessUi;
+
+namespace {
+constexpr int kLargeTab = 6;
+}
+
+TEST_CASE("Large L view: no GPU path, the reason and the CPU heatmap", "[ui][large]") {
+  REQUIRE(std::string(kTabNames[kLargeTab]) == "Large L");
+  HeadlessUi ui;
+  auto gpu = mha::gpu::GpuBackend::unavailable("test: no OpenGL 4.3 here");
+  ui.env.large_gpu = gpu.get();
+  AppState state;
+  state.committed = state.scenario;
+  state.recompute();
+  ui.settle(state);
+  REQUIRE(state.result.valid());
+  ui.env.select_tab = kLargeTab;
+  const int uploads = ui.textures.uploads();
+  for (int f = 0; f < 4; ++f) REQUIRE(ui.frame(state, ImVec2(640, 360)) > 0);
+  CHECK_FALSE(large_view_info().gpu);
+  CHECK(large_view_info().cpu_heatmap);
+  CHECK(ui.textures.uploads() > uploads);  // the CPU heatmap's texture
+  // No backend at all: the same fallback, never a crash.
+  ui.env.large_gpu = nullptr;
+  REQUIRE(ui.frame(state) > 0);
+  CHECK(large_view_info().cpu_heatmap);
+}
+
+TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in", "[ui][large][gpu]") {
+  std::unique_ptr<mha::gpu::GpuBackend> gpu = mha::gpu::GpuBackend::headless();
+  if (!gpu->available()) {
+    const char* ci = std::getenv("CI");
+    if (ci && std::string(ci) == "true") FAIL("CI=true and no GL 4.3 context: " << gpu->unavailable_reason());
+    WARN("GPU part skipped: " << gpu->unavailable_reason());
+    return;
+  }
+  HeadlessUi ui;
+  ui.env.large_gpu = gpu.get();
+  ui.env.large_len = 1024;
+  AppState state;
+  state.scenario.batch = 1;
+  state.scenario.embed_dim = 16;
+  state.scenario.num_heads = 2;
+  state.committed = state.scenario;
+  state.recompute();
+  ui.settle(state);
+  ui.env.select_tab = kLargeTab;
+  ui.frame(state, ImVec2(640, 360));  // the tab opens; the next frame lays out the map
+  ui.frame(state, ImVec2(640, 360));
+  const LargeViewInfo first = large_view_info();
+  REQUIRE(first.gpu);
+  CHECK(first.len == 1024);
+  CHECK(first.block > 1);  // 1024 cells do not fit the ~500 px map: each pixel is a block
+  // q, k, v and the row statistics only: far below the full trace's (N, H, L, S) stages.
+  CHECK(first.gpu_bytes * 8 < first.trace_bytes);
+  ui.frame(state, ImVec2(640, 360));
+  CHECK(large_view_info().tiles_rendered == 0);  // nothing moved: no recompute, no read-back
+  // Zoom in with the wheel until the cells are exact.
+  for (int step = 0; step < 6 && large_view_info().block > 1; ++step) {
+    ImGui::GetIO().MouseWheel = 1;
+    ui.frame(state, ImVec2(640, 360));
+    CHECK(large_view_info().tiles_rendered == 1);
+  }
+  CHECK(large_view_info().block == 1);
+  CHECK(large_view_info().gpu);
+}

@@ -127,11 +127,20 @@ void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
 
 }  // namespace
 
+void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len);
+
 const LargeViewInfo& large_view_info() {
   return g_info;
 }
 
 void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len) {
+  // A child without scrollbars: a scrollbar appearing would resize the map and cost another tile.
+  ImGui::BeginChild("large-view", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar);
+  draw_large_body(state, tex, gpu, len);
+  ImGui::EndChild();
+}
+
+void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len) {
   LargeView& v = g_view;
   g_info = LargeViewInfo{};
   const float font = ImGui::GetFontSize();
@@ -156,9 +165,9 @@ void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64
   panel::same_line_if_fits(font * 6);
   ImGui::SetNextItemWidth(font * 5);
   ImGui::SliderInt("head", &v.h, 0, int(std::max<std::int64_t>(H, 1)) - 1);
-  panel::same_line_if_fits(font * 10);
+  panel::same_line_if_fits(font * 13);
   int reduce = v.reduce == Reduce::max ? 0 : 1;
-  ImGui::SetNextItemWidth(font * 5);
+  ImGui::SetNextItemWidth(font * 7);
   if (ImGui::Combo("zoomed out", &reduce, "block max\0block mean\0"))
     v.reduce = reduce ? Reduce::mean : Reduce::max;
 
@@ -200,7 +209,8 @@ void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64
 
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped(
-      "N=%lld H=%lld L=S=%lld d_k=%lld | GPU holds %s (q, k, v, row max + log-sum-exp); a full trace "
+      "N=%lld H=%lld L=S=%lld d_k=%lld | GPU buffers %s (inputs, weights, q, k, v, row max + log-sum-exp, "
+      "tile); a full trace "
       "would hold %s (%.0fx more) | row stats %.0f ms, last tile %.0f ms",
       (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k, mib(v.gpu_bytes).c_str(),
       mib(v.trace_bytes).c_str(), double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)),
@@ -287,11 +297,13 @@ void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64
   // ---- Hover: the one value read back ----
   const std::int64_t vis_i1 = std::min<std::int64_t>(L, std::int64_t(v.oi + size.y / px) + 1);
   const std::int64_t vis_j1 = std::min<std::int64_t>(S, std::int64_t(v.oj + size.x / px) + 1);
-  ImGui::Text(
+  ImGui::PushTextWrapPos(ImGui::GetCursorPos().x + size.x + bar_w);  // not past the colorbar
+  ImGui::TextWrapped(
       "queries %lld-%lld, keys %lld-%lld of %lld x %lld | drag to pan, wheel to zoom; colour 0 to %.3g "
       "(the head's largest weight)",
       (long long)std::int64_t(v.oi), (long long)vis_i1 - 1, (long long)std::int64_t(v.oj),
       (long long)vis_j1 - 1, (long long)L, (long long)S, vmax);
+  ImGui::PopTextWrapPos();
   if (hovered) {
     const std::int64_t i = std::int64_t(v.oi + (io.MousePos.y - p0.y) / px) / block * block;
     const std::int64_t j = std::int64_t(v.oj + (io.MousePos.x - p0.x) / px) / block * block;

@@ -1,6 +1,6 @@
 // mha-studio: the live visualizer. Reads straight through: setup, main loop, rendering, cleanup.
 //   mha-studio [--scenario FILE] [--screenshot FILE.png --frames N] [--font-scale X] [--tab NAME]
-//              [--frame-stats FILE.json] [--backend auto|cpu|gpu] [--large-len L]
+//              [--frame-stats FILE.json] [--backend auto|cpu|gpu] [--large-len L] [--large-causal]
 #include <epoxy/gl.h>
 // epoxy first: it must define the GL entry points before GLFW includes any GL header.
 #include <GLFW/glfw3.h>
@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
   cli.add_option("--large-len", large_len,
                  "L = S of the Large L view (default 1024; 256 to 16384 in its menu)")
       ->check(CLI::Range(1, 65535));
+  bool large_causal = false;
+  cli.add_flag("--large-causal", large_causal, "The Large L view starts with a causal mask");
   cli.add_option("--width", width, "Window width (default 1280)");
   cli.add_option("--height", height, "Window height (default 720)");
   cli.add_flag("--no-autosave", no_autosave, "Neither restore nor write the autosave");
@@ -164,6 +166,7 @@ int main(int argc, char** argv) {
   UiEnv env;
   env.large_gpu = large_gpu.get();
   env.large_len = large_len;
+  env.large_causal = large_causal;
   env.presets = list_presets(assets + "/presets");
   std::unique_ptr<FrameStats> stats;
   if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);

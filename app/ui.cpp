@@ -201,7 +201,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
         if (env.select_tab < 0 || env.select_tab == i) state.scenario.view.tab = i;
         ImGui::BeginChild("view-body");
         if (i == 6) {  // Large L needs no CPU trace: it computes its own rows on the GPU
-          draw_large(state, textures, env.large_gpu, &env.large_len);
+          draw_large(state, textures, env.large_gpu, &env.large_len, &env.large_causal);
         } else if (!state.result.valid()) {
           ImGui::TextWrapped("No result to show yet. The controls on the left say what is wrong.");
         } else {

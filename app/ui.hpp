@@ -22,6 +22,7 @@ struct UiEnv {
   // Large L view: its GPU backend on a context of its own (main.cpp; null: none) and its L = S.
   gpu::GpuBackend* large_gpu = nullptr;
   std::int64_t large_len = 1024;
+  bool large_causal = false;
 };
 
 constexpr int kTabCount = 7;

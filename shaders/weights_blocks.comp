@@ -35,6 +35,7 @@ uniform int reduce_mean;  // 0: max, 1: mean
 uniform int to_image;
 uniform float vmin;
 uniform float vmax;
+uniform int log_decades;  // 0: linear in [vmin, vmax]; k: log10 over k decades below vmax
 uniform uint nan_color;
 uniform uint blocked_color;
 
@@ -78,7 +79,8 @@ void main() {
     } else if (all_blocked) {
       rgba = blocked_color;  // every key in the block masked out: grey, never "low"
     } else {
-      const float t = vmax > vmin ? clamp((v - vmin) / (vmax - vmin), 0.0, 1.0) : 0.5;
+      const float t = log_decades > 0 ? clamp(1.0 + log(max(v, 1e-30) / vmax) / (log(10.0) * float(log_decades)), 0.0, 1.0)
+                      : (vmax > vmin ? clamp((v - vmin) / (vmax - vmin), 0.0, 1.0) : 0.5);
       rgba = lut[int(t * 255.0 + 0.5)];
     }
     imageStore(image, ivec2(c_, r_), unpackUnorm4x8(rgba));

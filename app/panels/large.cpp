@@ -41,8 +41,8 @@ struct LargeView {
   std::string error;  // the GPU path's DeviceError / input error: the view falls back
   double prepare_ms = 0, render_ms = 0;
   std::uint64_t gpu_bytes = 0, trace_bytes = 0;
-  int n = 0, h = 0, zoom = 0;  // zoom: log2 of screen pixels per cell (negative: LOD)
-  bool causal = false, fitted = false;
+  int n = 0, h = 0, zoom = 0;              // zoom: log2 of screen pixels per cell (negative: LOD)
+  bool fitted = false, log_colour = true;  // at large L the weights span decades
   Reduce reduce = Reduce::max;
   double oi = 0, oj = 0;  // query row and key column at the map's top-left corner
   std::vector<std::int64_t> texture_key;
@@ -127,20 +127,20 @@ void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
 
 }  // namespace
 
-void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len);
+void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal);
 
 const LargeViewInfo& large_view_info() {
   return g_info;
 }
 
-void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len) {
+void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal) {
   // A child without scrollbars: a scrollbar appearing would resize the map and cost another tile.
   ImGui::BeginChild("large-view", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar);
-  draw_large_body(state, tex, gpu, len);
+  draw_large_body(state, tex, gpu, len, causal);
   ImGui::EndChild();
 }
 
-void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len) {
+void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal) {
   LargeView& v = g_view;
   g_info = LargeViewInfo{};
   const float font = ImGui::GetFontSize();
@@ -154,7 +154,7 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     ImGui::EndCombo();
   }
   ImGui::SameLine();
-  ImGui::Checkbox("causal", &v.causal);
+  ImGui::Checkbox("causal", causal);
   const Scenario& s = state.scenario;
   const std::int64_t N = s.batch, H = s.num_heads;
   v.n = std::clamp(v.n, 0, int(std::max<std::int64_t>(N, 1)) - 1);
@@ -170,6 +170,8 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
   ImGui::SetNextItemWidth(font * 7);
   if (ImGui::Combo("zoomed out", &reduce, "block max\0block mean\0"))
     v.reduce = reduce ? Reduce::mean : Reduce::max;
+  panel::same_line_if_fits(font * 12);
+  ImGui::Checkbox("log colour", &v.log_colour);
 
   // ---- The GPU path, or why not ----
   g_info.len = *len;
@@ -182,7 +184,7 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
                                          s.num_kv_heads,
                                          s.bias,
                                          std::int64_t(s.seed),
-                                         v.causal,
+                                         *causal,
                                          std::int64_t(s.fully_masked),
                                          s.weights.has_value()};
   if (key != v.prepared_key) {
@@ -193,11 +195,11 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     v.fitted = false;
     const auto t0 = Clock::now();
     try {
-      const Built b = large_problem(s, *len, v.causal);
+      const Built b = large_problem(s, *len, *causal);
       v.stats = gpu->prepare_rows(b.config, b.weights, b.inputs, b.options);
       v.dims = dims_for(b.config, N, *len, *len);
       v.gpu_bytes = gpu->buffer_bytes();
-      v.trace_bytes = trace_bytes(v.dims, sizeof(float), v.causal);
+      v.trace_bytes = trace_bytes(v.dims, sizeof(float), *causal);
     } catch (const Error& e) {
       v.error = e.what();
     }
@@ -258,14 +260,14 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
   const Colormap cmap = s.view.colormap;
 
   const std::vector<std::int64_t> tkey = {
-      v.n, v.h, i0, j0, block, rows, cols, v.reduce == Reduce::mean, std::int64_t(cmap)};
+      v.n, v.h, i0, j0, block, rows, cols, v.reduce == Reduce::mean, std::int64_t(cmap), v.log_colour};
   if (tkey != v.texture_key) {
     const auto t0 = Clock::now();
     try {
       std::uint32_t lut[256];
       for (int t = 0; t < 256; ++t) lut[t] = colormap_rgba(cmap, float(t) / 255.0f);
       v.texture = gpu->weights_blocks_texture(v.n, v.h, i0, j0, block, rows, cols, v.reduce, lut, 0.0f, vmax,
-                                              kNanColor, kMaskedColor);
+                                              kNanColor, kMaskedColor, v.log_colour ? 4 : 0);
       v.texture_key = tkey;
     } catch (const Error& e) {
       v.error = e.what();
@@ -292,17 +294,21 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
   dl->AddText(ImVec2(p0.x + 8, p0.y + 6), IM_COL32(255, 255, 255, 255), what);
   dl->PopClipRect();
   ImGui::SameLine();
-  draw_colorbar(tex, cmap, 0.0f, vmax, size.y);
+  if (v.log_colour)  // 0 at the head's largest weight, -4 four decades below (and anything smaller)
+    draw_colorbar(tex, cmap, -4.0f, 0.0f, size.y);
+  else
+    draw_colorbar(tex, cmap, 0.0f, vmax, size.y);
 
   // ---- Hover: the one value read back ----
   const std::int64_t vis_i1 = std::min<std::int64_t>(L, std::int64_t(v.oi + size.y / px) + 1);
   const std::int64_t vis_j1 = std::min<std::int64_t>(S, std::int64_t(v.oj + size.x / px) + 1);
   ImGui::PushTextWrapPos(ImGui::GetCursorPos().x + size.x + bar_w);  // not past the colorbar
   ImGui::TextWrapped(
-      "queries %lld-%lld, keys %lld-%lld of %lld x %lld | drag to pan, wheel to zoom; colour 0 to %.3g "
-      "(the head's largest weight)",
+      "queries %lld-%lld, keys %lld-%lld of %lld x %lld | drag to pan, wheel to zoom | colour: %s, the "
+      "head's largest weight is %.3g",
       (long long)std::int64_t(v.oi), (long long)vis_i1 - 1, (long long)std::int64_t(v.oj),
-      (long long)vis_j1 - 1, (long long)L, (long long)S, vmax);
+      (long long)vis_j1 - 1, (long long)L, (long long)S,
+      v.log_colour ? "log10(weight / largest), -4 to 0" : "linear, 0 to the largest", vmax);
   ImGui::PopTextWrapPos();
   if (hovered) {
     const std::int64_t i = std::int64_t(v.oi + (io.MousePos.y - p0.y) / px) / block * block;

@@ -20,10 +20,10 @@ void draw_inspector(AppState& state);                   // right column: one wei
 void draw_compare(AppState& state, Textures& tex);      // difference of two heads / before-after
 void draw_complexity(AppState& state);                  // FLOPs and memory per stage, growth with L
 
-// Large L (large.cpp): one head's weights at L = S = *len from GPU row statistics, tiles recomputed
-// into a texture on `gpu` (null or unavailable: the reason and the CPU heatmap). It calls the GPU
-// backend (which binds its own context), never GL itself. Ignores state.result's sizes.
-void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len);
+// Large L (large.cpp): one head's weights at L = S = *len (a causal mask with *causal) from GPU row
+// statistics, tiles recomputed into a texture on `gpu` (null or unavailable: the reason and the CPU heatmap).
+// It calls the GPU backend (which binds its own context), never GL itself. Ignores state.result's sizes.
+void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal);
 struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
   bool gpu = false, cpu_heatmap = false;
   std::int64_t len = 0, block = 0;  // block: cells per pixel side (1: exact)

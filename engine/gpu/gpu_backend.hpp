@@ -75,12 +75,13 @@ class GpuBackend : public DeviceForward {
   // The same values drawn through `lut` (256 RGBA8 colours, R in the low byte, t = (v − vmin) /
   // (vmax − vmin)) into an RGBA8 texture (out_cols wide, out_rows tall, top row first) that the
   // backend owns and reuses; NaN patches get nan_rgba, patches with every key blocked blocked_rgba.
+  // log_decades > 0: t = 1 + log10(v / vmax) / log_decades instead (small weights stay visible).
   // Nothing is read back: the GL name is valid in every context sharing objects with this one, and
   // the texture is complete (glFinish) when this returns.
   GLuint weights_blocks_texture(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
                                 std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
                                 BlockReduce r, const std::uint32_t* lut, float vmin, float vmax,
-                                std::uint32_t nan_rgba, std::uint32_t blocked_rgba);
+                                std::uint32_t nan_rgba, std::uint32_t blocked_rgba, int log_decades = 0);
   // Bytes of every GPU buffer this backend holds now.
   std::uint64_t buffer_bytes() const;
 
@@ -127,7 +128,8 @@ class GpuBackend : public DeviceForward {
   // weights_blocks and weights_blocks_texture: one dispatch of weights_blocks.comp.
   void run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0, std::int64_t block,
                   std::int64_t out_rows, std::int64_t out_cols, BlockReduce r, GLuint out, bool to_image,
-                  float vmin, float vmax, std::uint32_t nan_rgba, std::uint32_t blocked_rgba);
+                  float vmin, float vmax, std::uint32_t nan_rgba, std::uint32_t blocked_rgba,
+                  int log_decades);
   // What prepare_rows left for weights_tile (rows_ready_ is false after a forward()).
   bool rows_ready_ = false;
   Dims rows_dims_;

@@ -141,7 +141,7 @@ Tensor<float> GpuBackend::weights_tile(std::int64_t n, std::int64_t h, std::int6
 void GpuBackend::run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
                             std::int64_t block, std::int64_t out_rows, std::int64_t out_cols, BlockReduce r,
                             GLuint out, bool to_image, float vmin, float vmax, std::uint32_t nan_rgba,
-                            std::uint32_t blocked_rgba) {
+                            std::uint32_t blocked_rgba, int log_decades) {
   const GLuint prog = programs_[rows_policy_ == FullyMasked::zero ? "blocks_zero" : "blocks_nan"];
   const Dims& d = rows_dims_;
   glUseProgram(prog);
@@ -167,6 +167,7 @@ void GpuBackend::run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std
   set(prog, "to_image", int(to_image));
   set(prog, "vmin", vmin);
   set(prog, "vmax", vmax);
+  set(prog, "log_decades", log_decades);
   glUniform1ui(glGetUniformLocation(prog, "nan_color"), nan_rgba);
   glUniform1ui(glGetUniformLocation(prog, "blocked_color"), blocked_rgba);
   const GLuint lut = buffer("lut", 256 * 4);  // (256,) RGBA8; weights_blocks_texture fills it
@@ -198,7 +199,7 @@ Tensor<float> GpuBackend::weights_blocks(std::int64_t n, std::int64_t h, std::in
   bind();
   glGetError();
   const GLuint out = buffer("blocks", std::uint64_t(out_rows * out_cols) * 4);  // (out_rows, out_cols)
-  run_blocks(n, h, i0, j0, block, out_rows, out_cols, r, out, false, 0, 1, 0, 0);
+  run_blocks(n, h, i0, j0, block, out_rows, out_cols, r, out, false, 0, 1, 0, 0, 0);
   Tensor<float> values({out_rows, out_cols});
   glBindBuffer(GL_SHADER_STORAGE_BUFFER, out);
   glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(out_rows * out_cols * 4), values.ptr());
@@ -209,7 +210,8 @@ Tensor<float> GpuBackend::weights_blocks(std::int64_t n, std::int64_t h, std::in
 GLuint GpuBackend::weights_blocks_texture(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
                                           std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
                                           BlockReduce r, const std::uint32_t* lut, float vmin, float vmax,
-                                          std::uint32_t nan_rgba, std::uint32_t blocked_rgba) {
+                                          std::uint32_t nan_rgba, std::uint32_t blocked_rgba,
+                                          int log_decades) {
   check_blocks(rows_dims_, rows_ready_, n, h, i0, j0, block, out_rows, out_cols);
   Release release{release_};
   bind();
@@ -231,7 +233,8 @@ GLuint GpuBackend::weights_blocks_texture(std::int64_t n, std::int64_t h, std::i
   // The float values still go to a buffer (the shader writes both); hover reads use weights_blocks.
   const GLuint out = buffer("blocks", std::uint64_t(out_rows * out_cols) * 4);
   glBindImageTexture(0, blocks_texture_, 0, GL_FALSE, 0, GL_WRITE_ONLY, GL_RGBA8);
-  run_blocks(n, h, i0, j0, block, out_rows, out_cols, r, out, true, vmin, vmax, nan_rgba, blocked_rgba);
+  run_blocks(n, h, i0, j0, block, out_rows, out_cols, r, out, true, vmin, vmax, nan_rgba, blocked_rgba,
+             log_decades);
   glMemoryBarrier(GL_TEXTURE_FETCH_BARRIER_BIT | GL_SHADER_IMAGE_ACCESS_BARRIER_BIT);
   glFinish();  // another context (the app's window) samples it next
   check_gl("while drawing weights into a texture");

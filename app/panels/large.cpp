@@ -41,8 +41,8 @@ struct LargeView {
   std::string error;  // the GPU path's DeviceError / input error: the view falls back
   double prepare_ms = 0, render_ms = 0;
   std::uint64_t gpu_bytes = 0, trace_bytes = 0;
-  int n = 0, h = 0, zoom = 0;              // zoom: log2 of screen pixels per cell (negative: LOD)
-  bool fitted = false, log_colour = true;  // at large L the weights span decades
+  int n = 0, h = 0, zoom = 0;               // zoom: log2 of screen pixels per cell (negative: LOD)
+  bool fitted = false, log_colour = false;  // log: for masks whose weights span decades (causal)
   Reduce reduce = Reduce::max;
   double oi = 0, oj = 0;  // query row and key column at the map's top-left corner
   std::vector<std::int64_t> texture_key;

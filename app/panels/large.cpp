@@ -35,8 +35,9 @@ std::string mib(std::uint64_t bytes) {
 
 // What the view keeps between frames (one instance: there is one Large L tab).
 struct LargeView {
-  std::vector<std::int64_t> prepared_key;  // the problem the row statistics belong to
-  gpu::GpuBackend::RowStats stats;         // (N, H, L) each
+  std::vector<std::int64_t> prepared_key;   // the problem the row statistics belong to
+  std::vector<std::int64_t> announced_key;  // the problem the "computing" frame was drawn for
+  gpu::GpuBackend::RowStats stats;          // (N, H, L) each
   Dims dims;
   std::string error;  // the GPU path's DeviceError / input error: the view falls back
   double prepare_ms = 0, render_ms = 0;
@@ -187,6 +188,17 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
                                          *causal,
                                          std::int64_t(s.fully_masked),
                                          s.weights.has_value()};
+  if (key != v.prepared_key && key != v.announced_key) {
+    // The row statistics block this thread (seconds at L = 4096 on llvmpipe): say so for one frame
+    // first, so the wait is not a frozen stale view.
+    v.announced_key = key;
+    ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1),
+                       "Computing q, k, v and the row statistics for L = S = %lld on the GPU; the window "
+                       "waits until they are done (seconds at L = 4096 on a software renderer).",
+                       (long long)*len);
+    state.animating = true;  // the next frame comes at once and computes
+    return;
+  }
   if (key != v.prepared_key) {
     v.prepared_key = key;
     v.error.clear();
@@ -210,13 +222,14 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
   const std::int64_t L = d.L, S = d.S_total;
 
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  char tile_ms[48] = "";  // the tile this frame draws is timed after this line: show the last one
+  if (!v.texture_key.empty()) std::snprintf(tile_ms, sizeof tile_ms, ", last tile %.0f ms", v.render_ms);
   ImGui::TextWrapped(
       "N=%lld H=%lld L=S=%lld d_k=%lld | GPU buffers %s (inputs, weights, q, k, v, row max + log-sum-exp, "
-      "tile); a full trace "
-      "would hold %s (%.0fx more) | row stats %.0f ms, last tile %.0f ms",
+      "tile); a full trace would hold %s (%.0fx more) | row stats %.0f ms%s",
       (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k, mib(v.gpu_bytes).c_str(),
       mib(v.trace_bytes).c_str(), double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)),
-      v.prepare_ms, v.render_ms);
+      v.prepare_ms, tile_ms);
   ImGui::PopStyleColor();
 
   // ---- The map: pan (drag), zoom (wheel), level of detail ----

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "app_state.hpp"
@@ -25,6 +26,7 @@
 #include "frame_stats.hpp"
 #include "gl_textures.hpp"
 #include "gpu/gpu_backend.hpp"
+#include "panels/panels.hpp"
 #include "ui.hpp"
 
 namespace fs = std::filesystem;
@@ -138,21 +140,26 @@ int main(int argc, char** argv) {
   glfwMakeContextCurrent(window);
 
   // ---- Setup: the Large L view's context ----
-  // The Large L view dispatches its tiles on the UI thread, so it cannot borrow the worker's hidden
-  // context: a second hidden GL 4.3 window shares objects with the main one (the texture it fills is
-  // drawn by the main context), made current only around each dispatch, then the main one again.
+  // The Large L view dispatches its tiles on the UI thread and its row statistics on a thread of its
+  // own, so it cannot borrow the worker's hidden context: a second hidden GL 4.3 window shares
+  // objects with the main one (the texture it fills is drawn by the main context), made current only
+  // around each call.
   glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 4);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   GLFWwindow* large_window = glfwCreateWindow(1, 1, "MHA Studio Large L", nullptr, window);
   glfwDefaultWindowHints();
   std::unique_ptr<mha::gpu::GpuBackend> large_gpu =
-      large_window
-          ? mha::gpu::GpuBackend::with_context([large_window] { glfwMakeContextCurrent(large_window); },
-                                               [window] { glfwMakeContextCurrent(window); },
-                                               "hidden GLFW window for the Large L view")
-          : mha::gpu::GpuBackend::unavailable(
-                "no OpenGL 4.3 context for compute shaders (GLFW could not create one)");
+      large_window ? mha::gpu::GpuBackend::with_context(
+                         [large_window] { glfwMakeContextCurrent(large_window); },
+                         // after a call: the UI thread gets the window's
+                         // context back, the view's preparing thread none
+                         [window, ui = std::this_thread::get_id()] {
+                           glfwMakeContextCurrent(std::this_thread::get_id() == ui ? window : nullptr);
+                         },
+                         "hidden GLFW window for the Large L view")
+                   : mha::gpu::GpuBackend::unavailable(
+                         "no OpenGL 4.3 context for compute shaders (GLFW could not create one)");
   glfwMakeContextCurrent(window);
 
   // ---- Setup: the scenario: --scenario, else the autosave, else the course notebook ----
@@ -241,8 +248,8 @@ int main(int argc, char** argv) {
     glClearColor(0.1f, 0.1f, 0.11f, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-    // A screenshot waits for a background compute to land, so it shows a real result.
-    if (!screenshot.empty() && ++frame >= frames && !state.computer.busy()) {
+    // A screenshot waits for a background compute (and the Large L view's) to land: a real result.
+    if (!screenshot.empty() && ++frame >= frames && !state.computer.busy() && !large_view_info().computing) {
       const bool ok = save_screenshot(screenshot, fb_w, fb_h);
       std::fprintf(ok ? stdout : stderr, ok ? "wrote %s (%dx%d)\n" : "mha-studio: cannot write %s\n",
                    screenshot.c_str(), fb_w, fb_h);
@@ -278,6 +285,7 @@ int main(int argc, char** argv) {
   ImGui::DestroyContext();
   state.computer.stop();  // no GPU forward may run past its context
   gpu.reset();
+  large_view_wait();  // its preparing thread, if any, is done with the backend
   large_gpu.reset();  // its texture and buffers, deleted with its context current
   if (large_window) glfwDestroyWindow(large_window);
   if (gpu_window) glfwDestroyWindow(gpu_window);

@@ -1,10 +1,12 @@
 // Times the Large L view's frames headless (the real panel code, NullTextures, the GPU path on a
-// headless EGL context): the first frame (row statistics + the first tile), an idle frame, each
+// headless EGL context): time until the map is on screen (row statistics on the view's thread +
+// the first tile) and the slowest frame meanwhile, an idle frame, each
 // wheel step from the fitted zoom down to exact cells, with 4 pan frames at each zoom, down to 4 px per cell.
 //   build/mha_large_timing 4096        (the default scenario: N=3, E=8, H=2, as the course notebook)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "gpu/gpu_backend.hpp"
 #include "panels/panels.hpp"
@@ -33,10 +35,22 @@ int main(int argc, char** argv) {
   };
   const ImVec2 c(500, 300);  // over the map in a 1280x720 layout
   int exact_steps = 0;       // wheel steps at block 1: 1, 2 and 4 px per cell
-  double first = 0;          // the tab opening, the "computing" frame, then row statistics + first tile
-  for (int f = 0; f < 5 && !large_view_info().gpu; ++f) first += timed(c, false);
-  std::printf("L=S=%lld: first frame %.0f ms (row statistics + tile), block %lld\n",
-              (long long)ui.env.large_len, first, (long long)large_view_info().block);
+  // The tab opens; the row statistics run on the view's thread while frames go on (one every 16 ms).
+  const auto t_open = std::chrono::steady_clock::now();
+  double worst_while_computing = 0;
+  for (int f = 0; f < 100000 && !large_view_info().gpu; ++f) {
+    const double ms = timed(c, false);
+    if (large_view_info().computing) {
+      worst_while_computing = std::max(worst_while_computing, ms);
+      std::this_thread::sleep_for(std::chrono::milliseconds(16));
+    }
+  }
+  const double first =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_open).count();
+  std::printf(
+      "L=S=%lld: map on screen %.0f ms after the tab opened (row statistics + tile), block %lld; "
+      "slowest frame meanwhile %.1f ms\n",
+      (long long)ui.env.large_len, first, (long long)large_view_info().block, worst_while_computing);
   const double idle = timed(c, false);  // before the printf: argument order is unspecified
   std::printf("idle frame %.1f ms, tiles recomputed %d\n", idle, large_view_info().tiles_rendered);
   // Each wheel step in, then 4 pan frames (a drag of 30, 20 px each) at that zoom.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <string>
 
@@ -33,11 +34,22 @@ std::string mib(std::uint64_t bytes) {
   return b;
 }
 
+// What the preparing thread hands back: the row statistics of one problem, or why not.
+struct Prepared {
+  std::vector<std::int64_t> key;
+  gpu::GpuBackend::RowStats stats;  // (N, H, L) each
+  Dims dims;
+  std::uint64_t gpu_bytes = 0, trace_bytes = 0;
+  std::string error;
+  double ms = 0;
+};
+
 // What the view keeps between frames (one instance: there is one Large L tab).
 struct LargeView {
-  std::vector<std::int64_t> prepared_key;   // the problem the row statistics belong to
-  std::vector<std::int64_t> announced_key;  // the problem the "computing" frame was drawn for
-  gpu::GpuBackend::RowStats stats;          // (N, H, L) each
+  std::vector<std::int64_t> prepared_key;  // the problem the row statistics belong to
+  std::future<Prepared> pending;           // the preparation running on its thread, if any
+  Clock::time_point pending_since;
+  gpu::GpuBackend::RowStats stats;  // (N, H, L) each
   Dims dims;
   std::string error;  // the GPU path's DeviceError / input error: the view falls back
   double prepare_ms = 0, render_ms = 0;
@@ -134,6 +146,10 @@ const LargeViewInfo& large_view_info() {
   return g_info;
 }
 
+void large_view_wait() {
+  if (g_view.pending.valid()) g_view.pending.wait();
+}
+
 void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal) {
   // A child without scrollbars: a scrollbar appearing would resize the map and cost another tile.
   ImGui::BeginChild("large-view", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar);
@@ -188,34 +204,48 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
                                          *causal,
                                          std::int64_t(s.fully_masked),
                                          s.weights.has_value()};
-  if (key != v.prepared_key && key != v.announced_key) {
-    // The row statistics block this thread (seconds at L = 4096 on llvmpipe): say so for one frame
-    // first, so the wait is not a frozen stale view.
-    v.announced_key = key;
-    ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1),
-                       "Computing q, k, v and the row statistics for L = S = %lld on the GPU; the window "
-                       "waits until they are done (seconds at L = 4096 on a software renderer).",
-                       (long long)*len);
-    state.animating = true;  // the next frame comes at once and computes
-    return;
-  }
-  if (key != v.prepared_key) {
-    v.prepared_key = key;
-    v.error.clear();
+  // A finished preparation becomes the view's problem (a stale one too: the next starts at once).
+  if (v.pending.valid() && v.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    Prepared p = v.pending.get();
+    v.prepared_key = std::move(p.key);
+    v.stats = std::move(p.stats);
+    v.dims = p.dims;
+    v.gpu_bytes = p.gpu_bytes;
+    v.trace_bytes = p.trace_bytes;
+    v.error = std::move(p.error);
+    v.prepare_ms = p.ms;
     v.texture_key.clear();
     v.hover_key.clear();
     v.fitted = false;
-    const auto t0 = Clock::now();
-    try {
-      const Built b = large_problem(s, *len, *causal);
-      v.stats = gpu->prepare_rows(b.config, b.weights, b.inputs, b.options);
-      v.dims = dims_for(b.config, N, *len, *len);
-      v.gpu_bytes = gpu->buffer_bytes();
-      v.trace_bytes = trace_bytes(v.dims, sizeof(float), *causal);
-    } catch (const Error& e) {
-      v.error = e.what();
-    }
-    v.prepare_ms = ms_since(t0);
+  }
+  // q, k, v and the row statistics take seconds at L = 4096 on llvmpipe: they run on a thread of
+  // their own (the backend makes its context current there), and the UI stays usable meanwhile.
+  if (key != v.prepared_key && !v.pending.valid()) {
+    v.pending_since = Clock::now();
+    v.pending = std::async(std::launch::async, [gpu, s, n_len = *len, with_causal = *causal, key] {
+      Prepared p;
+      p.key = key;
+      const auto t0 = Clock::now();
+      try {
+        const Built b = large_problem(s, n_len, with_causal);
+        p.stats = gpu->prepare_rows(b.config, b.weights, b.inputs, b.options);
+        p.dims = dims_for(b.config, s.batch, n_len, n_len);
+        p.gpu_bytes = gpu->buffer_bytes();
+        p.trace_bytes = trace_bytes(p.dims, sizeof(float), with_causal);
+      } catch (const std::exception& e) {  // mha::Error, or std::bad_alloc for the inputs
+        p.error = e.what();
+      }
+      p.ms = ms_since(t0);
+      return p;
+    });
+  }
+  if (v.pending.valid()) {  // the backend is busy on the other thread: nothing here may call it
+    ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1),
+                       "Computing q, k, v and the row statistics for L = S = %lld on the GPU: %.1f s so far "
+                       "(seconds at L = 4096 on a software renderer). The rest of the app stays usable.",
+                       (long long)*len, ms_since(v.pending_since) / 1000.0);
+    g_info.computing = true;
+    return;
   }
   if (!v.error.empty()) return draw_fallback(state, tex, v.error);
   const Dims& d = v.dims;

@@ -26,10 +26,13 @@ void draw_complexity(AppState& state);                  // FLOPs and memory per 
 void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal);
 struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
   bool gpu = false, cpu_heatmap = false;
+  bool computing = false;           // the row statistics are being computed on the view's thread
   std::int64_t len = 0, block = 0;  // block: cells per pixel side (1: exact)
   int tiles_rendered = 0;           // textures recomputed this frame
   std::uint64_t gpu_bytes = 0, trace_bytes = 0;
 };
 const LargeViewInfo& large_view_info();
+// Waits for the view's preparing thread (before its GPU backend or context goes away).
+void large_view_wait();
 
 }  // namespace mha::app

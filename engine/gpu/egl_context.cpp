@@ -120,6 +120,10 @@ void EglContext::make_current() {
         "gpu", "eglMakeCurrent failed (" + egl_error() + "; a context is current on one thread at a time)");
 }
 
+void EglContext::release() {
+  eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+}
+
 EglContext::~EglContext() {
   if (!display_) return;
   eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);

@@ -17,6 +17,8 @@ class EglContext {
 
   // Makes the context current on the calling thread (no surface); throws DeviceError on failure.
   void make_current();
+  // Makes no context current on the calling thread, so that another thread may take this one.
+  void release();
   const std::string& description() const { return description_; }  // "EGL surfaceless (Mesa)"
 
  private:

@@ -28,6 +28,9 @@ std::unique_ptr<GpuBackend> GpuBackend::headless() {
   try {
     g->egl_ = EglContext::create();
     g->context_description_ = g->egl_->description();
+    // Released after each call, as the app's contexts are: the Large L view prepares on a thread of
+    // its own and draws tiles on the UI thread.
+    g->release_ = [egl = g->egl_.get()] { egl->release(); };
   } catch (const DeviceError& e) {
     g->unavailable_ = e.what();
   }

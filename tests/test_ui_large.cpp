@@ -17,10 +17,21 @@ using mha::test::HeadlessUi;
 
 namespace {
 constexpr int kLargeTab = 6;
+
+// The headless GPU backend, or null after a WARN (FAIL under CI=true) naming the reason.
+std::unique_ptr<mha::gpu::GpuBackend> headless_or_skip() {
+  std::unique_ptr<mha::gpu::GpuBackend> gpu = mha::gpu::GpuBackend::headless();
+  if (gpu->available()) return gpu;
+  const char* ci = std::getenv("CI");
+  if (ci && std::string(ci) == "true") FAIL("CI=true and no GL 4.3 context: " << gpu->unavailable_reason());
+  WARN("GPU part skipped: " << gpu->unavailable_reason());
+  return nullptr;
 }
+}  // namespace
 
 TEST_CASE("Large L view: no GPU path, the reason and the CPU heatmap", "[ui][large]") {
   REQUIRE(std::string(kTabNames[kLargeTab]) == "Large L");
+  large_view_reset();
   HeadlessUi ui;
   auto gpu = mha::gpu::GpuBackend::unavailable("test: no OpenGL 4.3 here");
   ui.env.large_gpu = gpu.get();
@@ -34,6 +45,7 @@ TEST_CASE("Large L view: no GPU path, the reason and the CPU heatmap", "[ui][lar
   for (int f = 0; f < 4; ++f) REQUIRE(ui.frame(state, ImVec2(640, 360)) > 0);
   CHECK_FALSE(large_view_info().gpu);
   CHECK(large_view_info().cpu_heatmap);
+  CHECK(large_view_info().reason == "test: no OpenGL 4.3 here");
   CHECK(ui.textures.uploads() > uploads);  // the CPU heatmap's texture
   // No backend at all: the same fallback, never a crash.
   ui.env.large_gpu = nullptr;
@@ -42,13 +54,9 @@ TEST_CASE("Large L view: no GPU path, the reason and the CPU heatmap", "[ui][lar
 }
 
 TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in", "[ui][large][gpu]") {
-  std::unique_ptr<mha::gpu::GpuBackend> gpu = mha::gpu::GpuBackend::headless();
-  if (!gpu->available()) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true") FAIL("CI=true and no GL 4.3 context: " << gpu->unavailable_reason());
-    WARN("GPU part skipped: " << gpu->unavailable_reason());
-    return;
-  }
+  std::unique_ptr<mha::gpu::GpuBackend> gpu = headless_or_skip();
+  if (!gpu) return;
+  large_view_reset();
   HeadlessUi ui;
   ui.env.large_gpu = gpu.get();
   ui.env.large_len = 1024;
@@ -85,4 +93,28 @@ TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in"
   CHECK(large_view_info().block == 1);
   CHECK(large_view_info().gpu);
   large_view_wait();
+}
+
+TEST_CASE("Large L view: the GPU path fails while preparing: the reason and the CPU heatmap",
+          "[ui][large][gpu]") {
+  std::unique_ptr<mha::gpu::GpuBackend> gpu = headless_or_skip();
+  if (!gpu) return;
+  gpu->set_max_buffer_bytes(4096);  // the (N, L, E) inputs at L = 1024 do not fit: DeviceError
+  large_view_reset();
+  HeadlessUi ui;
+  ui.env.large_gpu = gpu.get();
+  ui.env.large_len = 1024;
+  AppState state;
+  state.committed = state.scenario;
+  state.recompute();
+  ui.settle(state);
+  ui.env.select_tab = kLargeTab;
+  for (int f = 0; f < 4000 && (f < 2 || large_view_info().computing); ++f) {
+    REQUIRE(ui.frame(state) > 0);
+    if (large_view_info().computing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK_FALSE(large_view_info().gpu);
+  CHECK(large_view_info().cpu_heatmap);
+  CHECK_THAT(large_view_info().reason, Catch::Contains("GL_MAX_SHADER_STORAGE_BLOCK_SIZE"));
+  large_view_reset();
 }

@@ -104,6 +104,7 @@ float head_max_weight(const LargeView& v) {
 
 // Without the GPU path: the reason, and the CPU heatmap of the Heads view's trace when it exists.
 void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
+  g_info.reason = reason;
   ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "GPU path unavailable: the Large L view needs it.");
   ImGui::TextWrapped("Reason: %s", reason.c_str());
   const Result& r = state.result;
@@ -148,6 +149,12 @@ const LargeViewInfo& large_view_info() {
 
 void large_view_wait() {
   if (g_view.pending.valid()) g_view.pending.wait();
+}
+
+void large_view_reset() {
+  large_view_wait();
+  g_view = LargeView{};
+  g_info = LargeViewInfo{};
 }
 
 void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal) {

@@ -2,6 +2,8 @@
 // through state.edited(...). None touches GL: textures come through Textures.
 #pragma once
 
+#include <string>
+
 #include "app_state.hpp"
 #include "textures.hpp"
 
@@ -27,6 +29,7 @@ void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64
 struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
   bool gpu = false, cpu_heatmap = false;
   bool computing = false;           // the row statistics are being computed on the view's thread
+  std::string reason;               // why it fell back (cpu_heatmap or not)
   std::int64_t len = 0, block = 0;  // block: cells per pixel side (1: exact)
   int tiles_rendered = 0;           // textures recomputed this frame
   std::uint64_t gpu_bytes = 0, trace_bytes = 0;
@@ -34,5 +37,7 @@ struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
 const LargeViewInfo& large_view_info();
 // Waits for the view's preparing thread (before its GPU backend or context goes away).
 void large_view_wait();
+// Waits, then forgets the view's problem and position (tests: the next backend starts afresh).
+void large_view_reset();
 
 }  // namespace mha::app

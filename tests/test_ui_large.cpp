@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "compute.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "panels/panels.hpp"
 #include "ui_harness.hpp"
@@ -116,5 +117,44 @@ TEST_CASE("Large L view: the GPU path fails while preparing: the reason and the 
   CHECK_FALSE(large_view_info().gpu);
   CHECK(large_view_info().cpu_heatmap);
   CHECK_THAT(large_view_info().reason, Catch::Contains("GL_MAX_SHADER_STORAGE_BLOCK_SIZE"));
+  large_view_reset();
+}
+
+// The screen-to-cell mapping end to end: the value the view reads back under the pointer is the
+// reference path's attn_weights at the (q, k) the view names, on the same problem.
+TEST_CASE("Large L view: the hovered cell's value is the reference's weight there", "[ui][large][gpu]") {
+  std::unique_ptr<mha::gpu::GpuBackend> gpu = headless_or_skip();
+  if (!gpu) return;
+  large_view_reset();
+  HeadlessUi ui;
+  ui.env.large_gpu = gpu.get();
+  ui.env.large_len = 256;  // fits the map at 1 px per cell or more: exact cells
+  AppState state;
+  state.scenario.batch = 2;
+  state.committed = state.scenario;
+  state.recompute();
+  ui.settle(state);
+  ui.env.select_tab = kLargeTab;
+  for (int f = 0; f < 4000 && !large_view_info().gpu; ++f) {
+    ui.frame(state, ImVec2(600, 380));
+    if (large_view_info().computing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ui.frame(state, ImVec2(600, 380));
+  const LargeViewInfo info = large_view_info();
+  REQUIRE(info.gpu);
+  REQUIRE(info.block == 1);
+  REQUIRE(info.hover_i >= 0);
+  REQUIRE(info.hover_j >= 0);
+  // The view's problem: the scenario at L = S = 256, self-attention, no mask (large.cpp).
+  Scenario s = state.scenario;
+  s.tgt_len = s.src_len = 256;
+  s.separate_qkv = false;
+  const Built b = build_forward(s);
+  mha::Options o = b.options;
+  o.backend = mha::Backend::reference;
+  const mha::ForwardResult<float> ref = mha::forward(b.config, b.weights, b.inputs, o);
+  const float want = ref.trace["attn_weights"].at({0, 0, info.hover_i, info.hover_j});  // batch 0, head 0
+  CHECK_THAT(info.hover_value,
+             Catch::Matchers::WithinAbs(want, 1e-6) || Catch::Matchers::WithinRel(want, 1e-5f));
   large_view_reset();
 }

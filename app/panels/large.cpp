@@ -370,6 +370,9 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
           v.hover_value = gpu->weights_blocks(v.n, v.h, i, j, block, 1, 1, v.reduce).data[0];
           v.hover_key = hkey;
         }
+        g_info.hover_i = i;
+        g_info.hover_j = j;
+        g_info.hover_value = v.hover_value;
         if (block == 1)
           ImGui::Text("attn_weights[%d, %d, q %lld, k %lld] = %.6g   (tokens t%lld, t%lld)", v.n, v.h,
                       (long long)i, (long long)j, v.hover_value, (long long)i, (long long)j);

@@ -33,6 +33,8 @@ struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
   std::int64_t len = 0, block = 0;  // block: cells per pixel side (1: exact)
   int tiles_rendered = 0;           // textures recomputed this frame
   std::uint64_t gpu_bytes = 0, trace_bytes = 0;
+  std::int64_t hover_i = -1, hover_j = -1;  // the hovered cell (block: its first row and column)
+  float hover_value = 0;                    // read back from the GPU: the weight, or the block's max/mean
 };
 const LargeViewInfo& large_view_info();
 // Waits for the view's preparing thread (before its GPU backend or context goes away).

@@ -314,20 +314,7 @@ void Computer::worker_loop() {
 }
 
 void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
-  const Dims& d = shown.dims;
-  const std::vector<std::int64_t> key = {d.N,
-                                         d.L,
-                                         d.S_total,
-                                         d.E,
-                                         d.H,
-                                         d.G,
-                                         d.kdim,
-                                         d.vdim,
-                                         s.mask.cells.empty(),
-                                         s.mask.key_padding.empty(),
-                                         std::int64_t(s.mask.scope),
-                                         std::int64_t(shown.backend)};
-  if (key == presized_ || shown.backend == Backend::gpu) return;
+  if (shown.backend == Backend::gpu) return;
   try {
     Built b = build_forward(s);
     b.options.backend = shown.backend;
@@ -338,7 +325,6 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
       }
       reserve(b.config, b.weights, b.inputs, b.options, workspaces_[(next_workspace_ + k) % 3]);
     }
-    presized_ = key;
   } catch (const Error&) {
   } catch (const std::bad_alloc&) {
   }

@@ -101,10 +101,12 @@ class Computer {
   Outcome run(const Scenario& s, Workspace<float>* ws);
   void deliver(Outcome o, std::uint64_t seq);  // under mutex_
   void worker_loop();
-  // After a result at sizes not seen before, the worker's other two workspaces are given that
-  // result's buffers (mha::reserve) while it waits, the one the next job uses first; a queued job
-  // stops it between workspaces. Without it the first two edits after a size change allocated and
-  // faulted in a whole trace each (at L = 2048, twice as slow as later edits).
+  // After each result the worker's other two workspaces are given buffers for that result's sizes
+  // (mha::reserve) while it waits, the one the next job uses first; a queued job stops it between
+  // workspaces. Where they already fit and nobody else holds them that costs nothing; otherwise
+  // (a size change, or buffers a mask edit's result shares) the allocation and page faults happen
+  // here instead of in the next edit's forward: without it the first two edits after a size change
+  // took twice as long as later ones at L = 2048.
   void presize(const Scenario& s, const ForwardResult<float>& shown);
 
   DeviceForward* device_ = nullptr;
@@ -131,7 +133,6 @@ class Computer {
   // the query rows its mask changed, from that result (mha::forward_mask_edit). Worker only.
   std::weak_ptr<const ForwardResult<float>> last_;
   std::optional<Built> last_built_;
-  std::vector<std::int64_t> presized_;  // the sizes the workspaces were last pre-sized for (worker only)
   std::atomic<bool> presizing_{false};
   std::thread worker_;
 };

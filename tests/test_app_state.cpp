@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "app_state.hpp"
+#include "frame_stats.hpp"
+#include "ui_harness.hpp"
 
 using namespace mha::app;
 
@@ -198,4 +200,44 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
   wait_idle(s);
   CHECK(s.result.forward->trace["scores"].storage != before->trace["scores"].storage);
   check_full("value edit");
+}
+
+TEST_CASE("the Heads view's kept rows equal a rebuild from scratch after each kind of edit", "[state]") {
+  setenv("MHA_VERIFY_HEADS", "1", 1);  // each Heads rebuild is checked; a difference aborts
+  mha::test::HeadlessUi ui;
+  ui.env.select_tab = FrameStats::kTab;  // Heads
+  AppState s;
+  s.scenario.batch = 2;
+  s.scenario.tgt_len = 160;
+  s.scenario.embed_dim = 64;
+  s.scenario.num_heads = 4;
+  s.scenario.mask.preset = MaskPreset::causal;
+  apply_mask_preset(s.scenario);
+  s.committed = s.scenario;
+  s.recompute();
+  ui.settle(s);
+  s.scenario.query = build_forward(s.scenario).inputs.query;
+  for (const char* stage : {"attn_weights", "scores_masked", "scores", "context"}) {
+    INFO("stage " << stage);
+    s.scenario.view.stage = stage;
+    ui.frame(s);
+    for (int k = 0; k < 4; ++k) {
+      if (k == 1) {
+        s.scenario.query->data[std::size_t(k * 5)] += 0.25f;
+      } else if (k == 3) {  // a whole row blocked, then open again next round
+        const bool blocked = std::isinf(s.scenario.mask.cells[std::size_t(90 * 160)]);
+        for (std::int64_t j = 0; j < 160; ++j)
+          s.scenario.mask.cells[std::size_t(90 * 160 + j)] = blocked && j <= 90 ? 0.0f : -INFINITY;
+      } else {
+        float& c = s.scenario.mask.cells[std::size_t(40 * 160 + 3 + k)];
+        c = std::isinf(c) ? 0.0f : -INFINITY;
+      }
+      s.now += 1;
+      s.edited("edit");
+      ui.settle(s);
+      ui.frame(s);
+      REQUIRE(s.errors.empty());
+    }
+  }
+  unsetenv("MHA_VERIFY_HEADS");
 }

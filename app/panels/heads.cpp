@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -184,19 +186,32 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
   }
   Range part[2];
   c.checks.assign(std::size_t(H) + 1, RowCheck{});
-  auto work = [&](int k) {
+  // Which rows to redo: (H, R) flags for the stage shown and for the weights' checks (weights or
+  // mask row changed), R for the average's checks. All true without an earlier result.
+  const std::size_t HR = std::size_t(H) * std::size_t(R);
+  std::vector<char> s_redo(HR, 1), w_redo(HR, 1), avg_redo(std::size_t(R), 1);
+  auto rows_pass = [&](int k) {
     const int r0 = R * k / 2, r1 = R * (k + 1) / 2;
-    std::vector<char> redo(static_cast<std::size_t>(H));
     for (int i = r0; i < r1; ++i) {
-      bool any = false, any_mask = false;
-      for (int h = 0; h < H; ++h) {
-        redo[std::size_t(h)] = !o || !same_row(head_plane(s, b, h), head_plane(*os, b, h), i);
-        any = any || redo[std::size_t(h)];
-        if (want_blocked && o && !same_row(head_plane(*mask, b, h), head_plane(*omask, b, h), i))
-          any_mask = true;
+      bool any = !o, any_mask = !o;
+      if (o) {
+        bool mask_changed = false;
+        for (int h = 0; h < H; ++h) {
+          const std::size_t at = std::size_t(h) * std::size_t(R) + std::size_t(i);
+          const bool sc = !same_row(head_plane(s, b, h), head_plane(*os, b, h), i);
+          const bool wc = &s == &w ? sc : !same_row(head_plane(w, b, h), head_plane(*ow, b, h), i);
+          // A mask shared by the heads (stride 0) is compared once.
+          if (mask && (h == 0 || mask->strides[1] != 0 || omask->strides[1] != 0))
+            mask_changed = !same_row(head_plane(*mask, b, h), head_plane(*omask, b, h), i);
+          s_redo[at] = sc;
+          w_redo[at] = wc || mask_changed;
+          any = any || sc;
+          any_mask = any_mask || mask_changed;
+        }
+        avg_redo[std::size_t(i)] = !same_row(item_plane(avg, b), item_plane(*oavg, b), i);
       }
       for (int h = 0; h < H; ++h) {
-        if (!redo[std::size_t(h)]) continue;
+        if (!s_redo[std::size_t(h) * std::size_t(R) + std::size_t(i)]) continue;
         const Plane p = head_plane(s, b, h);
         Range g;
         for (int j = 0; j < C; ++j) {
@@ -219,7 +234,7 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
         for (int j = 0; j < C; ++j) m[j] /= float(H);
       }
       // The average of the weights is blocked only where every head is (per-head masks differ).
-      if (want_blocked && (!o || any_mask)) {
+      if (want_blocked && any_mask) {
         std::uint8_t* bl = c.avg_blocked.data() + std::size_t(i) * std::size_t(C);
         std::fill(bl, bl + C, std::uint8_t(1));
         for (int h = 0; h < H; ++h) {
@@ -232,32 +247,35 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
     for (int h = 0; h < H; ++h)
       for (int i = r0; i < r1; ++i)
         part[k].fold(c.row_range[std::size_t(h) * std::size_t(R) + std::size_t(i)]);
-    // Row checks always come from the weights: the fully-masked count matters for every stage.
-    // Heads (and, last, the average) alternate between the two threads.
+  };
+  // Row checks always come from the weights: the fully-masked count matters for every stage.
+  // Heads (and, last, the average) alternate between the two threads.
+  auto checks_pass = [&](int k) {
     for (int h = k; h <= H; h += 2) {
       RowPart* rows = c.row_parts.data() + std::size_t(h) * std::size_t(R);
       if (h == H) {
         const Plane p = item_plane(avg, b);
         for (int i = 0; i < R; ++i)
-          if (!o || !same_row(p, item_plane(*oavg, b), i)) rows[i] = check_row(p, nullptr, i);
+          if (avg_redo[std::size_t(i)]) rows[i] = check_row(p, nullptr, i);
       } else {
         const Plane p = head_plane(w, b, h);
         const Plane m = mask ? head_plane(*mask, b, h) : Plane{};
         for (int i = 0; i < R; ++i)
-          if (!o || !same_row(p, head_plane(*ow, b, h), i) ||
-              (mask && !same_row(m, head_plane(*omask, b, h), i)))
+          if (w_redo[std::size_t(h) * std::size_t(R) + std::size_t(i)])
             rows[i] = check_row(p, mask ? &m : nullptr, i);
       }
       c.checks[std::size_t(h)] = sum_rows(rows, R);
     }
   };
-  if (double(H) * R * C >= 1 << 20) {
-    std::thread second(work, 1);
-    work(0);
-    second.join();
-  } else {
-    work(0);
-    work(1);
+  for (const auto& pass : {std::function<void(int)>(rows_pass), std::function<void(int)>(checks_pass)}) {
+    if (double(H) * R * C >= 1 << 20) {
+      std::thread second(pass, 1);
+      pass(0);
+      second.join();
+    } else {
+      pass(0);
+      pass(1);
+    }
   }
   Range all = part[0];
   all.fold(part[1]);
@@ -269,6 +287,35 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
   c.masked_rows = 0;
   for (int h = 0; h < H; ++h)
     c.masked_rows += c.checks[std::size_t(h)].nan_rows + c.checks[std::size_t(h)].zero_rows;
+}
+
+// MHA_VERIFY_HEADS set (tests; the latency replay when checked): each rebuild is compared with one
+// from scratch, field by field and bit for bit, and a difference aborts naming the field.
+void verify_rebuild(const HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si,
+                    int b) {
+  HeadsCache full;
+  rebuild(full, source, si, b);
+  auto bits = [](const void* x, const void* y, std::size_t n) { return std::memcmp(x, y, n) == 0; };
+  const char* bad = nullptr;
+  if (!bits(&c.lo, &full.lo, 4) || !bits(&c.hi, &full.hi, 4) || !bits(&c.maxabs, &full.maxabs, 4))
+    bad = "range";
+  else if (c.mean.size() != full.mean.size() || !bits(c.mean.data(), full.mean.data(), 4 * c.mean.size()))
+    bad = "mean";
+  else if (c.avg_blocked != full.avg_blocked)
+    bad = "avg_blocked";
+  else if (c.masked_rows != full.masked_rows || c.checks.size() != full.checks.size())
+    bad = "masked_rows";
+  for (std::size_t h = 0; !bad && h < c.checks.size(); ++h) {
+    const RowCheck &x = c.checks[h], &y = full.checks[h];
+    if (!bits(&x.entropy, &y.entropy, 8) || !bits(&x.entropy_max, &y.entropy_max, 8) ||
+        !bits(&x.max_err, &y.max_err, 8) || x.nan_rows != y.nan_rows || x.zero_rows != y.zero_rows)
+      bad = "checks";
+  }
+  if (bad) {
+    std::fprintf(stderr, "mha-studio: MHA_VERIFY_HEADS: the Heads view's %s differs from a full rebuild\n",
+                 bad);
+    std::abort();
+  }
 }
 
 // Mirrors the heatmap widget's margins (heatmap.cpp) to know how large a map will be, so the grid
@@ -380,8 +427,10 @@ void draw_heads(AppState& state, Textures& tex) {
 
   static HeadsCache cache;
   const std::uint64_t gen = state.result.generation;
-  if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b)
+  if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b) {
     rebuild(cache, state.result.forward, si, b);
+    if (std::getenv("MHA_VERIFY_HEADS")) verify_rebuild(cache, state.result.forward, si, b);
+  }
 
   // Colours: scores are signed around 0, so diverging with a symmetric range; weights are
   // probabilities, so sequential from 0; context follows the user's map.

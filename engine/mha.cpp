@@ -252,8 +252,14 @@ Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& w
     slot->resize(n);
     return slot;
   }
+  // A buffer someone else still holds (a result on screen, or a mask edit's result sharing its
+  // unchanged stages) is replaced by one of the same capacity when that is within 2× of n, all of it
+  // faulted in now: going back to the larger size then needs no new pages either.
+  const std::size_t capacity =
+      slot && slot->capacity() >= n && slot->capacity() <= 2 * n ? slot->capacity() : n;
   slot.reset();  // drop ours first, so a size change never holds the old and the new buffer at once
-  slot = std::make_shared<std::vector<T>>(n);
+  slot = std::make_shared<std::vector<T>>(capacity);
+  slot->resize(n);
   ++ws.allocations;
   return slot;
 }

@@ -199,6 +199,7 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
       throw ConfigError("backend", "internal: a GPU forward was asked for on the UI thread");
     }
     std::shared_ptr<ForwardResult<float>> fwd;
+    bool mask_rows_only = false;
     if (ws) {
       fwd = std::make_shared<ForwardResult<float>>();
       if (b.options.backend == Backend::automatic) {  // resolved here, as the engine would
@@ -207,7 +208,7 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
       }
       const std::shared_ptr<const ForwardResult<float>> base = last_.lock();
       if (base && last_built_ && b.options.backend == Backend::eigen && same_but_masks(*last_built_, b))
-        forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd);
+        mask_rows_only = forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd);
       else
         forward(b.config, b.weights, b.inputs, b.options, *ws, *fwd);
       last_ = fwd;
@@ -219,6 +220,7 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
     }
     Result r;
     r.forward = std::move(fwd);
+    r.mask_rows_only = mask_rows_only;
     r.query_tokens = s.query_tokens();
     r.key_tokens = s.key_tokens();
     r.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -314,7 +316,19 @@ void Computer::worker_loop() {
 }
 
 void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
-  if (shown.backend == Backend::gpu) return;
+  const Dims& d = shown.dims;
+  const std::vector<std::int64_t> key = {d.N,
+                                         d.L,
+                                         d.S_total,
+                                         d.E,
+                                         d.H,
+                                         d.G,
+                                         d.kdim,
+                                         d.vdim,
+                                         std::int64_t(shown.backend),
+                                         std::int64_t(s.mask.cells.size()),
+                                         std::int64_t(s.mask.key_padding.size())};
+  if (key == presized_ || shown.backend == Backend::gpu) return;
   try {
     Built b = build_forward(s);
     b.options.backend = shown.backend;
@@ -325,6 +339,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
       }
       reserve(b.config, b.weights, b.inputs, b.options, workspaces_[(next_workspace_ + k) % 3]);
     }
+    presized_ = key;
   } catch (const Error&) {
   } catch (const std::bad_alloc&) {
   }

@@ -22,6 +22,7 @@ struct Result {
   std::vector<std::string> query_tokens, key_tokens;
   std::uint64_t generation = 0;  // unique per result in the process: texture caches key on it
   double compute_ms = 0;
+  bool mask_rows_only = false;  // a mask edit: only the rows it changed were recomputed
   bool valid() const { return forward != nullptr; }
 };
 
@@ -101,12 +102,10 @@ class Computer {
   Outcome run(const Scenario& s, Workspace<float>* ws);
   void deliver(Outcome o, std::uint64_t seq);  // under mutex_
   void worker_loop();
-  // After each result the worker's other two workspaces are given buffers for that result's sizes
-  // (mha::reserve) while it waits, the one the next job uses first; a queued job stops it between
-  // workspaces. Where they already fit and nobody else holds them that costs nothing; otherwise
-  // (a size change, or buffers a mask edit's result shares) the allocation and page faults happen
-  // here instead of in the next edit's forward: without it the first two edits after a size change
-  // took twice as long as later ones at L = 2048.
+  // After a result at sizes not seen before, the worker's other two workspaces are given that
+  // result's buffers (mha::reserve) while it waits, the one the next job uses first; a queued job
+  // stops it between workspaces. Without it the first two edits after a size change allocated and
+  // faulted in a whole trace each (at L = 2048, twice as slow as later edits).
   void presize(const Scenario& s, const ForwardResult<float>& shown);
 
   DeviceForward* device_ = nullptr;
@@ -133,6 +132,7 @@ class Computer {
   // the query rows its mask changed, from that result (mha::forward_mask_edit). Worker only.
   std::weak_ptr<const ForwardResult<float>> last_;
   std::optional<Built> last_built_;
+  std::vector<std::int64_t> presized_;  // the sizes the workspaces were last pre-sized for
   std::atomic<bool> presizing_{false};
   std::thread worker_;
 };

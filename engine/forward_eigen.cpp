@@ -314,14 +314,9 @@ std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::v
                       [](char c) { return c != 0; }))
         tasks.push_back(n * a.blocks_per_item + blk);
     }
-  // The fused kernel rewrites the raw and scaled scores of its rows too. They are unchanged (the mask
-  // comes after them), and `b` shares them with the result this one is made from, so those writes go
-  // to throwaway storage that is never read (only the pages written are ever faulted in).
+  // The fused kernel rewrites the raw and scaled scores of its rows too: the same values, since the
+  // mask comes after them.
   const std::size_t scores = std::size_t(N * H * L * Sp);
-  std::unique_ptr<T[]> discard_scores(new T[scores]), discard_scaled(new T[scores]);
-  a.scores = discard_scores.get();
-  a.scores_scaled = discard_scaled.get();
-
   std::int64_t delta = 0;
   if (old_mask) {
     // The fully masked rows the old masks gave in these tasks, to take out of the count: the same

@@ -514,12 +514,6 @@ bool same_dims(const Dims& a, const Dims& b) {
          a.G == b.G && a.d_k == b.d_k && a.kdim == b.kdim && a.vdim == b.vdim && a.batched == b.batched;
 }
 
-template <class T>
-detail::Buffer<T> shared_buffer(const ForwardResult<T>& r, const char* name) {
-  // Only read from here on (see forward_mask_edit): the new result shares the stage with `r`.
-  return std::const_pointer_cast<std::vector<T>>(r.trace[name].storage);
-}
-
 // A copy of stage `name` of `r` in the workspace slot: the rows that do not change keep their values.
 template <class T>
 detail::Buffer<T> copied_buffer(const ForwardResult<T>& r, const char* name, detail::Buffer<T>& slot,
@@ -578,18 +572,20 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   r.nonfinite_inputs = base.nonfinite_inputs;  // same inputs and weights
   set_weights(p, c, w);
   p.fully_masked = o.fully_masked;
-  p.query = shared_buffer(base, "query");
-  p.key = shared_buffer(base, "key");
-  p.value = shared_buffer(base, "value");
 
   detail::WorkspaceState<T>& st = ws.state();
-  detail::Buffers<T> b;  // unchanged stages shared with base, the others copied from it
-  b.q = shared_buffer(base, "q");
-  b.k = shared_buffer(base, "k");
-  b.v = shared_buffer(base, "v");
-  b.scores = shared_buffer(base, "scores");
-  b.scores_scaled = shared_buffer(base, "scores_scaled");
+  // Every stage is copied from base into this workspace's buffers, the unchanged ones included:
+  // sharing them would tie base's workspace to this result, and its next forward would allocate.
+  p.query = copied_buffer(base, "query", st.query, st);
+  p.key = copied_buffer(base, "key", st.key, st);
+  p.value = copied_buffer(base, "value", st.value, st);
+  detail::Buffers<T> b;
   detail::Buffers<T>& slots = st.buffers;
+  b.q = copied_buffer(base, "q", slots.q, st);
+  b.k = copied_buffer(base, "k", slots.k, st);
+  b.v = copied_buffer(base, "v", slots.v, st);
+  b.scores = copied_buffer(base, "scores", slots.scores, st);
+  b.scores_scaled = copied_buffer(base, "scores_scaled", slots.scores_scaled, st);
   b.scores_masked = copied_buffer(base, "scores_masked", slots.scores_masked, st);
   b.weights = copied_buffer(base, "attn_weights", slots.weights, st);
   b.context = copied_buffer(base, "context", slots.context, st);

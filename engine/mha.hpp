@@ -234,8 +234,8 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
 // A forward after an edit of the masks only: `base` is a result of the Eigen path for the same
 // config, weights, query, key, value and options, and `in`'s attn_mask / key_padding_mask may differ
 // from those it was computed with. Only the query rows whose merged mask changed are recomputed
-// (their scores_masked, weights, context, concat, output and head average rows, every head); the
-// other stages are shared with `base` (read-only, so `base` stays intact), the rest copied from it.
+// (their scores_masked, weights, context, concat, output and head average rows, every head); every
+// other value is copied from `base` into `ws` (`base` is only read, and shares nothing with the result).
 // Every value equals a full forward's bit for bit (same kernels, blocks and threads). Where that
 // does not apply (another backend or sizes, masks added, removed or broadcast differently) it runs
 // the full forward instead. Returns whether it recomputed rows only. The caller vouches that the

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "errors.hpp"
 #include "masks.hpp"
@@ -128,6 +129,35 @@ double forward_work(const Scenario& s) {
   return N * (2 * L * E * E + 2 * S * E * kv + 3 * L * S * E);
 }
 
+namespace {
+
+bool same_tensor(const Tensor<float>& a, const Tensor<float>& b) {  // bit for bit, NaN included
+  return a.shape == b.shape && a.data.size() == b.data.size() &&
+         (a.data.empty() || std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0);
+}
+
+// Whether `a` and `b` ask for the same forward but for their masks.
+bool same_but_masks(const Built& a, const Built& b) {
+  const Config &x = a.config, &y = b.config;
+  if (x.embed_dim != y.embed_dim || x.num_heads != y.num_heads || x.kv_heads() != y.kv_heads() ||
+      x.bias != y.bias || x.key_dim() != y.key_dim() || x.value_dim() != y.value_dim() ||
+      x.add_bias_kv != y.add_bias_kv || x.add_zero_attn != y.add_zero_attn || x.batch_first != y.batch_first)
+    return false;
+  if (a.options.attn_mask_layout != b.options.attn_mask_layout ||
+      a.options.fully_masked != b.options.fully_masked || a.options.backend != b.options.backend)
+    return false;
+  if (!same_tensor(a.inputs.query, b.inputs.query) || !same_tensor(a.inputs.key, b.inputs.key) ||
+      !same_tensor(a.inputs.value, b.inputs.value))
+    return false;
+  Weights<float> wa = a.weights, wb = b.weights;
+  const auto da = state_dict(wa), db = state_dict(wb);
+  for (std::size_t i = 0; i < da.size(); ++i)
+    if (!same_tensor(*da[i].second, *db[i].second)) return false;
+  return true;
+}
+
+}  // namespace
+
 Computer::Computer() : worker_([this] { worker_loop(); }) {}
 
 Computer::~Computer() {
@@ -169,14 +199,28 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
       throw ConfigError("backend", "internal: a GPU forward was asked for on the UI thread");
     }
     std::shared_ptr<ForwardResult<float>> fwd;
+    bool mask_rows_only = false;
     if (ws) {
       fwd = std::make_shared<ForwardResult<float>>();
-      forward(b.config, b.weights, b.inputs, b.options, *ws, *fwd);
+      if (b.options.backend == Backend::automatic) {  // resolved here, as the engine would
+        const Dims d = check_inputs(b.config, b.weights, b.inputs, b.options);
+        b.options.backend = device_ && device_->prefers(d) ? Backend::gpu : Backend::eigen;
+      }
+      const std::shared_ptr<const ForwardResult<float>> base = last_.lock();
+      if (base && last_built_ && b.options.backend == Backend::eigen && same_but_masks(*last_built_, b))
+        mask_rows_only = forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd);
+      else
+        forward(b.config, b.weights, b.inputs, b.options, *ws, *fwd);
+      last_ = fwd;
+      b.inputs.attn_mask.reset();
+      b.inputs.key_padding_mask.reset();
+      last_built_ = std::move(b);
     } else {
       fwd = std::make_shared<ForwardResult<float>>(forward(b.config, b.weights, b.inputs, b.options));
     }
     Result r;
     r.forward = std::move(fwd);
+    r.mask_rows_only = mask_rows_only;
     r.query_tokens = s.query_tokens();
     r.key_tokens = s.key_tokens();
     r.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -246,13 +290,58 @@ void Computer::worker_loop() {
     Outcome o = run(job.scenario, &ws);
     lock.lock();
     running_ = false;
+    std::shared_ptr<const ForwardResult<float>> shown;
+    if (o.result) shown = o.result->forward;
     deliver(std::move(o), job.seq);
     busy_ = job_.has_value();
+    if (shown && !job_) presizing_ = true;
     if (on_done) {
       lock.unlock();
       on_done();
       lock.lock();
     }
+    if (presizing_) {
+      lock.unlock();
+      presize(job.scenario, *shown);
+      shown.reset();
+      lock.lock();
+      presizing_ = false;
+      if (on_done) {  // a loop waiting for the worker to settle wakes here
+        lock.unlock();
+        on_done();
+        lock.lock();
+      }
+    }
+  }
+}
+
+void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
+  const Dims& d = shown.dims;
+  const std::vector<std::int64_t> key = {d.N,
+                                         d.L,
+                                         d.S_total,
+                                         d.E,
+                                         d.H,
+                                         d.G,
+                                         d.kdim,
+                                         d.vdim,
+                                         std::int64_t(shown.backend),
+                                         std::int64_t(s.mask.cells.size()),
+                                         std::int64_t(s.mask.key_padding.size())};
+  if (key == presized_ || shown.backend == Backend::gpu) return;
+  try {
+    Built b = build_forward(s);
+    b.options.backend = shown.backend;
+    for (int k = 0; k < 2; ++k) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (job_ || quit_) return;  // the next job wants the worker; its forward sizes its own buffers
+      }
+      reserve(b.config, b.weights, b.inputs, b.options, workspaces_[(next_workspace_ + k) % 3]);
+    }
+    presized_ = key;
+  } catch (const Error&) {
+  } catch (const std::bad_alloc&) {
   }
 }
 

@@ -22,6 +22,7 @@ struct Result {
   std::vector<std::string> query_tokens, key_tokens;
   std::uint64_t generation = 0;  // unique per result in the process: texture caches key on it
   double compute_ms = 0;
+  bool mask_rows_only = false;  // a mask edit: only the rows it changed were recomputed
   bool valid() const { return forward != nullptr; }
 };
 
@@ -67,8 +68,13 @@ class Computer {
   };
   std::optional<Outcome> poll();
   bool busy() const { return busy_; }
-  // Called on the worker thread after a background result is ready (the app wakes its event loop
-  // with it, so the UI can sleep while a forward runs). Set before the first request.
+  // Not busy, and not pre-sizing workspaces either (see presize): a forward asked for now starts at
+  // once. The --frame-stats replay waits for it after each size it loads, as a user reading the
+  // new size would.
+  bool settled() const { return !busy_ && !presizing_; }
+  // Called on the worker thread after a background result is ready, and again when the pre-sizing
+  // after it ends (the app wakes its event loop with it, so the UI can sleep while a forward runs).
+  // Set before the first request.
   std::function<void()> on_done;
 
   // The GPU path. GL contexts are current on one thread at a time, so the device is used only on
@@ -97,6 +103,11 @@ class Computer {
   Outcome run(const Scenario& s, Workspace<float>* ws);
   void deliver(Outcome o, std::uint64_t seq);  // under mutex_
   void worker_loop();
+  // After a result at sizes not seen before, the worker's other two workspaces are given that
+  // result's buffers (mha::reserve) while it waits, the one the next job uses first; a queued job
+  // stops it between workspaces. Without it the first two edits after a size change allocated and
+  // faulted in a whole trace each (at L = 2048, twice as slow as later edits).
+  void presize(const Scenario& s, const ForwardResult<float>& shown);
 
   DeviceForward* device_ = nullptr;
   std::string device_description_ = "not built into this program";
@@ -117,6 +128,13 @@ class Computer {
   // before/after comparison, the third's buffers are free to reuse (no allocation per edit).
   Workspace<float> workspaces_[3];
   int next_workspace_ = 0;  // worker thread only
+  // The worker's last result and the engine inputs it came from, masks left out: a job whose
+  // inputs differ from those in the masks only (a mask cell or key padding edit) recomputes just
+  // the query rows its mask changed, from that result (mha::forward_mask_edit). Worker only.
+  std::weak_ptr<const ForwardResult<float>> last_;
+  std::optional<Built> last_built_;
+  std::vector<std::int64_t> presized_;  // the sizes the workspaces were last pre-sized for
+  std::atomic<bool> presizing_{false};
   std::thread worker_;
 };
 

@@ -89,8 +89,9 @@ void FrameStats::before_frame(AppState& state) {
       start_size(state);
       return;
     }
-    // Warm-up: wait for this size's first result before timing edits.
-    if (state.computer.busy() || !state.result.valid() || state.result.forward->dims.L != kSpecs[size_].L)
+    // Warm-up: wait for this size's first result, and for the worker to settle (pre-size its
+    // workspaces), before timing edits.
+    if (!state.computer.settled() || !state.result.valid() || state.result.forward->dims.L != kSpecs[size_].L)
       return;
     edit_ = 0;
   }

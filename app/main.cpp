@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
     // Sleep unless something needs frames: an animation, or a scripted run with nothing computing.
     // A background forward wakes the loop itself when it lands (on_done), so waiting costs no latency
     // and leaves both cores to the forward.
-    if (state.animating || (batch_run && !state.computer.busy() && !large_view_info().computing))
+    if (state.animating || (batch_run && state.computer.settled() && !large_view_info().computing))
       glfwPollEvents();
     else
       glfwWaitEventsTimeout(0.25);

@@ -87,5 +87,15 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b);
 // threads: as Options::threads; times: null, or filled with the phase times.
 template <class T>
 void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads, StageTimes* times);
+// The Eigen path again for the query rows flagged in `rows_changed` ((N·L) flags), into buffers that
+// hold a full Eigen forward of the same problem with other masks (forward_mask_edit): it reruns the
+// fused tasks holding those rows (every head) and the out-projection's row ranges holding them, with
+// the blocking and threads forward_eigen uses, so every value equals a full forward's bit for bit.
+// b.scores and b.scores_scaled get their rows rewritten with the same values. Returns the change
+// in fully masked rows; `old_mask` (the masks b was computed with) is needed only to count the rows
+// it fully masked in those tasks, and may be null when it fully masked none.
+template <class T>
+std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
+                                const MergedMask<T>* old_mask, int threads);
 
 }  // namespace mha::detail

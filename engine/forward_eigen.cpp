@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -172,23 +173,28 @@ std::int64_t rows_per_block(std::int64_t L, std::int64_t Sp, std::size_t scalar)
 }  // namespace
 
 template <class T>
-void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, StageTimes* times) {
-  const Dims& d = p.d;
+const kernels::Table<T>& table() {
+  if constexpr (sizeof(T) == 4)
+    return active().f32;
+  else
+    return active().f64;
+}
+
+template <class T>
+double forward_flops(const Dims& d) {
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, dk = d.d_k;
   const std::int64_t kv = d.G * dk;
-  const double flops = double(N) * (2.0 * L * E * E + 2.0 * S * kv * (d.kdim + d.vdim) +
-                                    4.0 * double(H) * L * Sp * dk + 2.0 * L * E * E);
-  const int threads = thread_count(threads_requested, flops);
-  const kernels::Table<T>& kernel = []() -> const kernels::Table<T>& {
-    if constexpr (sizeof(T) == 4)
-      return active().f32;
-    else
-      return active().f64;
-  }();
+  return double(N) * (2.0 * L * E * E + 2.0 * S * kv * (d.kdim + d.vdim) + 4.0 * double(H) * L * Sp * dk +
+                      2.0 * L * E * E);
+}
 
+// The kernels' arguments: sizes, weights and every buffer.
+template <class T>
+kernels::Args<T> make_args(const Problem<T>& p, Buffers<T>& b) {
+  const Dims& d = p.d;
   kernels::Args<T> a;
-  a.N = N, a.L = L, a.S = S, a.Sp = Sp, a.E = E, a.H = H, a.dk = dk, a.kv = kv, a.kdim = d.kdim,
-  a.vdim = d.vdim;
+  a.N = d.N, a.L = d.L, a.S = d.S, a.Sp = d.S_total, a.E = d.E, a.H = d.H, a.dk = d.d_k, a.kv = d.G * d.d_k,
+  a.kdim = d.kdim, a.vdim = d.vdim;
   a.heads_per_kv = d.H / d.G;
   a.query = p.query->data(), a.key = p.key->data(), a.value = p.value->data();
   a.w_q = p.w_q, a.w_k = p.w_k, a.w_v = p.w_v, a.w_o = p.w_o;
@@ -203,6 +209,33 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   a.scores_masked = b.scores_masked->data(), a.weights = b.weights->data();
   a.context = b.context->data(), a.concat = b.concat->data();
   a.output = b.output->data(), a.weights_avg = b.weights_avg->data();
+  return a;
+}
+
+// Each thread's scratch starts on a 64-byte boundary, whatever address malloc gave: Eigen's vectorised
+// sums peel a few elements to reach packet alignment, so the weights' row sums (and so the digits
+// of every stage after them) would otherwise depend on where the buffer happened to land.
+template <class T>
+void plan_fused(kernels::Args<T>& a, Buffers<T>& b, int threads) {
+  a.block = rows_per_block(a.L, a.Sp, sizeof(T));
+  a.blocks_per_item = (a.L + a.block - 1) / a.block;
+  constexpr std::int64_t line = 64 / sizeof(T);
+  a.scratch_per_thread = (3 * a.block * a.Sp + a.Sp + a.block * a.dk + line - 1) / line * line;
+  const std::size_t scratch_size = std::size_t(threads * a.scratch_per_thread + line);
+  if (!b.scratch || b.scratch->size() < scratch_size)
+    b.scratch = std::make_shared<std::vector<T>>(scratch_size);
+  a.scratch =
+      b.scratch->data() +
+      (line - std::int64_t(reinterpret_cast<std::uintptr_t>(b.scratch->data()) % 64 / sizeof(T))) % line;
+}
+
+template <class T>
+void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, StageTimes* times) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, kv = d.G * d.d_k;
+  const int threads = thread_count(threads_requested, forward_flops<T>(d));
+  const kernels::Table<T>& kernel = table<T>();
+  kernels::Args<T> a = make_args(p, b);
   a.threads = threads;
   a.timing = times != nullptr;
   Clock::time_point t_phase = a.timing ? Clock::now() : Clock::time_point();
@@ -228,19 +261,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   if (a.timing) times->projections = ms_since(t_phase);
 
   // 2. The fused loop (kernels::Table::fused), tasks split over the threads.
-  a.block = rows_per_block(L, Sp, sizeof(T));
-  a.blocks_per_item = (L + a.block - 1) / a.block;
-  // Each thread's scratch starts on a 64-byte boundary, whatever address malloc gave: Eigen's vectorised
-  // sums peel a few elements to reach packet alignment, so the weights' row sums (and so the digits
-  // of every stage after them) would otherwise depend on where the buffer happened to land.
-  constexpr std::int64_t line = 64 / sizeof(T);
-  a.scratch_per_thread = (3 * a.block * Sp + Sp + a.block * dk + line - 1) / line * line;
-  const std::size_t scratch_size = std::size_t(threads * a.scratch_per_thread + line);
-  if (!b.scratch || b.scratch->size() < scratch_size)
-    b.scratch = std::make_shared<std::vector<T>>(scratch_size);
-  a.scratch =
-      b.scratch->data() +
-      (line - std::int64_t(reinterpret_cast<std::uintptr_t>(b.scratch->data()) % 64 / sizeof(T))) % line;
+  plan_fused(a, b, threads);
   std::vector<kernels::Tally> tally(static_cast<std::size_t>(threads));
   parallel_ranges(threads, N * a.blocks_per_item, [&](int thread, std::int64_t task0, std::int64_t task1) {
     kernel.fused(a, thread, task0, task1, &tally[std::size_t(thread)]);
@@ -272,7 +293,65 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   }
 }
 
+template <class T>
+std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
+                                const MergedMask<T>* old_mask, int threads_requested) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, Sp = d.S_total, H = d.H, E = d.E;
+  // The same threads as forward_eigen: they set the out-projection's row ranges, and a GEMM's digits
+  // depend on the rows it is given (one row is a GEMV in Eigen, summed in another order).
+  const int threads = thread_count(threads_requested, forward_flops<T>(d));
+  const kernels::Table<T>& kernel = table<T>();
+  kernels::Args<T> a = make_args(p, b);
+  a.threads = threads;
+  plan_fused(a, b, 1);  // the changed tasks run on this thread: there are few
+  // The tasks whose rows changed, and the out-projection ranges holding them.
+  std::vector<std::int64_t> tasks;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t blk = 0; blk < a.blocks_per_item; ++blk) {
+      const std::int64_t i0 = blk * a.block, i1 = std::min(L, i0 + a.block);
+      if (std::any_of(rows_changed.begin() + n * L + i0, rows_changed.begin() + n * L + i1,
+                      [](char c) { return c != 0; }))
+        tasks.push_back(n * a.blocks_per_item + blk);
+    }
+  // The fused kernel rewrites the raw and scaled scores of its rows too: the same values, since the
+  // mask comes after them.
+  const std::size_t scores = std::size_t(N * H * L * Sp);
+  std::int64_t delta = 0;
+  if (old_mask) {
+    // The fully masked rows the old masks gave in these tasks, to take out of the count: the same
+    // kernel with the old mask, every output thrown away.
+    kernels::Args<T> old = a;
+    old.mask = old_mask->values.data();
+    std::unique_ptr<T[]> w1(new T[scores]), w2(new T[scores]), ctx(new T[std::size_t(N * L * E)]),
+        cat(new T[std::size_t(N * L * E)]), avg(new T[std::size_t(N * L * Sp)]);
+    old.scores_masked = w1.get(), old.weights = w2.get(), old.context = ctx.get(), old.concat = cat.get(),
+    old.weights_avg = avg.get();
+    for (std::int64_t task : tasks) {
+      kernels::Tally t;
+      kernel.fused(old, 0, task, task + 1, &t);
+      delta -= t.fully_masked_rows;
+    }
+  }
+  for (std::int64_t task : tasks) {
+    kernels::Tally t;
+    kernel.fused(a, 0, task, task + 1, &t);
+    delta += t.fully_masked_rows;
+  }
+  for (int t = 0; t < std::min<std::int64_t>(threads, N * L); ++t) {
+    const int parts = int(std::min<std::int64_t>(threads, N * L));
+    const std::int64_t r0 = N * L * t / parts, r1 = N * L * (t + 1) / parts;
+    if (std::any_of(rows_changed.begin() + r0, rows_changed.begin() + r1, [](char c) { return c != 0; }))
+      kernel.out_projection(a, r0, r1);
+  }
+  return delta;
+}
+
 template void forward_eigen<float>(const Problem<float>&, Buffers<float>&, int, StageTimes*);
 template void forward_eigen<double>(const Problem<double>&, Buffers<double>&, int, StageTimes*);
+template std::int64_t forward_eigen_rows<float>(const Problem<float>&, Buffers<float>&,
+                                                const std::vector<char>&, const MergedMask<float>*, int);
+template std::int64_t forward_eigen_rows<double>(const Problem<double>&, Buffers<double>&,
+                                                 const std::vector<char>&, const MergedMask<double>*, int);
 
 }  // namespace mha::detail

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -251,8 +252,14 @@ Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& w
     slot->resize(n);
     return slot;
   }
+  // A buffer someone else still holds (a result on screen, or a mask edit's result sharing its
+  // unchanged stages) is replaced by one of the same capacity when that is within 2× of n, all of it
+  // faulted in now: going back to the larger size then needs no new pages either.
+  const std::size_t capacity =
+      slot && slot->capacity() >= n && slot->capacity() <= 2 * n ? slot->capacity() : n;
   slot.reset();  // drop ours first, so a size change never holds the old and the new buffer at once
-  slot = std::make_shared<std::vector<T>>(n);
+  slot = std::make_shared<std::vector<T>>(capacity);
+  slot->resize(n);
   ++ws.allocations;
   return slot;
 }
@@ -383,6 +390,33 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   return t;
 }
 
+// Points the problem at the weights (in_proj_weight's q, k, v rows, or the separate matrices).
+template <class T>
+void set_weights(detail::Problem<T>& p, const Config& c, const Weights<T>& w) {
+  const std::int64_t E = p.d.E, kv = p.d.G * p.d.d_k;
+  if (!w.in_proj_weight.empty()) {
+    p.w_q = w.in_proj_weight.ptr();
+    p.w_k = p.w_q + E * E;
+    p.w_v = p.w_k + kv * E;
+  } else {
+    p.w_q = w.q_proj_weight.ptr();
+    p.w_k = w.k_proj_weight.ptr();
+    p.w_v = w.v_proj_weight.ptr();
+  }
+  if (c.bias) {
+    p.b_q = w.in_proj_bias.ptr();
+    p.b_k = p.b_q + E;
+    p.b_v = p.b_k + kv;
+    p.b_o = w.out_proj_bias.ptr();
+  }
+  p.w_o = w.out_proj_weight.ptr();
+  if (c.add_bias_kv) {
+    p.bias_k = w.bias_k.ptr();
+    p.bias_v = w.bias_v.ptr();
+  }
+  p.add_zero_attn = c.add_zero_attn;
+}
+
 }  // namespace
 
 template <class T>
@@ -412,28 +446,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   p.query = to_batch_first(in.query, p.d.batched, c.batch_first, st.query, st);
   p.key = to_batch_first(in.key, p.d.batched, c.batch_first, st.key, st);
   p.value = to_batch_first(in.value, p.d.batched, c.batch_first, st.value, st);
-  const std::int64_t E = p.d.E, kv = p.d.G * p.d.d_k;
-  if (!w.in_proj_weight.empty()) {
-    p.w_q = w.in_proj_weight.ptr();
-    p.w_k = p.w_q + E * E;
-    p.w_v = p.w_k + kv * E;
-  } else {
-    p.w_q = w.q_proj_weight.ptr();
-    p.w_k = w.k_proj_weight.ptr();
-    p.w_v = w.v_proj_weight.ptr();
-  }
-  if (c.bias) {
-    p.b_q = w.in_proj_bias.ptr();
-    p.b_k = p.b_q + E;
-    p.b_v = p.b_k + kv;
-    p.b_o = w.out_proj_bias.ptr();
-  }
-  p.w_o = w.out_proj_weight.ptr();
-  if (c.add_bias_kv) {
-    p.bias_k = w.bias_k.ptr();
-    p.bias_v = w.bias_v.ptr();
-  }
-  p.add_zero_attn = c.add_zero_attn;
+  set_weights(p, c, w);
 
   for (const Tensor<T>* t :
        {&in.query, &in.key, &in.value, &w.in_proj_weight, &w.q_proj_weight, &w.k_proj_weight,
@@ -486,6 +499,133 @@ template <class T>
 Workspace<T>::Workspace(Workspace&&) noexcept = default;
 template <class T>
 Workspace<T>& Workspace<T>::operator=(Workspace&&) noexcept = default;
+
+namespace {
+
+bool same_config(const Config& a, const Config& b) {
+  return a.embed_dim == b.embed_dim && a.num_heads == b.num_heads && a.kv_heads() == b.kv_heads() &&
+         a.bias == b.bias && a.key_dim() == b.key_dim() && a.value_dim() == b.value_dim() &&
+         a.add_bias_kv == b.add_bias_kv && a.add_zero_attn == b.add_zero_attn &&
+         a.batch_first == b.batch_first;
+}
+
+bool same_dims(const Dims& a, const Dims& b) {
+  return a.N == b.N && a.L == b.L && a.S == b.S && a.S_total == b.S_total && a.E == b.E && a.H == b.H &&
+         a.G == b.G && a.d_k == b.d_k && a.kdim == b.kdim && a.vdim == b.vdim && a.batched == b.batched;
+}
+
+// A copy of stage `name` of `r` in the workspace slot: the rows that do not change keep their values.
+template <class T>
+detail::Buffer<T> copied_buffer(const ForwardResult<T>& r, const char* name, detail::Buffer<T>& slot,
+                                detail::WorkspaceState<T>& ws) {
+  const std::vector<T>& from = *r.trace[name].storage;
+  detail::Buffer<T> b = detail::reuse_or_allocate(slot, from.size(), ws);
+  std::copy(from.begin(), from.end(), b->begin());
+  return b;
+}
+
+}  // namespace
+
+template <class T>
+bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                       const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& r) {
+  detail::Problem<T> p;
+  p.d = check_inputs(c, w, in, o);
+  std::vector<std::string> warnings;
+  p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
+  const Stage<T>* old_mask = base.trace.find("attn_mask");
+  // Only what the row recompute covers; anything else is a full forward.
+  bool rows = o.backend == Backend::eigen && base.backend == Backend::eigen && same_config(c, base.config) &&
+              same_dims(p.d, base.dims) && base.fully_masked == o.fully_masked && p.mask && old_mask;
+  if (rows) {
+    const MergedMask<T>& m = *p.mask;
+    const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
+                           m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
+    rows = old_mask->strides == strides && old_mask->offset == 0 && m.l_size > 1 &&
+           old_mask->storage->size() == m.values.size();
+  }
+  if (!rows) {
+    forward(c, w, in, o, ws, r);
+    return false;
+  }
+  const Dims d = p.d;
+  const MergedMask<T>& m = *p.mask;
+  // The query rows (n, i) whose mask differs in any head, compared bit for bit (NaN included).
+  std::vector<char> changed(std::size_t(d.N * d.L), 0);
+  const T* old_values = old_mask->storage->data();
+  for (std::int64_t n = 0; n < m.n_size; ++n)
+    for (std::int64_t h = 0; h < m.h_size; ++h)
+      for (std::int64_t i = 0; i < d.L; ++i) {
+        const std::size_t at = std::size_t(((n * m.h_size + h) * m.l_size + i) * m.s_size);
+        if (std::memcmp(old_values + at, m.values.data() + at, std::size_t(m.s_size) * sizeof(T)) != 0)
+          for (std::int64_t nn = (m.n_size > 1 ? n : 0); nn < (m.n_size > 1 ? n + 1 : d.N); ++nn)
+            changed[std::size_t(nn * d.L + i)] = 1;
+      }
+
+  // Every check has passed. Let go of the previous result, so that its buffers can be reused.
+  r = ForwardResult<T>();
+  r.dims = d;
+  r.config = c;
+  r.backend = Backend::eigen;
+  r.fully_masked = o.fully_masked;
+  r.warnings = std::move(warnings);
+  r.nonfinite_inputs = base.nonfinite_inputs;  // same inputs and weights
+  set_weights(p, c, w);
+  p.fully_masked = o.fully_masked;
+
+  detail::WorkspaceState<T>& st = ws.state();
+  // Every stage is copied from base into this workspace's buffers, the unchanged ones included:
+  // sharing them would tie base's workspace to this result, and its next forward would allocate.
+  p.query = copied_buffer(base, "query", st.query, st);
+  p.key = copied_buffer(base, "key", st.key, st);
+  p.value = copied_buffer(base, "value", st.value, st);
+  detail::Buffers<T> b;
+  detail::Buffers<T>& slots = st.buffers;
+  b.q = copied_buffer(base, "q", slots.q, st);
+  b.k = copied_buffer(base, "k", slots.k, st);
+  b.v = copied_buffer(base, "v", slots.v, st);
+  b.scores = copied_buffer(base, "scores", slots.scores, st);
+  b.scores_scaled = copied_buffer(base, "scores_scaled", slots.scores_scaled, st);
+  b.scores_masked = copied_buffer(base, "scores_masked", slots.scores_masked, st);
+  b.weights = copied_buffer(base, "attn_weights", slots.weights, st);
+  b.context = copied_buffer(base, "context", slots.context, st);
+  b.concat = copied_buffer(base, "concat", slots.concat, st);
+  b.output = copied_buffer(base, "output", slots.output, st);
+  b.weights_avg = copied_buffer(base, "attn_weights_avg", slots.weights_avg, st);
+  // q / √d_k as the Eigen path's in-projection computes it (an exact division, so equal digits).
+  b.q_scaled = slots.q_scaled = detail::reuse_or_allocate(slots.q_scaled, b.q->size(), st);
+  const T scale = std::sqrt(T(d.d_k));
+  for (std::size_t x = 0; x < b.q->size(); ++x) (*b.q_scaled)[x] = (*b.q)[x] / scale;
+  b.scratch = slots.scratch;
+
+  std::optional<MergedMask<T>> before;
+  if (base.fully_masked_rows > 0) {
+    before = m;
+    std::copy(old_values, old_values + m.values.size(), before->values.begin());
+  }
+  r.fully_masked_rows = base.fully_masked_rows +
+                        detail::forward_eigen_rows(p, b, changed, before ? &*before : nullptr, o.threads);
+  slots.scratch = b.scratch;
+  detail::Buffer<T> mask_storage = detail::reuse_or_allocate(st.mask, m.values.size(), st);
+  r.trace = make_trace(p, b, std::move(mask_storage));
+  return true;
+}
+
+template <class T>
+void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o, Workspace<T>& ws) {
+  const Dims d = check_inputs(c, w, in, o);
+  std::vector<std::string> warnings;
+  const auto mask = merge_masks(d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
+  // The buffers forward would prepare. Backend::automatic is resolved as eigen: the GPU path uses
+  // the same buffers less q_scaled, which a later GPU forward then simply lets go of.
+  const Backend backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
+  detail::WorkspaceState<T>& st = ws.state();
+  detail::reuse_or_allocate(st.query, in.query.data.size(), st);
+  detail::reuse_or_allocate(st.key, in.key.data.size(), st);
+  detail::reuse_or_allocate(st.value, in.value.data.size(), st);
+  detail::prepare_buffers(d, backend, st);
+  if (mask) detail::reuse_or_allocate(st.mask, mask->values.size(), st);
+}
 
 template <class T>
 std::int64_t Workspace<T>::allocations() const {
@@ -568,6 +708,10 @@ Tensor<T> multi_head_attention(const Tensor<T>& q, const Tensor<T>& k, const Ten
   template ForwardResult<T>& forward<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&, \
                                         Workspace<T>&, ForwardResult<T>&);                                  \
   template class Workspace<T>;                                                                              \
+  template bool forward_mask_edit<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&,    \
+                                     const ForwardResult<T>&, Workspace<T>&, ForwardResult<T>&);            \
+  template void reserve<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&,              \
+                           Workspace<T>&);                                                                  \
   template detail::Buffer<T> detail::reuse_or_allocate<T>(detail::Buffer<T>&, std::size_t,                  \
                                                           detail::WorkspaceState<T>&);                      \
   template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&);

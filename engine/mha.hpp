@@ -231,6 +231,27 @@ template <class T>
 ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
                           Workspace<T>& ws, ForwardResult<T>& result);
 
+// A forward after an edit of the masks only: `base` is a result of the Eigen path for the same
+// config, weights, query, key, value and options, and `in`'s attn_mask / key_padding_mask may differ
+// from those it was computed with. Only the query rows whose merged mask changed are recomputed
+// (their scores_masked, weights, context, concat, output and head average rows, every head); every
+// other value is copied from `base` into `ws` (`base` is only read, and shares nothing with the result).
+// Every value equals a full forward's bit for bit (same kernels, blocks and threads). Where that
+// does not apply (another backend or sizes, masks added, removed or broadcast differently) it runs
+// the full forward instead. Returns whether it recomputed rows only. The caller vouches that the
+// weights and inputs other than the masks are those of `base`; it is not checked.
+template <class T>
+bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                       const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& result);
+
+// Makes `ws` hold every buffer a forward of these arguments into it would need, without computing:
+// the same reuse rule as forward (a buffer only `ws` holds, within 2× of the size, is kept), and
+// new buffers are zero-filled, so their pages are faulted in here and not in the next forward.
+// The app calls it on a size change, so the first edits at the new size are as fast as the later
+// ones. Checks the inputs as forward does (and throws the same errors); computes nothing.
+template <class T>
+void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o, Workspace<T>& ws);
+
 // The course's API shapes, in C++. Weights start from torch's default initialisation drawn from
 // torch.manual_seed(seed); replace them through weights().
 template <class T>

@@ -3,10 +3,13 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "app_state.hpp"
+#include "frame_stats.hpp"
+#include "ui_harness.hpp"
 
 using namespace mha::app;
 
@@ -136,4 +139,104 @@ TEST_CASE("the course notebook on screen meets the notebook's tolerance against 
   for (int e = 0; e < 8; ++e)
     CHECK(std::abs(s.result.forward->trace["output"].at({0, 0, e}) - torch_row0[e]) <=
           1e-8 + 1e-5 * std::abs(torch_row0[e]));
+}
+
+TEST_CASE("mask edits on the worker redo only their rows, equal to a full forward", "[state]") {
+  AppState s;
+  s.scenario.batch = 2;
+  s.scenario.tgt_len = 200;
+  s.scenario.embed_dim = 64;
+  s.scenario.num_heads = 4;
+  s.scenario.mask.preset = MaskPreset::causal;
+  apply_mask_preset(s.scenario);
+  REQUIRE(forward_work(s.scenario) > kSyncWorkLimit);
+  s.committed = s.scenario;
+  s.recompute();
+  wait_idle(s);
+  REQUIRE(s.result.valid());
+  for (int i = 0; i < 4000 && !s.computer.settled(); ++i)  // the other workspaces get pre-sized
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  CHECK(s.computer.settled());
+  auto check_full = [&](const char* what) {
+    INFO(what);
+    const Built b = build_forward(s.scenario);
+    const mha::ForwardResult<float> want = mha::forward(b.config, b.weights, b.inputs, b.options);
+    const auto& got = s.result.forward->trace.stages;
+    REQUIRE(got.size() == want.trace.stages.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("stage " << got[i].name);
+      const mha::Tensor<float> x = got[i].contiguous(), y = want.trace.stages[i].contiguous();
+      CHECK(x.shape == y.shape);
+      CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
+    }
+    CHECK(s.result.forward->fully_masked_rows == want.fully_masked_rows);
+  };
+  check_full("first result");
+  for (int k = 0; k < 3; ++k) {
+    const auto before = s.result.forward;
+    float& cell = s.scenario.mask.cells[std::size_t(50 * 200 + 10 + k)];
+    cell = std::isinf(cell) ? 0.0f : -INFINITY;
+    s.now += 1;
+    s.edited("mask");
+    wait_idle(s);
+    REQUIRE(s.result.forward != before);
+    CHECK(s.result.mask_rows_only);
+    check_full("mask toggle");
+  }
+  // A whole row blocked: NaN rows under torch's policy, counted.
+  for (std::int64_t j = 0; j < 200; ++j) s.scenario.mask.cells[std::size_t(120 * 200 + j)] = -INFINITY;
+  s.now += 1;
+  s.edited("mask");
+  wait_idle(s);
+  CHECK(s.result.mask_rows_only);
+  CHECK(s.result.forward->fully_masked_rows == 2 * 4);
+  check_full("a fully masked row");
+  // A value edit is a full forward again.
+  s.scenario.query = build_forward(s.scenario).inputs.query;
+  s.scenario.query->data[7] += 0.5f;
+  s.now += 1;
+  s.edited("query");
+  wait_idle(s);
+  CHECK_FALSE(s.result.mask_rows_only);
+  check_full("value edit");
+}
+
+TEST_CASE("the Heads view's kept rows equal a rebuild from scratch after each kind of edit", "[state]") {
+  setenv("MHA_VERIFY_HEADS", "1", 1);  // each Heads rebuild is checked; a difference aborts
+  mha::test::HeadlessUi ui;
+  ui.env.select_tab = FrameStats::kTab;  // Heads
+  AppState s;
+  s.scenario.batch = 2;
+  s.scenario.tgt_len = 160;
+  s.scenario.embed_dim = 64;
+  s.scenario.num_heads = 4;
+  s.scenario.mask.preset = MaskPreset::causal;
+  apply_mask_preset(s.scenario);
+  s.committed = s.scenario;
+  s.recompute();
+  ui.settle(s);
+  s.scenario.query = build_forward(s.scenario).inputs.query;
+  for (const char* stage : {"attn_weights", "scores_masked", "scores", "context"}) {
+    INFO("stage " << stage);
+    s.scenario.view.stage = stage;
+    ui.frame(s);
+    for (int k = 0; k < 4; ++k) {
+      if (k == 1) {
+        s.scenario.query->data[std::size_t(k * 5)] += 0.25f;
+      } else if (k == 3) {  // a whole row blocked, then open again next round
+        const bool blocked = std::isinf(s.scenario.mask.cells[std::size_t(90 * 160)]);
+        for (std::int64_t j = 0; j < 160; ++j)
+          s.scenario.mask.cells[std::size_t(90 * 160 + j)] = blocked && j <= 90 ? 0.0f : -INFINITY;
+      } else {
+        float& c = s.scenario.mask.cells[std::size_t(40 * 160 + 3 + k)];
+        c = std::isinf(c) ? 0.0f : -INFINITY;
+      }
+      s.now += 1;
+      s.edited("edit");
+      ui.settle(s);
+      ui.frame(s);
+      REQUIRE(s.errors.empty());
+    }
+  }
+  unsetenv("MHA_VERIFY_HEADS");
 }

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -50,30 +53,47 @@ struct RowCheck {
   int nan_rows = 0, zero_rows = 0;
 };
 
-RowCheck check_rows(const Plane& w, const Plane* mask) {
+// One row's share of a RowCheck, kept per row so that a new result recomputes only the rows that
+// changed; summed in row order (sum_rows) they give the whole check, the same digits every time.
+struct RowPart {
+  double ent = 0, ent_max = 0, err = 0;
+  enum Kind : std::uint8_t { ordinary, nan, zero } kind = ordinary;
+};
+
+RowPart check_row(const Plane& w, const Plane* mask, int i) {
+  double sum = 0, ent = 0;
+  bool nan = false, all_zero = true;
+  int visible = 0;
+  for (int j = 0; j < w.cols; ++j) {
+    const float p = w.at(i, j);
+    if (std::isnan(p)) nan = true;
+    if (p != 0) all_zero = false;
+    if (p > 0) ent -= double(p) * std::log2(double(p));
+    sum += double(p);
+    if (!mask || !neg_inf(mask->at(i, j))) ++visible;
+  }
+  RowPart r;
+  r.kind = nan ? RowPart::nan : all_zero ? RowPart::zero : RowPart::ordinary;
+  r.ent = ent;
+  r.ent_max = std::log2(double(std::max(visible, 1)));
+  r.err = std::fabs(sum - 1.0);
+  return r;
+}
+
+RowCheck sum_rows(const RowPart* rows, int n) {
   RowCheck c;
   int ordinary = 0;
-  for (int i = 0; i < w.rows; ++i) {
-    double sum = 0, ent = 0;
-    bool nan = false, all_zero = true;
-    int visible = 0;
-    for (int j = 0; j < w.cols; ++j) {
-      const float p = w.at(i, j);
-      if (std::isnan(p)) nan = true;
-      if (p != 0) all_zero = false;
-      if (p > 0) ent -= double(p) * std::log2(double(p));
-      sum += double(p);
-      if (!mask || !neg_inf(mask->at(i, j))) ++visible;
-    }
-    if (nan) {
+  for (int i = 0; i < n; ++i) {
+    const RowPart& r = rows[i];
+    if (r.kind == RowPart::nan) {
       ++c.nan_rows;
-    } else if (all_zero) {
+    } else if (r.kind == RowPart::zero) {
       ++c.zero_rows;
     } else {
       ++ordinary;
-      c.entropy += ent;
-      c.entropy_max += std::log2(double(std::max(visible, 1)));
-      c.max_err = std::max(c.max_err, std::fabs(sum - 1.0));
+      c.entropy += r.ent;
+      c.entropy_max += r.ent_max;
+      c.max_err = std::max(c.max_err, r.err);
     }
   }
   if (ordinary > 0) {
@@ -83,16 +103,45 @@ RowCheck check_rows(const Plane& w, const Plane* mask) {
   return c;
 }
 
+// Whether row i holds the same bits in both planes (of two results: the new one may share or copy
+// the old one's storage, or differ anywhere).
+bool same_row(const Plane& a, const Plane& b, int i) {
+  if (a.rows != b.rows || a.cols != b.cols || a.cs != b.cs) return false;
+  const float* x = a.p + std::int64_t(i) * a.rs;
+  const float* y = b.p + std::int64_t(i) * b.rs;
+  if (x == y) return true;
+  if (a.cs == 1) return std::memcmp(x, y, std::size_t(a.cols) * sizeof(float)) == 0;
+  for (int j = 0; j < a.cols; ++j)
+    if (std::memcmp(x + std::int64_t(j) * a.cs, y + std::int64_t(j) * b.cs, sizeof(float)) != 0) return false;
+  return true;
+}
+
+struct Range {
+  float lo = std::numeric_limits<float>::infinity(), hi = -std::numeric_limits<float>::infinity(), maxabs = 0;
+  // std::min / std::max keep the first of equal values (-0 and 0), so folding rows in order gives
+  // what folding their values in the same order gives.
+  void fold(const Range& r) {
+    lo = std::min(lo, r.lo);
+    hi = std::max(hi, r.hi);
+    maxabs = std::max(maxabs, r.maxabs);
+  }
+};
+
 // What one (result, stage, batch item) needs beyond the trace itself; rebuilt only when one of those
-// changes, since each piece costs a pass over H·L·S values.
+// changes, since each piece costs a pass over H·L·S values. Kept per row, and a new result of the
+// same sizes redoes only the rows that differ from the last one's (a mask edit changes a few).
 struct HeadsCache {
   std::weak_ptr<const ForwardResult<float>> source;
   int stage = -1, batch = -1;
+  int H = 0, R = 0, C = 0;
+  bool masked = false;
   float lo = 0, hi = 0, maxabs = 0;       // finite values of every head of this item
   std::vector<float> mean;                // rows × cols head mean (attn_weights: the trace has it)
   std::vector<std::uint8_t> avg_blocked;  // rows × cols: blocked in every head (weights, masked)
   std::vector<RowCheck> checks;           // attn_weights per head, then the average
   std::int64_t masked_rows = 0;           // fully masked (h, i) rows of this batch item
+  std::vector<Range> row_range;           // (H, R): each head row's finite values
+  std::vector<RowPart> row_parts;         // (H + 1, R): each weights row's check, then the average's
 };
 
 void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si, int b) {
@@ -100,32 +149,71 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
   const Trace<float>& t = f.trace;
   const Stage<float>& s = *t.find(kStages[si].name);
   const Stage<float>& w = *t.find("attn_weights");
+  const Stage<float>& avg = *t.find("attn_weights_avg");
   const Stage<float>* mask = t.find("attn_mask");
   const int H = int(f.dims.H), R = int(s.shape[2]), C = int(s.shape[3]);
+  // The last result this cache was built from, if it is still held (as the Compare view's "before"):
+  // rows whose values are the same bits in both keep what was computed for them.
+  const std::shared_ptr<const ForwardResult<float>> old = c.source.lock();
+  const ForwardResult<float>* o = old && old != source && c.stage == si && c.batch == b && c.H == H &&
+                                          c.R == R && c.C == C && c.masked == (mask != nullptr) &&
+                                          c.row_range.size() == std::size_t(H) * std::size_t(R) &&
+                                          c.row_parts.size() == std::size_t(H + 1) * std::size_t(R)
+                                      ? old.get()
+                                      : nullptr;
+  const Stage<float>* os = o ? o->trace.find(kStages[si].name) : nullptr;
+  const Stage<float>* ow = o ? o->trace.find("attn_weights") : nullptr;
+  const Stage<float>* oavg = o ? o->trace.find("attn_weights_avg") : nullptr;
+  const Stage<float>* omask = o ? o->trace.find("attn_mask") : nullptr;
+  if (!os || !ow || !oavg || (mask && !omask)) o = nullptr;
   c.source = source;
   c.stage = si;
   c.batch = b;
+  c.H = H, c.R = R, c.C = C;
+  c.masked = mask != nullptr;
 
   // Two threads over H·L·S values (at L = 2048 that is most of a second on one core; the worker is
   // idle once its result is here). Rows are split for the range, mean and blocked passes, so every
   // cell still sums its heads in head order; heads are split for the row checks. The results are
-  // those of one thread, bit for bit.
+  // those of one thread, bit for bit, and the same whether a row was redone or kept.
   const bool want_mean = si != kWeights;
-  c.mean.assign(want_mean ? std::size_t(R) * std::size_t(C) : 0, 0.0f);
-  c.avg_blocked.clear();
-  if (si == kWeights && mask) c.avg_blocked.assign(std::size_t(R) * std::size_t(C), 1);
-  struct Range {
-    float lo = std::numeric_limits<float>::infinity(), hi = -std::numeric_limits<float>::infinity(),
-          maxabs = 0;
-  };
+  const bool want_blocked = si == kWeights && mask;
+  if (!o) {
+    c.mean.assign(want_mean ? std::size_t(R) * std::size_t(C) : 0, 0.0f);
+    c.avg_blocked.assign(want_blocked ? std::size_t(R) * std::size_t(C) : 0, 1);
+    c.row_range.assign(std::size_t(H) * std::size_t(R), Range{});
+    c.row_parts.assign(std::size_t(H + 1) * std::size_t(R), RowPart{});
+  }
   Range part[2];
   c.checks.assign(std::size_t(H) + 1, RowCheck{});
-  auto work = [&](int k) {
+  // Which rows to redo: (H, R) flags for the stage shown and for the weights' checks (weights or
+  // mask row changed), R for the average's checks. All true without an earlier result.
+  const std::size_t HR = std::size_t(H) * std::size_t(R);
+  std::vector<char> s_redo(HR, 1), w_redo(HR, 1), avg_redo(std::size_t(R), 1);
+  auto rows_pass = [&](int k) {
     const int r0 = R * k / 2, r1 = R * (k + 1) / 2;
-    Range& g = part[k];
-    for (int h = 0; h < H; ++h) {
-      const Plane p = head_plane(s, b, h);
-      for (int i = r0; i < r1; ++i)
+    for (int i = r0; i < r1; ++i) {
+      bool any = !o, any_mask = !o;
+      if (o) {
+        bool mask_changed = false;
+        for (int h = 0; h < H; ++h) {
+          const std::size_t at = std::size_t(h) * std::size_t(R) + std::size_t(i);
+          const bool sc = !same_row(head_plane(s, b, h), head_plane(*os, b, h), i);
+          const bool wc = &s == &w ? sc : !same_row(head_plane(w, b, h), head_plane(*ow, b, h), i);
+          // A mask shared by the heads (stride 0) is compared once.
+          if (mask && (h == 0 || mask->strides[1] != 0 || omask->strides[1] != 0))
+            mask_changed = !same_row(head_plane(*mask, b, h), head_plane(*omask, b, h), i);
+          s_redo[at] = sc;
+          w_redo[at] = wc || mask_changed;
+          any = any || sc;
+          any_mask = any_mask || mask_changed;
+        }
+        avg_redo[std::size_t(i)] = !same_row(item_plane(avg, b), item_plane(*oavg, b), i);
+      }
+      for (int h = 0; h < H; ++h) {
+        if (!s_redo[std::size_t(h) * std::size_t(R) + std::size_t(i)]) continue;
+        const Plane p = head_plane(s, b, h);
+        Range g;
         for (int j = 0; j < C; ++j) {
           const float v = p.at(i, j);
           if (std::isfinite(v)) {
@@ -133,45 +221,101 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
             g.hi = std::max(g.hi, v);
             g.maxabs = std::max(g.maxabs, std::fabs(v));
           }
-          if (want_mean) c.mean[std::size_t(i) * std::size_t(C) + std::size_t(j)] += v;
         }
-    }
-    // The average of the weights is blocked only where every head is (per-head masks differ).
-    if (!c.avg_blocked.empty())
-      for (int h = 0; h < H; ++h) {
-        const Plane m = head_plane(*mask, b, h);
-        for (int i = r0; i < r1; ++i)
+        c.row_range[std::size_t(h) * std::size_t(R) + std::size_t(i)] = g;
+      }
+      float* m = want_mean ? c.mean.data() + std::size_t(i) * std::size_t(C) : nullptr;
+      if (m && any) {  // every cell sums its heads in head order, from 0
+        std::fill(m, m + C, 0.0f);
+        for (int h = 0; h < H; ++h) {
+          const Plane p = head_plane(s, b, h);
+          for (int j = 0; j < C; ++j) m[j] += p.at(i, j);
+        }
+        for (int j = 0; j < C; ++j) m[j] /= float(H);
+      }
+      // The average of the weights is blocked only where every head is (per-head masks differ).
+      if (want_blocked && any_mask) {
+        std::uint8_t* bl = c.avg_blocked.data() + std::size_t(i) * std::size_t(C);
+        std::fill(bl, bl + C, std::uint8_t(1));
+        for (int h = 0; h < H; ++h) {
+          const Plane mp = head_plane(*mask, b, h);
           for (int j = 0; j < C; ++j)
-            if (!neg_inf(m.at(i, j))) c.avg_blocked[std::size_t(i) * std::size_t(C) + std::size_t(j)] = 0;
+            if (!neg_inf(mp.at(i, j))) bl[j] = 0;
+        }
       }
-    // Row checks always come from the weights: the fully-masked count matters for every stage.
-    // Heads (and, last, the average) alternate between the two threads.
+    }
+    for (int h = 0; h < H; ++h)
+      for (int i = r0; i < r1; ++i)
+        part[k].fold(c.row_range[std::size_t(h) * std::size_t(R) + std::size_t(i)]);
+  };
+  // Row checks always come from the weights: the fully-masked count matters for every stage.
+  // Heads (and, last, the average) alternate between the two threads.
+  auto checks_pass = [&](int k) {
     for (int h = k; h <= H; h += 2) {
+      RowPart* rows = c.row_parts.data() + std::size_t(h) * std::size_t(R);
       if (h == H) {
-        c.checks[std::size_t(H)] = check_rows(item_plane(*t.find("attn_weights_avg"), b), nullptr);
+        const Plane p = item_plane(avg, b);
+        for (int i = 0; i < R; ++i)
+          if (avg_redo[std::size_t(i)]) rows[i] = check_row(p, nullptr, i);
       } else {
+        const Plane p = head_plane(w, b, h);
         const Plane m = mask ? head_plane(*mask, b, h) : Plane{};
-        c.checks[std::size_t(h)] = check_rows(head_plane(w, b, h), mask ? &m : nullptr);
+        for (int i = 0; i < R; ++i)
+          if (w_redo[std::size_t(h) * std::size_t(R) + std::size_t(i)])
+            rows[i] = check_row(p, mask ? &m : nullptr, i);
       }
+      c.checks[std::size_t(h)] = sum_rows(rows, R);
     }
   };
-  if (double(H) * R * C >= 1 << 20) {
-    std::thread second(work, 1);
-    work(0);
-    second.join();
-  } else {
-    work(0);
-    work(1);
+  for (const auto& pass : {std::function<void(int)>(rows_pass), std::function<void(int)>(checks_pass)}) {
+    if (double(H) * R * C >= 1 << 20) {
+      std::thread second(pass, 1);
+      pass(0);
+      second.join();
+    } else {
+      pass(0);
+      pass(1);
+    }
   }
-  for (float& v : c.mean) v /= float(H);
-  float lo = std::min(part[0].lo, part[1].lo), hi = std::max(part[0].hi, part[1].hi);
+  Range all = part[0];
+  all.fold(part[1]);
+  float lo = all.lo, hi = all.hi;
   if (lo > hi) lo = hi = 0;
   c.lo = lo;
   c.hi = hi;
-  c.maxabs = std::max(part[0].maxabs, part[1].maxabs);
+  c.maxabs = all.maxabs;
   c.masked_rows = 0;
   for (int h = 0; h < H; ++h)
     c.masked_rows += c.checks[std::size_t(h)].nan_rows + c.checks[std::size_t(h)].zero_rows;
+}
+
+// MHA_VERIFY_HEADS set (tests; the latency replay when checked): each rebuild is compared with one
+// from scratch, field by field and bit for bit, and a difference aborts naming the field.
+void verify_rebuild(const HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si,
+                    int b) {
+  HeadsCache full;
+  rebuild(full, source, si, b);
+  auto bits = [](const void* x, const void* y, std::size_t n) { return std::memcmp(x, y, n) == 0; };
+  const char* bad = nullptr;
+  if (!bits(&c.lo, &full.lo, 4) || !bits(&c.hi, &full.hi, 4) || !bits(&c.maxabs, &full.maxabs, 4))
+    bad = "range";
+  else if (c.mean.size() != full.mean.size() || !bits(c.mean.data(), full.mean.data(), 4 * c.mean.size()))
+    bad = "mean";
+  else if (c.avg_blocked != full.avg_blocked)
+    bad = "avg_blocked";
+  else if (c.masked_rows != full.masked_rows || c.checks.size() != full.checks.size())
+    bad = "masked_rows";
+  for (std::size_t h = 0; !bad && h < c.checks.size(); ++h) {
+    const RowCheck &x = c.checks[h], &y = full.checks[h];
+    if (!bits(&x.entropy, &y.entropy, 8) || !bits(&x.entropy_max, &y.entropy_max, 8) ||
+        !bits(&x.max_err, &y.max_err, 8) || x.nan_rows != y.nan_rows || x.zero_rows != y.zero_rows)
+      bad = "checks";
+  }
+  if (bad) {
+    std::fprintf(stderr, "mha-studio: MHA_VERIFY_HEADS: the Heads view's %s differs from a full rebuild\n",
+                 bad);
+    std::abort();
+  }
 }
 
 // Mirrors the heatmap widget's margins (heatmap.cpp) to know how large a map will be, so the grid
@@ -283,8 +427,10 @@ void draw_heads(AppState& state, Textures& tex) {
 
   static HeadsCache cache;
   const std::uint64_t gen = state.result.generation;
-  if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b)
+  if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b) {
     rebuild(cache, state.result.forward, si, b);
+    if (std::getenv("MHA_VERIFY_HEADS")) verify_rebuild(cache, state.result.forward, si, b);
+  }
 
   // Colours: scores are signed around 0, so diverging with a symmetric range; weights are
   // probabilities, so sequential from 0; context follows the user's map.

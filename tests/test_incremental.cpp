@@ -1,0 +1,152 @@
+// forward_mask_edit (a mask edit recomputes only the query rows whose mask changed) against a full
+// forward of the edited problem, stage by stage and bit for bit, for every kind of mask edit: a
+// shared mask, per-head masks, key padding next to a mask, grouped-query attention, rows that become
+// (or stop being) fully masked under both policies, NaN inputs, and several blocks and threads.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "fixtures.hpp"
+#include "masks.hpp"
+#include "torch_rng.hpp"
+
+using namespace mha;
+using namespace mha::test;
+
+namespace {
+
+template <class T>
+void check_identical(const ForwardResult<T>& a, const ForwardResult<T>& b) {
+  REQUIRE(a.trace.stages.size() == b.trace.stages.size());
+  for (std::size_t i = 0; i < a.trace.stages.size(); ++i) {
+    const Stage<T>& x = a.trace.stages[i];
+    const Stage<T>& y = b.trace.stages[i];
+    INFO("stage " << x.name);
+    REQUIRE(x.name == y.name);
+    CHECK(x.shape == y.shape);
+    CHECK(x.strides == y.strides);
+    CHECK(mismatch(x.contiguous(), y.contiguous(), 0, 0) == "");
+  }
+  CHECK(a.fully_masked_rows == b.fully_masked_rows);
+  CHECK(a.nonfinite_inputs == b.nonfinite_inputs);
+  CHECK(a.warnings == b.warnings);
+}
+
+struct Edit {
+  const char* name;
+  std::int64_t N, L, S, E, H, G;
+  bool per_head;     // an (N·H, L, S) mask, else a shared (L, S) causal one
+  bool padding;      // a key_padding_mask beside it, edited instead of the mask
+  int blocked_rows;  // rows fully blocked by the edit (first, last, middle query rows)
+  bool unblock;      // the base has those rows blocked and the edit opens them again
+  bool nan_input;    // a NaN in the query
+  FullyMasked policy;
+};
+
+template <class T>
+void run_edit(const Edit& e) {
+  INFO("case " << e.name);
+  Config c;
+  c.embed_dim = e.E;
+  c.num_heads = e.H;
+  c.num_kv_heads = e.G;
+  SeededCase<T> sc = torch_seeded_case<T>(c, 11, e.N, e.L, e.S);
+  if (e.nan_input) sc.inputs.query.data[std::size_t(e.E + 3)] = std::numeric_limits<T>::quiet_NaN();
+  Options o;
+  o.fully_masked = e.policy;
+  Inputs<T> before = sc.inputs;
+  if (e.per_head) {
+    Mask<T> m;
+    m.dtype = MaskDType::floating;
+    m.values = Tensor<T>({e.N * e.H, e.L, e.S}, T(0));
+    for (std::size_t x = 0; x < m.values.data.size(); x += 7) m.values.data[x] = -INFINITY;
+    before.attn_mask = m;
+  } else {
+    before.attn_mask = causal_mask<T>(e.L, e.S);
+  }
+  if (e.padding) {
+    std::vector<std::int64_t> lengths(std::size_t(e.N), e.S);
+    before.key_padding_mask = key_padding_from_lengths<T>(lengths, e.S);
+  }
+  Inputs<T> after = before;
+  // Block (or, for `unblock`, open) whole rows, and toggle one ordinary cell.
+  auto block_row = [&](Inputs<T>& in, std::int64_t i) {
+    Tensor<T>& v = in.attn_mask->values;
+    const std::int64_t planes = e.per_head ? e.N * e.H : 1;
+    const std::int64_t p = e.per_head ? planes - 1 : 0;  // per head: the last (n, h) only
+    for (std::int64_t j = 0; j < e.S; ++j)
+      v.data[std::size_t((p * e.L + i) * e.S + j)] = e.per_head ? T(-INFINITY) : T(1);
+  };
+  const std::int64_t rows[] = {0, e.L - 1, e.L / 2};
+  for (int r = 0; r < e.blocked_rows; ++r) block_row(e.unblock ? before : after, rows[r]);
+  if (e.padding) {
+    after.key_padding_mask->values.data[std::size_t(e.S - 1)] = T(1);  // batch item 0 loses its last key
+  } else {
+    Tensor<T>& v = after.attn_mask->values;
+    const std::size_t cell = std::size_t((e.L / 3) * e.S + 1);
+    v.data[cell] = e.per_head ? (std::isinf(v.data[cell]) ? T(0) : T(-INFINITY)) : T(1) - v.data[cell];
+  }
+
+  const ForwardResult<T> want_base = forward(c, sc.weights, before, o);
+  const ForwardResult<T> want = forward(c, sc.weights, after, o);
+  Workspace<T> ws_base, ws;
+  ForwardResult<T> base, r;
+  forward(c, sc.weights, before, o, ws_base, base);
+  if (e.unblock || e.blocked_rows == 0) CHECK((base.fully_masked_rows > 0) == e.unblock);
+  CHECK(forward_mask_edit(c, sc.weights, after, o, base, ws, r));
+  check_identical(r, want);
+  check_identical(base, want_base);  // shared stages were only read
+  // Again into the same workspace (its buffers reused), from the result just made.
+  ForwardResult<T> r2;
+  CHECK(forward_mask_edit(c, sc.weights, before, o, r, ws, r2));
+  check_identical(r2, want_base);
+  check_identical(r, want);
+}
+
+const FullyMasked nan_ = FullyMasked::nan, zero = FullyMasked::zero;
+// name, N, L, S, E, H, G, per_head, padding, blocked_rows, unblock, nan_input, policy
+const Edit kEdits[] = {
+    {"shared causal mask, one cell", 1, 16, 16, 64, 4, 0, false, false, 0, false, false, nan_},
+    {"shared mask, two items", 2, 9, 11, 16, 2, 0, false, false, 0, false, false, nan_},
+    {"per-head masks", 2, 12, 10, 16, 4, 0, true, false, 0, false, false, nan_},
+    {"GQA (H=4, G=2)", 2, 12, 12, 16, 4, 2, false, false, 0, false, false, nan_},
+    {"GQA with per-head masks", 1, 12, 12, 32, 8, 2, true, false, 0, false, false, nan_},
+    {"key padding beside a mask", 2, 10, 10, 16, 2, 0, false, true, 0, false, false, nan_},
+    {"rows fully blocked: NaN", 2, 10, 10, 16, 2, 0, false, false, 3, false, false, nan_},
+    {"rows fully blocked: zero", 2, 10, 10, 16, 2, 0, false, false, 3, false, false, zero},
+    {"rows opened again: NaN", 1, 10, 10, 16, 2, 0, false, false, 2, true, false, nan_},
+    {"per-head rows opened again: zero", 1, 10, 10, 16, 2, 0, true, false, 2, true, false, zero},
+    {"NaN in the query", 1, 10, 10, 16, 2, 0, false, false, 1, false, true, nan_},
+    {"several blocks and threads", 2, 300, 70, 64, 4, 0, false, false, 1, false, false, nan_},
+    {"several blocks, per-head, GQA", 1, 300, 300, 64, 4, 2, true, false, 2, true, false, zero},
+};
+
+}  // namespace
+
+TEST_CASE("a mask edit recomputes its rows to a full forward's values, float", "[incremental]") {
+  for (const Edit& e : kEdits) run_edit<float>(e);
+}
+
+TEST_CASE("a mask edit recomputes its rows to a full forward's values, double", "[incremental]") {
+  for (const Edit& e : kEdits) run_edit<double>(e);
+}
+
+TEST_CASE("a mask edit outside what rows cover runs the full forward", "[incremental]") {
+  Config c;
+  c.embed_dim = 16;
+  c.num_heads = 2;
+  const SeededCase<float> sc = torch_seeded_case<float>(c, 5, 2, 8, 8);
+  Inputs<float> masked = sc.inputs;
+  masked.attn_mask = causal_mask<float>(8, 8);
+  Workspace<float> ws_base, ws;
+  ForwardResult<float> base, r;
+  forward(c, sc.weights, masked, Options{}, ws_base, base);
+  // The mask removed; then a base from the reference path.
+  CHECK_FALSE(forward_mask_edit(c, sc.weights, sc.inputs, Options{}, base, ws, r));
+  check_identical(r, forward(c, sc.weights, sc.inputs, Options{}));
+  Options ref;
+  ref.backend = Backend::reference;
+  ForwardResult<float> ref_base, r2;
+  forward(c, sc.weights, masked, ref, ws_base, ref_base);
+  CHECK_FALSE(forward_mask_edit(c, sc.weights, masked, ref, ref_base, ws, r2));
+  check_identical(r2, forward(c, sc.weights, masked, ref));
+}

@@ -275,7 +275,9 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
           ConstVector<T> x(x_row, Sp);
           auto w = weights.row(i);
           const T row_max = x.maxCoeff();
-          if (row_max == neg_inf) {  // every key blocked: torch gives NaN (exp(-inf - -inf))
+          // Every key blocked: torch gives NaN (exp(-inf - -inf)). A NaN score (NaN/Inf inputs) is not
+          // a blocked key: the else branch propagates it to the whole row, as torch does.
+          if (row_max == neg_inf && !x.hasNaN()) {
             ++mine.fully_masked_rows;
             w.setConstant(p.fully_masked == FullyMasked::zero ? T(0) : std::numeric_limits<T>::quiet_NaN());
           } else {

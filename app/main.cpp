@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<FrameStats> stats;
   if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);
   const bool batch_run = !screenshot.empty() || stats;
-  const std::string autosave = (no_autosave || batch_run) ? "" : autosave_path();
+  // A soak is random edits: it must not restore or overwrite the user's autosave (--edits does, on purpose).
+  const std::string autosave = (no_autosave || batch_run || soak_seconds > 0) ? "" : autosave_path();
   try {
     if (!scenario_file.empty()) {
       state.scenario = load_scenario(scenario_file);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The app under random edits for SECONDS under Xvfb (its own XDG dirs, autosave on); fails when
+# The app under random edits for SECONDS under Xvfb (its own XDG dirs; a soak skips the autosave); fails when
 # RSS grew by more than BOUND_MB from the end of the warm-up to the end. Frame times and stalls
 # are reported, not asserted (the machine may be shared).   usage: app_soak.sh MHA_STUDIO SECONDS BOUND_MB OUT_DIR
 set -euo pipefail

@@ -84,7 +84,7 @@ TEST_CASE("scenario side files that are devices or folders are refused, not read
                     Contains("tensors.query") && Contains("not a regular file"));
 }
 
-TEST_CASE("huge sizes are refused inline with the bytes; the last result stays", "[reliability]") {
+TEST_CASE("huge sizes are refused inline with the bytes and the last result stays", "[reliability]") {
   AppState s;
   s.committed = s.scenario;
   s.recompute();

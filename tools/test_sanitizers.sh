@@ -11,7 +11,7 @@ bash tools/install_deps.sh
 bash tools/install_deps.sh --sanitizers
 jobs=$(nproc)
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# Mesa's GL driver (llvmpipe under Xvfb) keeps allocations to process exit: not our leaks.
+# Leaks of the system libraries the tests link (X11, GLFW) are not ours.
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
 
 for step in "${steps[@]}"; do
@@ -21,7 +21,11 @@ for step in "${steps[@]}"; do
       echo "== ASan + UBSan: every test =="
       cmake --preset asan >/dev/null
       cmake --build --preset asan -j"$jobs"
-      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ctest --preset asan ;;
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ctest --preset asan -E '^app_'
+      # The real app under Xvfb: ASan + UBSan as above, but no leak check. Mesa's driver is unloaded
+      # at exit, so its few leftover allocations have no module to suppress them by; the app's own
+      # code is leak-checked by the headless UI tests above.
+      ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --preset asan -R '^app_' ;;
     tsan)
       echo "== TSan: app state, the compute worker, scenarios =="
       cmake --preset tsan >/dev/null

@@ -31,7 +31,7 @@ for step in "${steps[@]}"; do
       cmake --preset tsan >/dev/null
       cmake --build --preset tsan -j"$jobs" --target mha_ui_tests
       # The worker's tests and the headless panels that drive it; exit status is Catch2's.
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/mha_ui_tests "[state],[scenario],[ui]" ;;
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/mha_ui_tests "[state],[scenario],[ui],[reliability]" ;;
     fuzz)
       echo "== fuzz: ${FUZZ_SECONDS:-30} s per target =="
       bash tools/fuzz.sh "${FUZZ_SECONDS:-30}" ;;

@@ -24,8 +24,9 @@ for step in "${steps[@]}"; do
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ctest --preset asan -E '^app_'
       # The real app under Xvfb: ASan + UBSan as above, but no leak check. Mesa's driver is unloaded
       # at exit, so its few leftover allocations have no module to suppress them by; the app's own
-      # code is leak-checked by the headless UI tests above.
-      ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --preset asan -R '^app_' ;;
+      # code is leak-checked by the headless UI tests above. The soak's RSS bound is checked in the
+      # normal build only: ASan's quarantine keeps freed memory resident (measured: +38 MB in 40 s).
+      ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --preset asan -R '^app_' -E '^app_soak$' ;;
     tsan)
       echo "== TSan: app state, the compute worker, scenarios =="
       cmake --preset tsan >/dev/null

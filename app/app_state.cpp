@@ -1,6 +1,8 @@
 // Edits, undo/redo, recompute and debounced autosave: the only places the scenario changes.
 #include "app_state.hpp"
 
+#include <tuple>
+
 #include "errors.hpp"
 
 namespace mha::app {
@@ -17,6 +19,17 @@ std::string error_slot(const std::string& argument) {
 
 constexpr double kCoalesceSeconds = 0.75;  // a slider drag is one undo step
 constexpr double kAutosaveDelay = 1.0;     // debounce: save a second after the last edit
+
+// View changes (tab, stage, colormap, selection) are made by the panels without an undo step, but
+// are part of what a teacher prepared: they are autosaved too.
+bool same_view(const ViewState& a, const ViewState& b) {
+  auto fields = [](const ViewState& v) {
+    return std::tie(v.tab, v.batch_index, v.stage, v.compare_mode, v.compare_a, v.compare_b, v.colormap,
+                    v.show_values, v.presenter, v.font_scale, v.reshape_step, v.mistake, v.sel_head,
+                    v.sel_query, v.sel_key);
+  };
+  return fields(a) == fields(b);
+}
 
 }  // namespace
 
@@ -79,8 +92,13 @@ void AppState::tick(double t) {
   }
   // Derived every frame: a job the worker dropped (overtaken by a newer edit) delivers nothing.
   stale = computer.busy() || compute_failed;
+  if (!autosave_pending && !same_view(scenario.view, autosaved_view)) {
+    autosave_pending = true;
+    last_edit_time = now;
+  }
   if (autosave_pending && !autosave_path.empty() && now - last_edit_time >= kAutosaveDelay) {
     autosave_pending = false;
+    autosaved_view = scenario.view;
     try {
       save_scenario(autosave_path, scenario);
     } catch (const Error& e) {

@@ -31,6 +31,7 @@ struct AppState {
   std::string autosave_path;  // empty: no autosave (tests)
   bool autosave_pending = false;
   double last_edit_time = 0;  // seconds (ImGui::GetTime) of the last edit, for the debounce
+  ViewState autosaved_view;   // the view as last autosaved: a view change is saved like an edit
   Computer computer;
   Scenario committed;     // the scenario as of the last edit: what undo returns to
   std::string last_edit;  // consecutive edits of the same control within a moment coalesce

@@ -26,7 +26,9 @@
 #include "frame_stats.hpp"
 #include "gl_textures.hpp"
 #include "gpu/gpu_backend.hpp"
+#include "io/npy.hpp"
 #include "panels/panels.hpp"
+#include "soak.hpp"
 #include "ui.hpp"
 
 namespace fs = std::filesystem;
@@ -87,6 +89,21 @@ int main(int argc, char** argv) {
   cli.add_option(
       "--frame-stats", frame_stats_file,
       "Replay scripted edits at teaching/medium/large sizes, write edit-to-frame latency JSON, exit");
+  // Reliability runs (issue 7): a bounded soak of random edits, and scripted edits + a state dump
+  // for the kill -9 test (tests/app_kill_restore.sh).
+  double soak_seconds = 0;
+  int soak_edits = 0;
+  std::uint64_t soak_seed = 1;
+  std::string soak_report, dump_state;
+  bool exit_after_dump = false;
+  cli.add_option("--soak", soak_seconds,
+                 "Random edits for this many seconds, then write --soak-report and exit");
+  cli.add_option("--soak-report", soak_report, "JSON report of the soak: frame times, RSS first/last/max");
+  cli.add_option("--edits", soak_edits, "Apply this many random edits (one a frame), then carry on as usual");
+  cli.add_option("--soak-seed", soak_seed, "Seed of the random edits (default 1)");
+  cli.add_option("--dump-state", dump_state,
+                 "Once the edits are done and autosaved, write the scenario as JSON to this file");
+  cli.add_flag("--exit-after-dump", exit_after_dump, "Exit once --dump-state is written");
   CLI11_PARSE(cli, argc, argv);
   const std::string assets = find_assets_dir(argv[0]);
 
@@ -178,7 +195,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<FrameStats> stats;
   if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);
   const bool batch_run = !screenshot.empty() || stats;
-  const std::string autosave = (no_autosave || batch_run) ? "" : autosave_path();
+  // A soak is random edits: it must not restore or overwrite the user's autosave (--edits does, on purpose).
+  const std::string autosave = (no_autosave || batch_run || soak_seconds > 0) ? "" : autosave_path();
   try {
     if (!scenario_file.empty()) {
       state.scenario = load_scenario(scenario_file);
@@ -204,6 +222,8 @@ int main(int argc, char** argv) {
   if (stats) env.select_tab = FrameStats::kTab;  // the tab the replay measures, whatever was open
   state.committed = state.scenario;
   state.recompute();
+  std::unique_ptr<Soak> soak;
+  if (soak_seconds > 0 || soak_edits > 0) soak = std::make_unique<Soak>(soak_seconds, soak_edits, soak_seed);
   auto textures = std::make_unique<GlTextures>();  // GL objects: released before the context
 
   // ---- Main loop ----
@@ -237,6 +257,7 @@ int main(int argc, char** argv) {
     if (batch_run) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover in screenshots
     ImGui::NewFrame();
     if (stats) stats->before_frame(state);
+    if (soak) soak->before_frame(state, env);
     state.tick(ImGui::GetTime());
     draw_ui(state, *textures, env);
 
@@ -257,6 +278,30 @@ int main(int argc, char** argv) {
       if (!ok) frame = -1;
     }
     glfwSwapBuffers(window);
+    if (soak) {
+      soak->after_frame();
+      if (soak->done() && soak_seconds > 0) {
+        std::string error;
+        if (!soak_report.empty() && !soak->write(soak_report, &error)) {
+          std::fprintf(stderr, "mha-studio: %s\n", error.c_str());
+          frame = -1;
+        }
+        env.quit_requested = true;
+      }
+    }
+    // --dump-state: once the edits are done, the result is in and the autosave has been written.
+    if (!dump_state.empty() && (!soak || soak->done()) &&
+        !(state.autosave_pending && !state.autosave_path.empty()) && !state.computer.busy()) {
+      const std::string text = to_json(state.scenario);
+      try {
+        mha::write_file_atomic(dump_state, std::vector<unsigned char>(text.begin(), text.end()));
+      } catch (const mha::Error& e) {
+        std::fprintf(stderr, "mha-studio: %s\n", e.what());
+        frame = -1;
+      }
+      dump_state.clear();
+      if (exit_after_dump) env.quit_requested = true;
+    }
     if (stats) {
       glFinish();  // the frame is really drawn before the clock stops
       stats->after_frame(state);

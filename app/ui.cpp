@@ -135,6 +135,13 @@ void status_bar(AppState& state) {
   } else {
     ImGui::TextUnformatted("no result yet");
   }
+  if (r.valid() && r.forward->nonfinite_inputs > 0) {  // computed as torch does, but said out loud
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.0f, 0.25f, 0.8f, 1.0f), "  |  %lld NaN/Inf values in the inputs or weights",
+                       (long long)r.forward->nonfinite_inputs);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("torch propagates them: NaN rows here come from the inputs, not only from masking");
+  }
   if (!state.status.empty()) {
     ImGui::SameLine();
     ImGui::TextDisabled("  |  %s", state.status.c_str());

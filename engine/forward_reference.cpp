@@ -63,6 +63,7 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
         const T* qi = q + (n * L + i) * E + h * dk;
         const std::int64_t row = ((n * H + h) * L + i) * Sp;
         T row_max = neg_inf;
+        bool row_has_nan = false;  // NaN/Inf inputs: a NaN row, but not a masked one
         for (std::int64_t j = 0; j < Sp; ++j) {
           const T* kj = k + (n * Sp + j) * kv + g * dk;
           T raw = 0, scaled = 0;
@@ -75,10 +76,11 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
           (*b.scores_scaled)[row + j] = scaled;
           (*b.scores_masked)[row + j] = masked;
           row_max = std::max(row_max, masked);
+          row_has_nan = row_has_nan || std::isnan(masked);
         }
         // softmax(x)_j = exp(x_j - max) / sum_j' exp(x_j' - max). All keys blocked: max = -inf and
         // exp(-inf - -inf) = exp(NaN), so the row is NaN, as in torch — unless the zero policy is on.
-        const bool fully_masked = row_max == neg_inf;
+        const bool fully_masked = row_max == neg_inf && !row_has_nan;
         b.fully_masked_rows += fully_masked;
         T denom = 0;
         for (std::int64_t j = 0; j < Sp; ++j) denom += std::exp((*b.scores_masked)[row + j] - row_max);

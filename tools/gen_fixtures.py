@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Reference fixtures for MHA Studio: torch.nn.MultiheadAttention (torch 1.13), stage by stage.
 
-Run:  /usr/bin/python3 tools/gen_fixtures.py
+Run:  /usr/bin/python3 tools/gen_fixtures.py [CASE...]   (no CASE: every case)
 
 Deletes and rewrites every tests/fixtures/<case>/ directory (README.md is kept) and prints one
 line per case. For each case it
@@ -131,6 +131,8 @@ def build(spec):
             mha.in_proj_bias.copy_(uniform(g, (3 * E,), -0.5, 0.5, dt))
             mha.out_proj.bias.copy_(uniform(g, (E,), -0.5, 0.5, dt))
     state = {k: v.detach().clone() for k, v in mha.state_dict().items()}
+    if getattr(spec, "tweak_inputs", None):  # e.g. NaN/Inf/huge/subnormal values (nonfinite_inputs)
+        spec.tweak_inputs(query, key, value)
     if spec.gqa:
         assert not spec.separate and not spec.add_bias_kv and not spec.add_zero_attn
         Gd = G * d
@@ -408,7 +410,8 @@ def run_case(spec):
 
     # sanity: NaN only where intended; masks must matter
     has_nan = bool(torch.isnan(out_m).any())
-    assert has_nan == (spec.name == "fully_masked_nan"), f"{spec.name}: unexpected NaN state"
+    assert has_nan == (spec.name in ("fully_masked_nan", "nonfinite_inputs")), \
+        f"{spec.name}: unexpected NaN state"
     effects = []
     if attn_mask_t is not None or kpm_t is not None:
         base, _, _ = call_module(mha, spec, inputs, None, None)
@@ -662,16 +665,40 @@ SPECS = [
 ]
 
 
+def nonfinite(query, key, value):
+    """NaN, +Inf, 1e30 and subnormals in the inputs (issue 7): torch's numbers, NaN for NaN."""
+    query[0, 1, 3] = float("nan")      # batch 0, query 1: its scores, weights and output row NaN
+    query[1, 0, 5] = float("inf")      # batch 1, query 0: +-inf projections -> a NaN row
+    query[0, 2, :] = 1e-40             # subnormal query row: projects to about the bias
+    key[0, 3, :] = 1e-39               # subnormal key row
+    value[0, 0, 2] = 1e30              # huge but finite: context and output of batch 0 ~1e29
+    value[1, 2, 1] = -1e30
+
+
+NONFINITE = Spec("nonfinite_inputs",
+                 "Random inputs with special values: query[0,1,3]=NaN, query[1,0,5]=+Inf, "
+                 "query[0,2,:]=1e-40 and key[0,3,:]=1e-39 (subnormal), value[0,0,2]=1e30, "
+                 "value[1,2,1]=-1e30. No mask. Expected: the module (NaN where torch gives NaN).",
+                 seed=123, rtol=1e-4)
+NONFINITE.tweak_inputs = nonfinite
+SPECS.append(NONFINITE)
+
+
 def main():
+    """All cases (every case folder is rewritten), or only the cases named on the command line."""
     names = [s.name for s in SPECS]
     assert len(names) == len(set(names))
+    only = sys.argv[1:]
+    unknown = [n for n in only if n not in names]
+    assert not unknown, f"unknown case(s): {unknown}; cases: {names}"
     FIXTURES.mkdir(parents=True, exist_ok=True)
     for p in sorted(FIXTURES.iterdir()):
-        if p.is_dir():
+        if p.is_dir() and (not only or p.name in only):
             shutil.rmtree(p)
     print(f"torch {torch.__version__}, numpy {np.__version__}; writing {FIXTURES}")
     for spec in SPECS:
-        run_case(spec)
+        if not only or spec.name in only:
+            run_case(spec)
     return 0
 
 

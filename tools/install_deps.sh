@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages MHA Studio needs to build and test. Idempotent: it runs
 # `apt-get update` once and installs only when something is missing. --torch adds python3-torch
-# (only needed to regenerate the reference fixtures: tools/gen_fixtures.py).
+# (only needed to regenerate the reference fixtures: tools/gen_fixtures.py); --sanitizers adds clang.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
       libimgui-dev libstb-dev libglfw3-dev libepoxy-dev xvfb xauth libgl1-mesa-dri
       libegl1-mesa-dev libegl-mesa0)  # EGL headers + Mesa's EGL: the GPU path's headless llvmpipe context
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy libopenblas0-pthread); fi
+# --sanitizers: clang with libFuzzer, ASan, UBSan and TSan (tools/test_sanitizers.sh, tools/fuzz.sh).
+if [[ "${1:-}" == "--sanitizers" ]]; then pkgs+=(clang libclang-rt-14-dev); fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -15,6 +15,7 @@
 #include "io/npy.hpp"
 #include "io/state_dict.hpp"
 #include "panels.hpp"
+#include "text_parse.hpp"
 
 namespace mha::app {
 
@@ -54,32 +55,6 @@ void size_field(AppState& state, const char* label, std::int64_t* value, const c
     }
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
-}
-
-// Every number in a numpy/torch printout ("tensor([[0.88, 0.91], ...])"), in order.
-std::vector<float> parse_numbers(const std::string& text) {
-  std::vector<float> out;
-  const char* p = text.c_str();
-  while (*p) {
-    if (std::isdigit(static_cast<unsigned char>(*p)) ||
-        ((*p == '-' || *p == '+' || *p == '.') && p[1] &&
-         (std::isdigit(static_cast<unsigned char>(p[1])) || p[1] == '.'))) {
-      char* end = nullptr;
-      const float v = std::strtof(p, &end);
-      if (end == p) {
-        ++p;
-        continue;
-      }
-      out.push_back(v);
-      p = end;
-    } else if (std::strncmp(p, "nan", 3) == 0 || std::strncmp(p, "inf", 3) == 0) {
-      out.push_back(std::strtof(p, nullptr));
-      p += 3;
-    } else {
-      ++p;
-    }
-  }
-  return out;
 }
 
 // A DragFloat per cell of a (rows, cols) row-major block, where that is few enough cells to edit by

@@ -461,7 +461,10 @@ void draw_heads(AppState& state, Textures& tex) {
       std::any_of(cache.checks.begin(), cache.checks.end(), [](const RowCheck& c) { return c.nan_rows > 0; });
   if (blocks || nan_rows)
     footer.push_back(std::string(blocks ? "Grey hatched cells: blocked by the mask (not low values). " : "") +
-                     (nan_rows ? "Rows flagged NaN: a query with no visible key." : ""));
+                     (!nan_rows ? ""
+                      : f.nonfinite_inputs > 0
+                          ? "Rows flagged NaN: a query with no visible key, or NaN/Inf inputs."
+                          : "Rows flagged NaN: a query with no visible key."));
   if (f.fully_masked_rows > 0) {
     char buf[512];
     if (f.fully_masked == FullyMasked::nan)

@@ -20,6 +20,7 @@
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panels.hpp"
+#include "text_parse.hpp"
 
 namespace mha::app {
 
@@ -300,14 +301,8 @@ void value_popup(AppState& state, const std::vector<std::string>& rows,
   if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
   if (ImGui::InputText("value", g_popup.text, sizeof g_popup.text, ImGuiInputTextFlags_EnterReturnsTrue)) {
-    char* end = nullptr;
-    const float v = std::strtof(g_popup.text, &end);
-    while (end && *end == ' ') ++end;
-    if (end == g_popup.text || (end && *end))
-      g_popup.error = "not a number: type e.g. -1.5, 0 or -inf";
-    else if (std::isnan(v) || (std::isinf(v) && v > 0))
-      g_popup.error = "NaN or +inf would make the whole row NaN after softmax";
-    else
+    float v = 0;
+    if (parse_mask_value(g_popup.text, &v, &g_popup.error))
       set(v, (std::string("= ") + g_popup.text).c_str());
   }
   if (ImGui::Button("0 (attend)")) set(0.0f, "= 0");

@@ -9,6 +9,10 @@
 #include <cstring>
 #include <memory>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "errors.hpp"
 
 // Element bytes are copied as they are, so "<" (little-endian) and "=" (native) must be the same.
@@ -249,8 +253,22 @@ struct FileCloser {
 }  // namespace
 
 std::vector<unsigned char> read_file_bytes(const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  if (!f) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  // A device, FIFO or folder named in a scenario would block or never end: refuse it up front.
+  // O_NONBLOCK keeps open() itself from waiting for a FIFO's writer; it changes nothing for files.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path,
+         std::string("cannot read: ") + (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file"));
+  }
+  std::unique_ptr<std::FILE, FileCloser> f(fdopen(fd, "rb"));
+  if (!f) {
+    const int err = errno;
+    ::close(fd);
+    fail(path, std::string("cannot open: ") + std::strerror(err));
+  }
   std::vector<unsigned char> bytes;
   unsigned char buf[1 << 16];
   std::size_t got;
@@ -260,16 +278,20 @@ std::vector<unsigned char> read_file_bytes(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::vector<unsigned char>& bytes) {
+  // Write the temp file, fsync it, rename it over `path`, fsync the folder: after a crash or power
+  // loss `path` holds either the old or the new bytes, never a mix.
   const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(path, "cannot write " + tmp + ": " + std::strerror(errno));
-  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  int err = errno;
-  if (std::fclose(f) != 0 && ok) {  // fclose flushes: a full disk shows up here
-    ok = false;
-    err = errno;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, "cannot write " + tmp + ": " + std::strerror(errno));
+  int err = 0;
+  for (std::size_t done = 0; done < bytes.size() && !err;) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno != EINTR) err = errno;
+    if (n > 0) done += std::size_t(n);
   }
-  if (!ok) {
+  if (!err && ::fsync(fd) != 0) err = errno;  // a full disk can show up only here
+  if (::close(fd) != 0 && !err) err = errno;
+  if (err) {
     std::remove(tmp.c_str());
     fail(path, "cannot write " + tmp + ": " + std::strerror(err));
   }
@@ -277,6 +299,12 @@ void write_file_atomic(const std::string& path, const std::vector<unsigned char>
     err = errno;
     std::remove(tmp.c_str());
     fail(path, "cannot rename " + tmp + " to it: " + std::strerror(err));
+  }
+  const std::string slash = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  const int dir = ::open(slash.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {  // the rename itself survives a power loss once the folder is synced
+    ::fsync(dir);
+    ::close(dir);
   }
 }
 

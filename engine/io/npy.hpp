@@ -24,7 +24,8 @@ void write_npy(const std::string& path, const Array& a);
 // File helpers shared by the readers and writers of every file format in engine/io.
 // read_file_bytes: the whole file; FileError "<path>: cannot open: <strerror>" when it fails.
 std::vector<unsigned char> read_file_bytes(const std::string& path);
-// write_file_atomic: writes path + ".tmp", then renames it over `path`, so a reader never sees a
+// write_file_atomic: writes and fsyncs path + ".tmp", renames it over `path`, fsyncs the folder, so a
+// crash or power loss leaves the old file or the new one, and a reader never sees a
 // half-written file. FileError naming the path and the system's reason when it fails.
 void write_file_atomic(const std::string& path, const std::vector<unsigned char>& bytes);
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 
+#include "errors.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 
@@ -14,6 +15,19 @@ Weights<T> read_state_dict(const std::string& npy_dir, const std::string& safete
   std::map<std::string, Array> st;
   if (!safetensors_path.empty()) st = read_safetensors(safetensors_path);
   Weights<T> w;
+  // A name torch's module does not have ("in_proj.weight", "attn.in_proj_weight") would otherwise
+  // be ignored and the default weights used in silence.
+  std::string known, unknown;
+  for (auto& entry : state_dict(w)) known += std::string(known.empty() ? "" : ", ") + entry.first;
+  for (const auto& entry : st) {
+    bool found = false;
+    for (auto& e : state_dict(w)) found = found || entry.first == e.first;
+    if (!found) unknown += std::string(unknown.empty() ? "'" : ", '") + entry.first + "'";
+  }
+  if (!unknown.empty())
+    throw FileError(safetensors_path,
+                    safetensors_path + ": tensor(s) " + unknown +
+                        " are not nn.MultiheadAttention state_dict names (expected: " + known + ")");
   for (auto& [name, tensor] : state_dict(w)) {
     auto it = st.find(name);
     const std::filesystem::path npy = std::filesystem::path(npy_dir) / (std::string(name) + ".npy");

@@ -205,7 +205,9 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
         ConstVector<T> x(x_row, Sp);
         auto w = weights.row(i);
         const T row_max = x.maxCoeff();
-        if (row_max == neg_inf) {  // every key blocked: torch gives NaN (exp(-inf - -inf))
+        // Every key blocked: torch gives NaN (exp(-inf - -inf)). A NaN score (NaN/Inf inputs) is not
+        // a blocked key: the else branch propagates it to the whole row, as torch does.
+        if (row_max == neg_inf && !x.hasNaN()) {
           ++mine.fully_masked_rows;
           w.setConstant(a.fully_masked_zero ? T(0) : std::numeric_limits<T>::quiet_NaN());
         } else {

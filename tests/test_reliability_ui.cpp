@@ -1,0 +1,123 @@
+// Issue 7 in the app, without a window: pasted and typed text (regressions of the parser bugs
+// fuzzing and review found), scenario files whose tensors disagree with their sizes, files that
+// are not files, huge sizes shown inline with their bytes, and view changes that are autosaved.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "app_state.hpp"
+#include "errors.hpp"
+#include "temp_dir.hpp"
+#include "text_parse.hpp"
+
+using namespace mha::app;
+using Catch::Contains;
+
+namespace {
+std::vector<float> numbers(const std::string& s) {
+  return parse_numbers(s);
+}
+bool same(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+nlohmann::json notebook_json() {
+  return nlohmann::json::parse(to_json(Scenario{}));
+}
+}  // namespace
+
+TEST_CASE("pasted printouts: every value, none of the words' digits, signed inf", "[reliability]") {
+  // torch: the dtype, device and grad_fn digits used to be read as values, and -inf as +inf.
+  CHECK(same(numbers("tensor([[0.5, -inf], [nan, 1e-3]], dtype=torch.float32, device='cuda:0', "
+                     "grad_fn=<AddBackward0>)"),
+             {0.5f, -INFINITY, NAN, 1e-3f}));
+  CHECK(same(numbers("array([[ 1.5e-45, -0.  ,  inf],\n       [-1.,  2.,  .5]], dtype=float32)"),
+             {1.5e-45f, -0.0f, INFINITY, -1.0f, 2.0f, 0.5f}));
+  CHECK(same(numbers("1e30 -1e39 +2 -.25 Infinity -NaN"), {1e30f, -INFINITY, 2.0f, -0.25f, INFINITY, NAN}));
+  CHECK(numbers("").empty());
+  CHECK(numbers("'unterminated 1 2").empty());
+}
+
+TEST_CASE("a typed mask cell: finite or -inf, anything else says why", "[reliability]") {
+  float v = 7;
+  std::string error;
+  CHECK(parse_mask_value(" -inf ", &v, &error));
+  CHECK(v == -INFINITY);
+  CHECK(parse_mask_value("-1.5", &v, &error));
+  CHECK(v == -1.5f);
+  v = 7;
+  CHECK_FALSE(parse_mask_value("inf", &v, &error));
+  CHECK_THAT(error, Contains("NaN or +inf"));
+  CHECK_FALSE(parse_mask_value("nan", &v, &error));
+  CHECK_FALSE(parse_mask_value("1.5x", &v, &error));
+  CHECK_THAT(error, Contains("not a number"));
+  CHECK_FALSE(parse_mask_value("", &v, &error));
+  CHECK(v == 7);
+}
+
+TEST_CASE("a scenario whose tensors disagree with its sizes loads, and the error is inline",
+          "[reliability]") {
+  AppState s;
+  s.committed = s.scenario;
+  s.recompute();
+  REQUIRE(s.result.valid());
+  const auto kept = s.result.forward;
+  nlohmann::json j = notebook_json();
+  j["tensors"]["query"] = {{"shape", {2, 4, 8}}, {"data", std::vector<float>(64, 0.5f)}};  // N is 3
+  s.load(scenario_from_json(j.dump(), "disagree.json"), "open");
+  CHECK_FALSE(s.errors.empty());
+  std::string all;
+  for (const auto& [slot, message] : s.errors) all += slot + ": " + message + "\n";
+  CHECK_THAT(all, Contains("query"));
+  CHECK(s.result.forward == kept);  // the last valid result stays on screen
+  CHECK(s.stale);
+}
+
+TEST_CASE("scenario side files that are devices or folders are refused, not read forever", "[reliability]") {
+  nlohmann::json j = notebook_json();
+  j["tensors"]["query"] = {{"npy", "/dev/zero"}};
+  CHECK_THROWS_WITH(scenario_from_json(j.dump(), "dev.json"),
+                    Contains("tensors.query") && Contains("not a regular file"));
+}
+
+TEST_CASE("huge sizes are refused inline with the bytes and the last result stays", "[reliability]") {
+  AppState s;
+  s.committed = s.scenario;
+  s.recompute();
+  const auto kept = s.result.forward;
+  s.scenario.tgt_len = 1 << 20;  // the size field's maximum
+  s.scenario.embed_dim = 1024;
+  s.scenario.num_heads = 16;
+  s.now = 1;
+  s.edited("L");
+  for (int i = 0; i < 2000 && s.computer.busy(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  s.tick(2);
+  REQUIRE(s.errors.count("sizes"));
+  CHECK_THAT(s.errors["sizes"], Contains("bytes"));
+  CHECK(s.result.forward == kept);
+  // A mask at those sizes is refused the same way, before its cells are allocated.
+  s.scenario.mask.preset = MaskPreset::causal;
+  CHECK_THROWS_AS(apply_mask_preset(s.scenario), mha::TooLargeError);
+  CHECK(s.scenario.mask.cells.empty());
+}
+
+TEST_CASE("a view change alone (tab, colormap) is autosaved after the quiet second", "[reliability]") {
+  mha::test::TempDir dir;
+  AppState s;
+  s.autosave_path = dir.file("autosave.json");
+  s.committed = s.scenario;
+  s.tick(1);
+  CHECK_FALSE(std::filesystem::exists(s.autosave_path));  // nothing changed: nothing written
+  s.scenario.view.tab = 3;                                // as the tab bar does: no undo step
+  s.tick(2);
+  s.tick(2.5);
+  CHECK_FALSE(std::filesystem::exists(s.autosave_path));
+  s.tick(3.1);
+  REQUIRE(std::filesystem::exists(s.autosave_path));
+  CHECK(load_scenario(s.autosave_path).view.tab == 3);
+}

@@ -18,6 +18,7 @@ uniform int m_h;
 uniform int m_l;
 
 shared float partial[LOCAL_SIZE];
+shared uint row_has_nan;  // a NaN score (NaN/Inf inputs) is not a blocked key
 
 const float NEG_INF = uintBitsToFloat(0xff800000u);
 const float NAN = uintBitsToFloat(0x7fc00000u);
@@ -28,11 +29,14 @@ void main() {
   const int row = (nh * L + i) * S_total;
   const int mask_row = (((m_n > 1 ? n : 0) * m_h + (m_h > 1 ? h : 0)) * m_l + (m_l > 1 ? i : 0)) * S_total;
 
+  if (t == 0) row_has_nan = 0u;
+  barrier();
   float row_max = NEG_INF;
   for (int j = t; j < S_total; j += LOCAL_SIZE) {
     const float s = has_mask != 0 ? scores_scaled[row + j] + mask[mask_row + j] : scores_scaled[row + j];
     scores_masked[row + j] = s;
     row_max = row_max < s ? s : row_max;  // std::max's rule: a NaN score never becomes the max
+    if (isnan(s)) atomicOr(row_has_nan, 1u);
   }
   partial[t] = row_max;
   barrier();
@@ -44,7 +48,9 @@ void main() {
   barrier();
   // exp(-inf - -inf) would be NaN by IEEE rules, which is torch's answer; it is written explicitly
   // because GPU compilers may not keep IEEE NaN semantics.
-  const bool fully_masked = isinf(row_max) && row_max < 0.0;
+  // A row of NaN scores also has row_max -inf; it is not fully masked: its NaN goes through the sum
+  // to every weight, as in the reference and torch.
+  const bool fully_masked = isinf(row_max) && row_max < 0.0 && row_has_nan == 0u;
 
   float sum = 0.0;
   for (int j = t; j < S_total; j += LOCAL_SIZE) {

@@ -25,6 +25,11 @@ namespace {
 // differ from the C library's by a few ulp. On llvmpipe the largest difference over the table
 // is 5.9e-7 (teaching, at a value of 0.07); see README, "GPU path".
 constexpr double kAtol = 1e-6, kRtol = 1e-6;
+// Inputs of 1e30 (nonfinite_inputs) give outputs near 1e26 from sums that cancel, where the GPU's
+// summation order shows at 3.7e-6 relative: that case is held to the Eigen path's rtol, 1e-5.
+double stage_rtol(const std::string& name) {
+  return name == "nonfinite_inputs" ? 1e-5 : kRtol;
+}
 
 bool in_ci() {
   const char* ci = std::getenv("CI");
@@ -75,12 +80,12 @@ void check_case(const std::string& name, gpu::GpuBackend& gpu) {
     CHECK(a.shape == b.shape);
     CHECK(a.strides == b.strides);
     CHECK(a.view_of == b.view_of);
-    CHECK(mismatch(b.contiguous(), a.contiguous(), kAtol, kRtol) == "");
+    CHECK(mismatch(b.contiguous(), a.contiguous(), kAtol, stage_rtol(name)) == "");
   }
   CHECK(r.fully_masked_rows == ref.fully_masked_rows);
   CHECK(r.fully_masked == ref.fully_masked);
   // And the module's return values against torch's, at the case's tolerance widened to ours.
-  const double atol = std::max(f.atol, kAtol), rtol = std::max(f.rtol, kRtol);
+  const double atol = std::max(f.atol, kAtol), rtol = std::max(f.rtol, stage_rtol(name));
   CHECK(mismatch(r.output(), load_tensor<float>(name, "expected/module_output"), atol, rtol) == "");
   CHECK(mismatch(r.attn_weights(false), load_tensor<float>(name, "expected/module_attn_weights"), atol,
                  rtol) == "");

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "check_identical.hpp"
 #include "fixtures.hpp"
 #include "masks.hpp"
 #include "torch_rng.hpp"
@@ -13,23 +14,6 @@ using namespace mha;
 using namespace mha::test;
 
 namespace {
-
-template <class T>
-void check_identical(const ForwardResult<T>& a, const ForwardResult<T>& b) {
-  REQUIRE(a.trace.stages.size() == b.trace.stages.size());
-  for (std::size_t i = 0; i < a.trace.stages.size(); ++i) {
-    const Stage<T>& x = a.trace.stages[i];
-    const Stage<T>& y = b.trace.stages[i];
-    INFO("stage " << x.name);
-    REQUIRE(x.name == y.name);
-    CHECK(x.shape == y.shape);
-    CHECK(x.strides == y.strides);
-    CHECK(mismatch(x.contiguous(), y.contiguous(), 0, 0) == "");
-  }
-  CHECK(a.fully_masked_rows == b.fully_masked_rows);
-  CHECK(a.nonfinite_inputs == b.nonfinite_inputs);
-  CHECK(a.warnings == b.warnings);
-}
 
 struct Edit {
   const char* name;

@@ -2,26 +2,13 @@
 // results equal a fresh forward bit for bit; a result still held is never touched by it.
 #include <catch2/catch.hpp>
 
+#include "check_identical.hpp"
 #include "errors.hpp"
 #include "fixtures.hpp"
 #include "torch_rng.hpp"
 
 using namespace mha;
 using namespace mha::test;
-
-namespace {
-
-template <class T>
-void check_identical(const ForwardResult<T>& a, const ForwardResult<T>& b) {
-  REQUIRE(a.trace.stages.size() == b.trace.stages.size());
-  for (std::size_t i = 0; i < a.trace.stages.size(); ++i) {
-    INFO("stage " << a.trace.stages[i].name);
-    CHECK(mismatch(a.trace.stages[i].contiguous(), b.trace.stages[i].contiguous(), 0, 0) == "");
-  }
-  CHECK(a.fully_masked_rows == b.fully_masked_rows);
-}
-
-}  // namespace
 
 TEST_CASE("reserve allocates what the next forward needs, and that forward allocates nothing",
           "[workspace]") {

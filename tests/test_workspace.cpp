@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "check_identical.hpp"
 #include "errors.hpp"
 #include "fixtures.hpp"
 #include "masks.hpp"
@@ -13,23 +14,6 @@ using namespace mha;
 using namespace mha::test;
 
 namespace {
-
-// Every stage equal, element for element (NaN where NaN), with the same shapes and strides.
-template <class T>
-void check_identical(const ForwardResult<T>& a, const ForwardResult<T>& b) {
-  REQUIRE(a.trace.stages.size() == b.trace.stages.size());
-  for (std::size_t i = 0; i < a.trace.stages.size(); ++i) {
-    const Stage<T>& x = a.trace.stages[i];
-    const Stage<T>& y = b.trace.stages[i];
-    INFO("stage " << x.name);
-    REQUIRE(x.name == y.name);
-    CHECK(x.shape == y.shape);
-    CHECK(x.strides == y.strides);
-    CHECK(mismatch(x.contiguous(), y.contiguous(), 0, 0) == "");
-  }
-  CHECK(a.fully_masked_rows == b.fully_masked_rows);
-  CHECK(a.warnings == b.warnings);
-}
 
 // A case big enough for the Eigen path to start threads (several MFLOP), with what changes the
 // loop's bookkeeping: L over one block of query rows (128) and not a multiple of it, S != L, a

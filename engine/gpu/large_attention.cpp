@@ -12,6 +12,34 @@
 
 namespace mha::gpu {
 
+namespace {
+
+// The sizes and mask layout that row_stats.comp, the tile shader and weights_blocks.comp all read.
+void set_problem(GLuint prog, const Dims& d, bool has_mask, std::int64_t m_n, std::int64_t m_h,
+                 std::int64_t m_l) {
+  set(prog, "L", int(d.L));
+  set(prog, "S_total", int(d.S_total));
+  set(prog, "E", int(d.E));
+  set(prog, "H", int(d.H));
+  set(prog, "G", int(d.G));
+  set(prog, "d_k", int(d.d_k));
+  set(prog, "scale", std::sqrt(float(d.d_k)));
+  set(prog, "has_mask", int(has_mask));
+  set(prog, "m_n", int(m_n));
+  set(prog, "m_h", int(m_h));
+  set(prog, "m_l", int(m_l));
+}
+
+// Where a tile starts: batch item n, head h, query row i0, key j0.
+void set_origin(GLuint prog, std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0) {
+  set(prog, "n", int(n));
+  set(prog, "h", int(h));
+  set(prog, "i0", int(i0));
+  set(prog, "j0", int(j0));
+}
+
+}  // namespace
+
 GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<float>& w,
                                               const Inputs<float>& in, const Options& o) {
   // The engine's checks and mask merge, then the same normalised problem the forward paths get.
@@ -63,17 +91,8 @@ GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<flo
   project(p, r);
   const GLuint prog = programs_["row_stats"];
   glUseProgram(prog);
-  set(prog, "L", int(L));
-  set(prog, "S_total", int(d.S_total));
-  set(prog, "E", int(E));
-  set(prog, "H", int(H));
-  set(prog, "G", int(d.G));
-  set(prog, "d_k", int(d.d_k));
-  set(prog, "scale", std::sqrt(float(d.d_k)));
-  set(prog, "has_mask", int(bool(p.mask)));
-  set(prog, "m_n", p.mask ? int(p.mask->n_size) : 1);
-  set(prog, "m_h", p.mask ? int(p.mask->h_size) : 1);
-  set(prog, "m_l", p.mask ? int(p.mask->l_size) : 1);
+  set_problem(prog, d, bool(p.mask), p.mask ? p.mask->n_size : 1, p.mask ? p.mask->h_size : 1,
+              p.mask ? p.mask->l_size : 1);
   bind_buffers({r.q, r.k, r.mask, row_max, row_lse});
   dispatch(GLuint(L), GLuint(N * H), 1);
 
@@ -112,21 +131,8 @@ Tensor<float> GpuBackend::weights_tile(std::int64_t n, std::int64_t h, std::int6
     throw DeviceError("gpu", "a tile of more than 65535·16 rows or columns");
   const GLuint prog = programs_[rows_policy_ == FullyMasked::zero ? "tile_zero" : "tile_nan"];
   glUseProgram(prog);
-  set(prog, "L", int(d.L));
-  set(prog, "S_total", int(d.S_total));
-  set(prog, "E", int(d.E));
-  set(prog, "H", int(d.H));
-  set(prog, "G", int(d.G));
-  set(prog, "d_k", int(d.d_k));
-  set(prog, "scale", std::sqrt(float(d.d_k)));
-  set(prog, "has_mask", int(rows_has_mask_));
-  set(prog, "m_n", int(rows_m_n_));
-  set(prog, "m_h", int(rows_m_h_));
-  set(prog, "m_l", int(rows_m_l_));
-  set(prog, "n", int(n));
-  set(prog, "h", int(h));
-  set(prog, "i0", int(i0));
-  set(prog, "j0", int(j0));
+  set_problem(prog, d, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
+  set_origin(prog, n, h, i0, j0);
   set(prog, "rows", int(rows));
   set(prog, "cols", int(cols));
   bind_buffers({buffers_["q"].id, buffers_["k"].id, buffers_["mask"].id, buffers_["row_lse"].id, tile});
@@ -145,21 +151,8 @@ void GpuBackend::run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std
   const GLuint prog = programs_[rows_policy_ == FullyMasked::zero ? "blocks_zero" : "blocks_nan"];
   const Dims& d = rows_dims_;
   glUseProgram(prog);
-  set(prog, "L", int(d.L));
-  set(prog, "S_total", int(d.S_total));
-  set(prog, "E", int(d.E));
-  set(prog, "H", int(d.H));
-  set(prog, "G", int(d.G));
-  set(prog, "d_k", int(d.d_k));
-  set(prog, "scale", std::sqrt(float(d.d_k)));
-  set(prog, "has_mask", int(rows_has_mask_));
-  set(prog, "m_n", int(rows_m_n_));
-  set(prog, "m_h", int(rows_m_h_));
-  set(prog, "m_l", int(rows_m_l_));
-  set(prog, "n", int(n));
-  set(prog, "h", int(h));
-  set(prog, "i0", int(i0));
-  set(prog, "j0", int(j0));
+  set_problem(prog, d, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
+  set_origin(prog, n, h, i0, j0);
   set(prog, "block", int(block));
   set(prog, "out_rows", int(out_rows));
   set(prog, "out_cols", int(out_cols));

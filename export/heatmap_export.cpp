@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "errors.hpp"
+#include "io/npy.hpp"
 
 namespace mha::exporter {
 
@@ -680,12 +681,8 @@ std::string render_svg(const Drawing& d) {
 }
 
 void write_file(const std::string& path, const void* data, std::size_t size) {
-  std::FILE* fp = std::fopen(path.c_str(), "wb");
-  if (!fp) throw FileError("--out", "cannot write " + path + ": " + std::strerror(errno));
-  const bool ok = std::fwrite(data, 1, size, fp) == size;
-  const int err = errno;
-  if (std::fclose(fp) != 0 || !ok)  // a full disk often shows only at fclose
-    throw FileError("--out", "cannot write " + path + ": " + std::strerror(ok ? errno : err));
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  write_file_atomic(path, std::vector<unsigned char>(bytes, bytes + size));
 }
 
 }  // namespace mha::exporter

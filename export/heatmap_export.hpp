@@ -107,7 +107,8 @@ class TextMeter {
   std::unique_ptr<Fonts> fonts_;
 };
 
-// Writes bytes to `path`; throws FileError naming the path and the reason (unwritable, disk full).
+// Writes bytes to `path` atomically (temp file, fsync, rename: a failed or interrupted export keeps
+// the old file whole); throws FileError naming the path and the reason (unwritable, disk full).
 void write_file(const std::string& path, const void* data, std::size_t size);
 
 }  // namespace mha::exporter

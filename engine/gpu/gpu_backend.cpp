@@ -65,6 +65,15 @@ GpuBackend::~GpuBackend() {
   }
 }
 
+void GpuBackend::release_buffers() {
+  if (buffers_.empty()) return;
+  Release release{release_};
+  probe();
+  for (auto& [name, b] : buffers_) glDeleteBuffers(1, &b.id);
+  buffers_.clear();
+  rows_ready_ = false;
+}
+
 bool GpuBackend::prefers(const Dims& d) {
   if (!available() || forward_multiply_adds(d) < kAutoMinMultiplyAdds) return false;
   if (renderer_.empty()) {

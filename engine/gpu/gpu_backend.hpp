@@ -84,6 +84,8 @@ class GpuBackend : public DeviceForward {
                                 std::uint32_t nan_rgba, std::uint32_t blocked_rgba, int log_decades = 0);
   // Bytes of every GPU buffer this backend holds now.
   std::uint64_t buffer_bytes() const;
+  // Frees every GPU buffer (the shaders stay built); the next forward allocates afresh.
+  void release_buffers();
 
   bool available() const { return unavailable_.empty(); }
   const std::string& unavailable_reason() const { return unavailable_; }

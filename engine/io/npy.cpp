@@ -277,28 +277,49 @@ std::vector<unsigned char> read_file_bytes(const std::string& path) {
   return bytes;
 }
 
-void write_file_atomic(const std::string& path, const std::vector<unsigned char>& bytes) {
-  // Write the temp file, fsync it, rename it over `path`, fsync the folder: after a crash or power
-  // loss `path` holds either the old or the new bytes, never a mix.
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "cannot write " + tmp + ": " + std::strerror(errno));
+namespace {
+
+// Writes every byte to fd, then closes it (fsync first when `sync`); 0 or the first errno.
+int write_all_and_close(int fd, const std::vector<unsigned char>& bytes, bool sync) {
   int err = 0;
   for (std::size_t done = 0; done < bytes.size() && !err;) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno != EINTR) err = errno;
     if (n > 0) done += std::size_t(n);
   }
-  if (!err && ::fsync(fd) != 0) err = errno;  // a full disk can show up only here
+  if (!err && sync && ::fsync(fd) != 0) err = errno;  // a full disk can show up only here
   if (::close(fd) != 0 && !err) err = errno;
+  return err;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::vector<unsigned char>& bytes) {
+  // A device or a pipe (/dev/stdout, /dev/full, a FIFO) has no folder entry to replace: written in
+  // place. Renaming a temp file over it would replace the device node itself.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) fail(path, "cannot write: it is a folder");
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, std::string("cannot write: ") + std::strerror(errno));
+    const int err = write_all_and_close(fd, bytes, false);
+    if (err) fail(path, std::string("cannot write: ") + std::strerror(err));
+    return;
+  }
+  // Write the temp file, fsync it, rename it over `path`, fsync the folder: after a crash or power
+  // loss `path` holds either the old or the new bytes, never a mix.
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, "cannot write " + tmp + ": " + std::strerror(errno));
+  const int err = write_all_and_close(fd, bytes, true);
   if (err) {
     std::remove(tmp.c_str());
     fail(path, "cannot write " + tmp + ": " + std::strerror(err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
+    const int rename_err = errno;
     std::remove(tmp.c_str());
-    fail(path, "cannot rename " + tmp + " to it: " + std::strerror(err));
+    fail(path, "cannot rename " + tmp + " to it: " + std::strerror(rename_err));
   }
   const std::string slash = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
   const int dir = ::open(slash.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

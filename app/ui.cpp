@@ -164,8 +164,10 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(io.DisplaySize);
+  // No background: the frame is cleared to WindowBg (main.cpp) instead, which saves a software
+  // rasterizer (llvmpipe) a blended pass over every pixel of the window.
   ImGui::Begin("MHA Studio", nullptr,
-               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_MenuBar |
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBackground |
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings);
   bool open_popup = false, save_popup = false;
   if (ImGui::BeginMenuBar()) {

@@ -25,8 +25,8 @@ constexpr double kAutosaveDelay = 1.0;     // debounce: save a second after the 
 bool same_view(const ViewState& a, const ViewState& b) {
   auto fields = [](const ViewState& v) {
     return std::tie(v.tab, v.batch_index, v.stage, v.compare_mode, v.compare_a, v.compare_b, v.colormap,
-                    v.show_values, v.presenter, v.font_scale, v.reshape_step, v.mistake, v.sel_head,
-                    v.sel_query, v.sel_key);
+                    v.show_values, v.weights_row_scale, v.presenter, v.font_scale, v.reshape_step, v.mistake,
+                    v.sel_head, v.sel_query, v.sel_key);
   };
   return fields(a) == fields(b);
 }

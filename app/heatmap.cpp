@@ -43,6 +43,16 @@ void finite_range(const float* v, std::int64_t n, float* lo, float* hi) {
   *hi = b;
 }
 
+float row_top(const Heatmap& h, int r) {
+  float top = 0;
+  const float* v = h.values + std::int64_t(r) * h.row_stride;
+  for (int c = 0; c < h.cols; ++c) {
+    const float x = v[c * h.col_stride];
+    if (std::isfinite(x) && x > top && !(h.blocked && h.blocked(r, c))) top = x;
+  }
+  return top > 0 ? top : 1.0f;  // an all-zero or all-blocked row: any range draws it
+}
+
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   HeatmapEvent ev;
   if (h.rows <= 0 || h.cols <= 0 || !h.values) return ev;
@@ -88,13 +98,12 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
       for (int r = 0; r < h.rows; ++r) {
         std::uint32_t* out = rgba + std::size_t(r) * std::size_t(h.cols);
         const float* v = h.values + std::int64_t(r) * h.row_stride;
+        const float hi = h.row_scale ? row_top(h, r) : h.vmax, lo = h.row_scale ? 0.0f : h.vmin;
         if (h.blocked)
           for (int c = 0; c < h.cols; ++c)
-            out[c] =
-                h.blocked(r, c) ? kMaskedColor : value_rgba(h.colormap, v[c * h.col_stride], h.vmin, h.vmax);
+            out[c] = h.blocked(r, c) ? kMaskedColor : value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
         else
-          for (int c = 0; c < h.cols; ++c)
-            out[c] = value_rgba(h.colormap, v[c * h.col_stride], h.vmin, h.vmax);
+          for (int c = 0; c < h.cols; ++c) out[c] = value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
       }
     });
     dl->AddImage(tex, g0, g1);
@@ -133,7 +142,9 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
         }
         const ImVec2 ts = ImGui::CalcTextSize(t);
         if (!*t || ts.x > cell - 2) continue;
-        const std::uint32_t bg = blocked ? kMaskedColor : value_rgba(h.colormap, v, h.vmin, h.vmax);
+        const std::uint32_t bg = blocked       ? kMaskedColor
+                                 : h.row_scale ? value_rgba(h.colormap, v, 0.0f, row_top(h, r))
+                                               : value_rgba(h.colormap, v, h.vmin, h.vmax);
         const int lum = int(bg & 0xFF) * 299 + int((bg >> 8) & 0xFF) * 587 + int((bg >> 16) & 0xFF) * 114;
         dl->AddText(ImVec2(g0.x + cell * (float(c) + 0.5f) - ts.x * 0.5f,
                            g0.y + cell * (float(r) + 0.5f) - ts.y * 0.5f),

@@ -26,6 +26,9 @@ struct Heatmap {
   const std::vector<std::string>* col_labels = nullptr;  // keys
   std::function<bool(int row, int col)> blocked;         // drawn grey and hatched
   bool show_values = true;
+  // Colour each row on [0, that row's largest finite, unblocked value] (vmin/vmax are then unused for
+  // colour; cell text still prints the values themselves).
+  bool row_scale = false;
   // Text for a cell instead of its value (e.g. the mask editor's "T"/"F"); "" leaves it empty. It is
   // drawn wherever it fits, blocked cells included.
   std::function<const char*(int row, int col, float cell_px)> cell_text;
@@ -45,6 +48,8 @@ struct HeatmapEvent {
 };
 
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h);
+// Row r's colour top with row_scale: its largest finite, unblocked value (1 when none is above 0).
+float row_top(const Heatmap& h, int r);
 // A vertical colorbar with ticks, `height` pixels tall.
 void draw_colorbar(Textures& textures, Colormap c, float vmin, float vmax, float height);
 // Range helpers: sequential [min, max] of finite values; diverging symmetric [-m, m].

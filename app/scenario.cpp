@@ -597,6 +597,7 @@ class Reader {
     get_enum(j, "view", "colormap", v.colormap,
              {Colormap::viridis, Colormap::magma, Colormap::cividis, Colormap::diverging});
     get(j, "view", "show_values", v.show_values);
+    get(j, "view", "weights_row_scale", v.weights_row_scale);
     get(j, "view", "presenter", v.presenter);
     get(j, "view", "font_scale", v.font_scale);
     get(j, "view", "reshape_step", v.reshape_step);
@@ -903,6 +904,7 @@ std::string to_json(const Scenario& s) {
                {"compare_b", v.compare_b},
                {"colormap", to_string(v.colormap)},
                {"show_values", v.show_values},
+               {"weights_row_scale", v.weights_row_scale},
                {"presenter", v.presenter},
                {"font_scale", float_json(v.font_scale)},
                {"reshape_step", v.reshape_step},

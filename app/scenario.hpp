@@ -48,6 +48,9 @@ struct ViewState {
   int compare_a = 0, compare_b = 1;    // heads compared
   Colormap colormap = Colormap::viridis;
   bool show_values = true;
+  // Heads view, attn_weights: colour each row from 0 to its own largest weight instead of one
+  // range for every row (a causal row 0 holds a 1 and longer rows ~1/T, which all look dark).
+  bool weights_row_scale = false;
   bool presenter = false;   // high-contrast theme
   float font_scale = 1.0f;  // presenter slider, 1–3
   int reshape_step = 0;     // Reshape view: 0 q, 1 view, 2 transpose, 3 per-head context,

@@ -101,6 +101,7 @@ void require_same(const Scenario& a, const Scenario& b) {
   CHECK(v.compare_b == u.compare_b);
   CHECK(v.colormap == u.colormap);
   CHECK(v.show_values == u.show_values);
+  CHECK(v.weights_row_scale == u.weights_row_scale);
   CHECK(v.presenter == u.presenter);
   CHECK(v.font_scale == u.font_scale);
   CHECK(v.reshape_step == u.reshape_step);
@@ -455,6 +456,7 @@ TEST_CASE("JSON round trip keeps every field", "[scenario]") {
   v.compare_b = 0;
   v.colormap = Colormap::magma;
   v.show_values = false;
+  v.weights_row_scale = true;
   v.presenter = true;
   v.font_scale = 2.5f;
   v.reshape_step = 2;

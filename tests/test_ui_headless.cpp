@@ -3,8 +3,12 @@
 // click paths run too.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <map>
 #include <thread>
+#include <vector>
 
+#include "heatmap.hpp"
+#include "textures.hpp"
 #include "ui_harness.hpp"
 
 using namespace mha::app;
@@ -92,4 +96,73 @@ TEST_CASE("an invalid size is shown inline and the last result stays", "[ui]") {
   ui.frame(state);
   CHECK(state.errors.empty());
   CHECK(state.scenario.num_heads == 2);
+}
+
+namespace {
+
+// Keeps the last pixels filled for each texture id (NullTextures drops them).
+class CapturingTextures : public Textures {
+ public:
+  std::map<std::uintptr_t, std::vector<std::uint32_t>> pixels;
+
+ protected:
+  ImTextureID create(int w, int h, const std::uint32_t* rgba) override {
+    const std::uintptr_t id = ++next_;
+    pixels[id].assign(rgba, rgba + std::size_t(w) * std::size_t(h));
+    return ImTextureID(id);
+  }
+  void update(ImTextureID id, int w, int h, const std::uint32_t* rgba) override {
+    pixels[std::uintptr_t(id)].assign(rgba, rgba + std::size_t(w) * std::size_t(h));
+  }
+
+ private:
+  std::uintptr_t next_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("weights coloured per row: each row from 0 to its largest unblocked weight", "[ui]") {
+  HeadlessUi ui;
+  // Row 0 spreads thin (its top is 0.25), row 1 holds a 1; the 0.9 at (0, 3) is blocked.
+  const std::vector<float> w = {0.25f, 0.125f, 0.0625f, 0.9f, 1.0f, 0.0f, 0.0f, 0.0f};
+  for (const bool row_scale : {false, true}) {
+    CapturingTextures tex;
+    Heatmap hm;
+    hm.id = "row-scale";
+    hm.values = w.data();
+    hm.rows = 2;
+    hm.cols = 4;
+    hm.row_stride = 4;
+    hm.vmin = 0;
+    hm.vmax = 1;
+    hm.row_scale = row_scale;
+    hm.blocked = [](int i, int j) { return i == 0 && j == 3; };
+    hm.size = ImVec2(400, 200);
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(600, 400));
+    ImGui::Begin("heatmap");
+    draw_heatmap(tex, hm);
+    ImGui::End();
+    ImGui::Render();
+    REQUIRE(tex.pixels.size() == 1);
+    const std::vector<std::uint32_t>& px = tex.pixels.begin()->second;
+    REQUIRE(px.size() == 8);
+    CHECK(row_top(hm, 0) == 0.25f);  // the blocked 0.9 does not count
+    const float top0 = row_scale ? 0.25f : 1.0f;
+    CHECK(px[0] == value_rgba(Colormap::viridis, 0.25f, 0, top0));
+    CHECK(px[1] == value_rgba(Colormap::viridis, 0.125f, 0, top0));
+    CHECK(px[3] == kMaskedColor);
+    CHECK(px[4] == value_rgba(Colormap::viridis, 1.0f, 0, 1));
+    // With the per-row range, row 0's top is as bright as row 1's 1.0.
+    CHECK((px[0] == px[4]) == row_scale);
+  }
+  // A row with nothing above 0 (or all blocked) keeps a usable range.
+  Heatmap none;
+  const std::vector<float> zeros = {0, 0};
+  none.values = zeros.data();
+  none.rows = 1;
+  none.cols = 2;
+  none.row_stride = 2;
+  CHECK(row_top(none, 0) == 1.0f);
 }

@@ -410,6 +410,15 @@ void draw_heads(AppState& state, Textures& tex) {
     ImGui::SetNextItemWidth(font * 6);
     if (ImGui::SliderInt("batch item", &pick, 0, N - 1)) view.batch_index = pick;
   }
+  if (si == kWeights) {
+    same_line_if_fits(labelled("colour each row to its max", font));
+    ImGui::Checkbox("colour each row to its max", &view.weights_row_scale);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "Each row's colours run from 0 to that row's largest weight, so rows that spread their\n"
+          "weight thin (a causal mask's long rows, ~1/T each) show their pattern too.\n"
+          "Cell values stay the weights themselves.");
+  }
   same_line_if_fits(ImGui::CalcTextSize("Export...").x + font);
   export_button(state, kStages[si].name, std::clamp(view.sel_head, 0, int(f.dims.H) - 1));
 
@@ -450,6 +459,9 @@ void draw_heads(AppState& state, Textures& tex) {
   } else if (vmax <= vmin) {
     vmax = vmin + 1.0f;
   }
+
+  const bool row_scale = si == kWeights && view.weights_row_scale;
+  if (row_scale) vmin = 0, vmax = 1;  // the colour bar reads as a fraction of each row's max
 
   const int R = int(s.shape[2]), C = int(s.shape[3]);
   const std::vector<std::string>* row_labels = &state.result.query_tokens;
@@ -569,13 +581,14 @@ void draw_heads(AppState& state, Textures& tex) {
       hm.vmin = vmin;
       hm.vmax = vmax;
       hm.colormap = cmap;
+      hm.row_scale = row_scale;
       hm.row_labels = row_labels;
       hm.col_labels = col_labels;
       hm.show_values = view.show_values;
       hm.max_cell = max_cell;
       hm.size = ImVec2(w, map_h);
-      hm.version = mix(
-          {gen, std::uint64_t(std::uintptr_t(&f)), std::uint64_t(si), std::uint64_t(b), std::uint64_t(cmap)});
+      hm.version = mix({gen, std::uint64_t(std::uintptr_t(&f)), std::uint64_t(si), std::uint64_t(b),
+                        std::uint64_t(cmap), std::uint64_t(row_scale)});
       if (si == kMasked) {
         hm.blocked = [p](int i, int j) { return neg_inf(p.at(i, j)); };
       } else if (si == kWeights && mask) {
@@ -609,6 +622,7 @@ void draw_heads(AppState& state, Textures& tex) {
   ImGui::SameLine();
   ImGui::BeginGroup();
   draw_colorbar(tex, cmap, vmin, vmax, std::clamp(child_h - font * 2, font * 4, font * 16));
+  if (row_scale) ImGui::TextDisabled("x row max");
   ImGui::EndGroup();
 
   for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());

@@ -487,6 +487,28 @@ TEST_CASE("JSON round trip keeps every field", "[scenario]") {
   }
 }
 
+TEST_CASE("a two-million-cell custom mask saves and reloads the same", "[scenario]") {
+  // What the scenario fuzzer leaves out for time (tests/fuzz/fuzz_scenario.cpp): a per-batch custom
+  // mask of 50 × 200 × 200 cells, 0, -inf and finite values, through to_json and back.
+  Scenario s;
+  s.batch = 50;
+  s.tgt_len = 200;
+  s.mask.preset = MaskPreset::custom;
+  s.mask.scope = MaskScope::per_batch;
+  s.mask.convention = MaskConvention::additive;
+  s.mask.cells_shape = {50, 200, 200};
+  s.mask.cells.resize(50 * 200 * 200);
+  std::mt19937 gen(7);
+  for (float& c : s.mask.cells) {
+    const std::uint32_t r = gen();
+    c = r % 3 == 0 ? -std::numeric_limits<float>::infinity() : r % 3 == 1 ? 0.0f : float(r % 1000) * 1e-3f;
+  }
+  const std::string text = to_json(s);
+  const Scenario back = scenario_from_json(text, "big.json");
+  require_same(back, s);
+  CHECK(to_json(back) == text);
+}
+
 TEST_CASE("every preset in assets/presets loads and runs forward", "[scenario]") {
   const std::filesystem::path dir = std::filesystem::path(MHA_ASSETS_DIR) / "presets";
   const auto load = [&](const char* name) { return load_scenario((dir / name).string()); };

@@ -160,6 +160,9 @@ std::vector<float> preset_cells(const MaskSpec& m, const Shape& shape) {
   const std::int64_t slices = shape.size() == 3 ? shape[0] : 1;
   const std::int64_t L = shape[shape.size() - 2], S = shape[shape.size() - 1];
   std::vector<float> cells(std::size_t(slices * L * S), 0.0f);
+  // No cells (a file's batch of 0 with a per-batch scope): nothing to draw. Without this the rows of
+  // the first slice were written through an empty vector (found by fuzz_scenario under UBSan).
+  if (cells.empty()) return cells;
   const float blocked = -std::numeric_limits<float>::infinity();
   if (m.preset == MaskPreset::random) {
     std::mt19937_64 gen(m.random_seed);

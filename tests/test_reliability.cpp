@@ -7,21 +7,23 @@
 #include <cmath>
 #include <filesystem>
 
+#include "compute.hpp"
 #include "errors.hpp"
 #include "fixtures.hpp"
 #include "heatmap_export.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 #include "io/state_dict.hpp"
+#include "scenario.hpp"
 #include "temp_dir.hpp"
 #include "torch_rng.hpp"
 
 using namespace mha;
 using Catch::Contains;
-using mha::test::TempDir;
 using mha::test::Fixture;
 using mha::test::load_fixture;
 using mha::test::load_tensor;
+using mha::test::TempDir;
 
 TEST_CASE("NaN, Inf, 1e30 and subnormal inputs give torch's numbers and are counted", "[reliability]") {
   // Every stage against torch is checked by the case table (test_cases.cpp); here: what is special.
@@ -127,4 +129,20 @@ TEST_CASE("exporting to an unwritable place is a FileError with the reason", "[r
                     Contains("no/such/folder/x.png"));
   // /dev/full: every write fails with "No space left on device", as a full disk does.
   CHECK_THROWS_WITH(exporter::write_file("/dev/full", png, sizeof png), Contains("/dev/full"));
+}
+
+TEST_CASE("a scenario file with batch 0 and a per-batch or per-head mask loads, then is refused",
+          "[reliability]") {
+  // fuzz_scenario (UBSan): every preset's rows were written through the empty cell vector.
+  for (const char* preset : {"causal", "sliding_window", "block_diagonal", "prefix_lm", "random", "padding"})
+    for (const char* scope : {"per_batch", "per_head"}) {
+      INFO(preset << " " << scope);
+      const std::string text = std::string(R"({"format": "mha-studio-scenario", "version": 1,
+          "sizes": {"batch": 0, "tgt_len": 10, "src_len": 10, "embed_dim": 64, "num_heads": 8},
+          "mask": {"preset": ")") +
+                               preset + R"(", "scope": ")" + scope + R"("}})";
+      const app::Scenario s = app::scenario_from_json(text, "batch0.json");
+      CHECK(s.mask.cells.empty());
+      CHECK_THROWS_WITH(app::build_forward(s), Contains("must be positive"));
+    }
 }

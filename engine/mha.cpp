@@ -82,8 +82,16 @@ void expect_absent(const char* name, const Tensor<T>& t, const char* because) {
 
 template <class T>
 std::int64_t count_nonfinite(const Tensor<T>& t) {
+  // Counted in int chunks, which the compiler keeps in vector lanes (an int64 count made it unpack
+  // every compare: most of a teaching-size forward's own time, outside the kernels).
   std::int64_t n = 0;
-  for (T x : t.data) n += !std::isfinite(x);
+  const T* x = t.data.data();
+  for (std::size_t i = 0, size = t.data.size(); i < size;) {
+    const std::size_t end = std::min(size, i + (std::size_t(1) << 20));
+    int chunk = 0;
+    for (; i < end; ++i) chunk += !std::isfinite(x[i]);
+    n += chunk;
+  }
   return n;
 }
 
@@ -325,6 +333,7 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   const char* gqa = G < H ? " (G key/value heads shared by H/G query heads each)" : "";
   Trace<T> t;
   auto& s = t.stages;
+  s.reserve(24);  // every stage below, without regrowing
   s.push_back(stage<T>("query", "query", "input, batch-first", {N, L, E}, p.query));
   s.push_back(stage<T>("key", "key", "input, batch-first", {N, S, d.kdim}, p.key));
   s.push_back(stage<T>("value", "value", "input, batch-first", {N, S, d.vdim}, p.value));

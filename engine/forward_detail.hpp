@@ -72,15 +72,26 @@ struct WorkspaceState {
   std::int64_t allocations = 0;
 };
 
+// Which buffers of a workspace are kept (see prepare_buffers).
+enum class Reuse {
+  free_only,  // a forward: a buffer is reused only when nobody else holds it
+  // reserve(): a buffer that fits is kept even when a result still holds it (it is not touched). The
+  // app's results are let go before their workspace's next forward, which then resizes it in place;
+  // replacing it here would fault in a second copy of every buffer for nothing.
+  fitting,
+};
+
 // Points ws.buffers at storage for a forward of sizes `d`, reusing each buffer that only the
 // workspace holds and whose capacity is 1–2× the new size (resized to it), allocating the others. Every
 // element of the reused buffers is overwritten by both forward paths, so old values never leak into a new
 // trace.
 template <class T>
-Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws);
+Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws,
+                            Reuse rule = Reuse::free_only);
 // The same rule for one buffer of n elements.
 template <class T>
-Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws);
+Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws,
+                            Reuse rule = Reuse::free_only);
 
 template <class T>
 void forward_reference(const Problem<T>& p, Buffers<T>& b);

@@ -8,7 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <system_error>
+#include <thread>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "errors.hpp"
 #include "forward_detail.hpp"
@@ -252,19 +256,20 @@ Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, con
 namespace detail {
 
 template <class T>
-Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws) {
+Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws, Reuse rule) {
   // A buffer nobody else holds is resized within its capacity when that is at most twice what is
   // needed: going back and forth between sizes (the app's head-count edits) then faults in no new
   // pages, and a much smaller problem still gives the memory back.
-  if (slot && slot.use_count() == 1 && slot->capacity() >= n && slot->capacity() <= 2 * n) {
+  const bool fits = slot && slot->capacity() >= n && slot->capacity() <= 2 * n;
+  if (fits && slot.use_count() == 1) {
     slot->resize(n);
     return slot;
   }
+  if (fits && rule == Reuse::fitting) return slot;  // held elsewhere: left as it is (see Reuse)
   // A buffer someone else still holds (a result on screen, or a mask edit's result sharing its
   // unchanged stages) is replaced by one of the same capacity when that is within 2× of n, all of it
   // faulted in now: going back to the larger size then needs no new pages either.
-  const std::size_t capacity =
-      slot && slot->capacity() >= n && slot->capacity() <= 2 * n ? slot->capacity() : n;
+  const std::size_t capacity = fits ? slot->capacity() : n;
   slot.reset();  // drop ours first, so a size change never holds the old and the new buffer at once
   slot = std::make_shared<std::vector<T>>(capacity);
   slot->resize(n);
@@ -273,24 +278,24 @@ Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& w
 }
 
 template <class T>
-Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws) {
+Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws, Reuse rule) {
   const std::size_t kv = std::size_t(d.G * d.d_k), NL = std::size_t(d.N * d.L),
                     NSp = std::size_t(d.N * d.S_total);
   const std::size_t E = std::size_t(d.E), scores = std::size_t(d.N * d.H * d.L * d.S_total);
   Buffers<T>& b = ws.buffers;
-  b.q = reuse_or_allocate(b.q, NL * E, ws);
-  b.k = reuse_or_allocate(b.k, NSp * kv, ws);
-  b.v = reuse_or_allocate(b.v, NSp * kv, ws);
-  b.scores = reuse_or_allocate(b.scores, scores, ws);
-  b.scores_scaled = reuse_or_allocate(b.scores_scaled, scores, ws);
-  b.scores_masked = reuse_or_allocate(b.scores_masked, scores, ws);
-  b.weights = reuse_or_allocate(b.weights, scores, ws);
-  b.context = reuse_or_allocate(b.context, NL * std::size_t(d.H * d.d_k), ws);
-  b.concat = reuse_or_allocate(b.concat, NL * E, ws);
-  b.output = reuse_or_allocate(b.output, NL * E, ws);
-  b.weights_avg = reuse_or_allocate(b.weights_avg, NL * std::size_t(d.S_total), ws);
+  b.q = reuse_or_allocate(b.q, NL * E, ws, rule);
+  b.k = reuse_or_allocate(b.k, NSp * kv, ws, rule);
+  b.v = reuse_or_allocate(b.v, NSp * kv, ws, rule);
+  b.scores = reuse_or_allocate(b.scores, scores, ws, rule);
+  b.scores_scaled = reuse_or_allocate(b.scores_scaled, scores, ws, rule);
+  b.scores_masked = reuse_or_allocate(b.scores_masked, scores, ws, rule);
+  b.weights = reuse_or_allocate(b.weights, scores, ws, rule);
+  b.context = reuse_or_allocate(b.context, NL * std::size_t(d.H * d.d_k), ws, rule);
+  b.concat = reuse_or_allocate(b.concat, NL * E, ws, rule);
+  b.output = reuse_or_allocate(b.output, NL * E, ws, rule);
+  b.weights_avg = reuse_or_allocate(b.weights_avg, NL * std::size_t(d.S_total), ws, rule);
   if (backend == Backend::eigen)
-    b.q_scaled = reuse_or_allocate(b.q_scaled, NL * E, ws);
+    b.q_scaled = reuse_or_allocate(b.q_scaled, NL * E, ws, rule);
   else
     b.q_scaled.reset();
   b.fully_masked_rows = 0;
@@ -523,14 +528,38 @@ bool same_dims(const Dims& a, const Dims& b) {
          a.G == b.G && a.d_k == b.d_k && a.kdim == b.kdim && a.vdim == b.vdim && a.batched == b.batched;
 }
 
-// A copy of stage `name` of `r` in the workspace slot: the rows that do not change keep their values.
+// Copies each source into its buffer. At L = 512 a mask edit copies 42 MB, most of its time on one
+// thread: two threads share the copies (largest first, each to the emptier thread) when there are
+// enough bytes to repay starting one and `threads` (Options::threads) allows it.
 template <class T>
-detail::Buffer<T> copied_buffer(const ForwardResult<T>& r, const char* name, detail::Buffer<T>& slot,
-                                detail::WorkspaceState<T>& ws) {
-  const std::vector<T>& from = *r.trace[name].storage;
-  detail::Buffer<T> b = detail::reuse_or_allocate(slot, from.size(), ws);
-  std::copy(from.begin(), from.end(), b->begin());
-  return b;
+void copy_all(const std::vector<std::pair<const std::vector<T>*, detail::Buffer<T>>>& copies, int threads) {
+  std::vector<std::size_t> order(copies.size());
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < copies.size(); ++i) order[i] = i, total += copies[i].first->size() * sizeof(T);
+  const bool two = threads != 1 && std::thread::hardware_concurrency() > 1 && total >= (std::size_t(4) << 20);
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return copies[a].first->size() > copies[b].first->size(); });
+  std::vector<std::size_t> mine, theirs;
+  std::size_t mine_bytes = 0, theirs_bytes = 0;
+  for (std::size_t i : order) {
+    const std::size_t bytes = copies[i].first->size();
+    if (!two || mine_bytes <= theirs_bytes)
+      mine.push_back(i), mine_bytes += bytes;
+    else
+      theirs.push_back(i), theirs_bytes += bytes;
+  }
+  auto run = [&copies](const std::vector<std::size_t>& list) {
+    for (std::size_t i : list)
+      std::copy(copies[i].first->begin(), copies[i].first->end(), copies[i].second->begin());
+  };
+  std::thread second;
+  try {
+    if (!theirs.empty()) second = std::thread(run, std::cref(theirs));
+  } catch (const std::system_error&) {
+    run(theirs);  // no thread to be had: this one does both halves
+  }
+  run(mine);
+  if (second.joinable()) second.join();
 }
 
 }  // namespace
@@ -585,22 +614,30 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   detail::WorkspaceState<T>& st = ws.state();
   // Every stage is copied from base into this workspace's buffers, the unchanged ones included:
   // sharing them would tie base's workspace to this result, and its next forward would allocate.
-  p.query = copied_buffer(base, "query", st.query, st);
-  p.key = copied_buffer(base, "key", st.key, st);
-  p.value = copied_buffer(base, "value", st.value, st);
+  // The buffers are taken here, on this thread; copy_all then fills them.
+  std::vector<std::pair<const std::vector<T>*, detail::Buffer<T>>> copies;
+  auto copy_of = [&](const char* name, detail::Buffer<T>& slot) {
+    const std::vector<T>& from = *base.trace[name].storage;
+    copies.emplace_back(&from, detail::reuse_or_allocate(slot, from.size(), st));
+    return copies.back().second;
+  };
+  p.query = copy_of("query", st.query);
+  p.key = copy_of("key", st.key);
+  p.value = copy_of("value", st.value);
   detail::Buffers<T> b;
   detail::Buffers<T>& slots = st.buffers;
-  b.q = copied_buffer(base, "q", slots.q, st);
-  b.k = copied_buffer(base, "k", slots.k, st);
-  b.v = copied_buffer(base, "v", slots.v, st);
-  b.scores = copied_buffer(base, "scores", slots.scores, st);
-  b.scores_scaled = copied_buffer(base, "scores_scaled", slots.scores_scaled, st);
-  b.scores_masked = copied_buffer(base, "scores_masked", slots.scores_masked, st);
-  b.weights = copied_buffer(base, "attn_weights", slots.weights, st);
-  b.context = copied_buffer(base, "context", slots.context, st);
-  b.concat = copied_buffer(base, "concat", slots.concat, st);
-  b.output = copied_buffer(base, "output", slots.output, st);
-  b.weights_avg = copied_buffer(base, "attn_weights_avg", slots.weights_avg, st);
+  b.q = copy_of("q", slots.q);
+  b.k = copy_of("k", slots.k);
+  b.v = copy_of("v", slots.v);
+  b.scores = copy_of("scores", slots.scores);
+  b.scores_scaled = copy_of("scores_scaled", slots.scores_scaled);
+  b.scores_masked = copy_of("scores_masked", slots.scores_masked);
+  b.weights = copy_of("attn_weights", slots.weights);
+  b.context = copy_of("context", slots.context);
+  b.concat = copy_of("concat", slots.concat);
+  b.output = copy_of("output", slots.output);
+  b.weights_avg = copy_of("attn_weights_avg", slots.weights_avg);
+  copy_all(copies, o.threads);
   // q / √d_k as the Eigen path's in-projection computes it (an exact division, so equal digits).
   b.q_scaled = slots.q_scaled = detail::reuse_or_allocate(slots.q_scaled, b.q->size(), st);
   const T scale = std::sqrt(T(d.d_k));
@@ -629,11 +666,12 @@ void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Op
   // the same buffers less q_scaled, which a later GPU forward then simply lets go of.
   const Backend backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
   detail::WorkspaceState<T>& st = ws.state();
-  detail::reuse_or_allocate(st.query, in.query.data.size(), st);
-  detail::reuse_or_allocate(st.key, in.key.data.size(), st);
-  detail::reuse_or_allocate(st.value, in.value.data.size(), st);
-  detail::prepare_buffers(d, backend, st);
-  if (mask) detail::reuse_or_allocate(st.mask, mask->values.size(), st);
+  const detail::Reuse rule = detail::Reuse::fitting;
+  detail::reuse_or_allocate(st.query, in.query.data.size(), st, rule);
+  detail::reuse_or_allocate(st.key, in.key.data.size(), st, rule);
+  detail::reuse_or_allocate(st.value, in.value.data.size(), st, rule);
+  detail::prepare_buffers(d, backend, st, rule);
+  if (mask) detail::reuse_or_allocate(st.mask, mask->values.size(), st, rule);
 }
 
 template <class T>
@@ -722,8 +760,9 @@ Tensor<T> multi_head_attention(const Tensor<T>& q, const Tensor<T>& k, const Ten
   template void reserve<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&,              \
                            Workspace<T>&);                                                                  \
   template detail::Buffer<T> detail::reuse_or_allocate<T>(detail::Buffer<T>&, std::size_t,                  \
-                                                          detail::WorkspaceState<T>&);                      \
-  template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&);
+                                                          detail::WorkspaceState<T>&, detail::Reuse);       \
+  template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&, \
+                                                          detail::Reuse);
 MHA_INSTANTIATE(float)
 MHA_INSTANTIATE(double)
 #undef MHA_INSTANTIATE

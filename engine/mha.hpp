@@ -245,8 +245,9 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
                        const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& result);
 
 // Makes `ws` hold every buffer a forward of these arguments into it would need, without computing:
-// the same reuse rule as forward (a buffer only `ws` holds, within 2× of the size, is kept), and
-// new buffers are zero-filled, so their pages are faulted in here and not in the next forward.
+// a buffer within 2× of the size is kept (and one a result still holds is left untouched: the next
+// forward reuses it once that result is let go), the others are replaced by new zero-filled ones,
+// so their pages are faulted in here and not in the next forward.
 // The app calls it on a size change, so the first edits at the new size are as fast as the later
 // ones. Checks the inputs as forward does (and throws the same errors); computes nothing.
 template <class T>

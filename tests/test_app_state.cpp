@@ -1,5 +1,6 @@
 // App state without any UI: undo/redo, coalesced drags, the background worker (newest edit wins,
 // the last result stays while computing), and the debounced atomic autosave.
+#include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -98,6 +99,44 @@ TEST_CASE("autosave waits for a quiet second, then writes atomically", "[state]"
   CHECK(load_scenario(path.string()).seed == 3);
   for (const auto& e : std::filesystem::directory_iterator(dir)) CHECK(e.path().extension() != ".tmp");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the seeded draws kept across a head-count change are those drawn afresh", "[state]") {
+  // build_forward keeps its torch draws per thread and reuses them when the shapes drawn are the
+  // same: a head-count change at plain MHA keeps them, a num_kv_heads change (GQA) draws again.
+  Scenario s;
+  s.tgt_len = 12;
+  s.embed_dim = 16;
+  s.seed = 5;
+  auto fresh = [](const Scenario& x) {  // on a new thread: nothing kept
+    Built b;
+    std::thread([&] { b = build_forward(x); }).join();
+    return b;
+  };
+  auto same_draws = [](const Built& a, const Built& b) {
+    auto bits = [](const mha::Tensor<float>& x, const mha::Tensor<float>& y) {
+      return x.shape == y.shape &&
+             std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0;
+    };
+    return bits(a.inputs.query, b.inputs.query) && bits(a.weights.in_proj_weight, b.weights.in_proj_weight) &&
+           bits(a.weights.out_proj_weight, b.weights.out_proj_weight) &&
+           bits(a.weights.in_proj_bias, b.weights.in_proj_bias);
+  };
+  for (const auto& [h0, g0, h1, g1] :
+       std::vector<std::array<int, 4>>{{4, 0, 2, 0}, {2, 0, 8, 0}, {8, 2, 8, 4}, {8, 4, 4, 2}}) {
+    INFO("num_heads " << h0 << " -> " << h1 << ", num_kv_heads " << g0 << " -> " << g1);
+    s.num_heads = h0, s.num_kv_heads = g0;
+    const Built before = build_forward(s);
+    CHECK(same_draws(before, fresh(s)));
+    s.num_heads = h1, s.num_kv_heads = g1;
+    const Built after = build_forward(s);
+    CHECK(same_draws(after, fresh(s)));
+  }
+  // And the GQA change did draw other shapes: k/v rows of in_proj_weight follow num_kv_heads·d_k.
+  s.num_heads = 8, s.num_kv_heads = 2;
+  const mha::Shape two = build_forward(s).weights.in_proj_weight.shape;
+  s.num_kv_heads = 4;
+  CHECK(build_forward(s).weights.in_proj_weight.shape != two);
 }
 
 TEST_CASE("edited weights and inputs drive the forward; undo restores the seed's", "[state]") {

@@ -49,14 +49,42 @@ TEST_CASE("reserve follows size changes and leaves a held result alone", "[works
   const SeededCase<float> two = torch_seeded_case<float>(c2, 5, 2, 40, 7);
   const std::int64_t before = ws.allocations();
   reserve(c2, two.weights, two.inputs, Options{}, ws);
-  CHECK(ws.allocations() > before);  // the held buffers are not reused
-  check_identical(held, want_held);
+  CHECK(ws.allocations() > before);  // q and the (N, H, L, S) arrays grew past 2x: new buffers
+  check_identical(held, want_held);  // and the held ones, k and v among them, are untouched
   const std::int64_t reserved = ws.allocations();
+  held = ForwardResult<float>();  // the app lets go of a result before its workspace's next forward
   ForwardResult<float> r;
   forward(c2, two.weights, two.inputs, Options{}, ws, r);
   CHECK(ws.allocations() == reserved);
   check_identical(r, forward(c2, two.weights, two.inputs, Options{}));
-  check_identical(held, want_held);
+}
+
+TEST_CASE("reserve keeps the buffers a held result has when they fit the new sizes", "[workspace]") {
+  // The app reserves its other workspaces after a head-count change while their results are still
+  // on screen (current and previous). Replacing those buffers would fault in a second copy of each
+  // for nothing: the result is let go before the workspace's next forward, which resizes in place.
+  Workspace<float> ws;
+  ForwardResult<float> held;
+  Config c8;
+  c8.embed_dim = 32;
+  c8.num_heads = 8;
+  const SeededCase<float> eight = torch_seeded_case<float>(c8, 4, 2, 9, 9);
+  forward(c8, eight.weights, eight.inputs, Options{}, ws, held);
+  const ForwardResult<float> want_held = forward(c8, eight.weights, eight.inputs, Options{});
+  const std::int64_t allocated = ws.allocations();
+
+  Config c4 = c8;
+  c4.num_heads = 4;  // the (N, H, L, S) arrays halve: within 2x
+  const SeededCase<float> four = torch_seeded_case<float>(c4, 4, 2, 9, 9);
+  reserve(c4, four.weights, four.inputs, Options{}, ws);
+  CHECK(ws.allocations() == allocated);
+  check_identical(held, want_held);  // kept, not resized under the holder
+
+  held = ForwardResult<float>();
+  ForwardResult<float> r;
+  forward(c4, four.weights, four.inputs, Options{}, ws, r);
+  CHECK(ws.allocations() == allocated);
+  check_identical(r, forward(c4, four.weights, four.inputs, Options{}));
 }
 
 TEST_CASE("reserve checks its inputs as forward does", "[workspace]") {

@@ -1,13 +1,18 @@
 // Every panel drawn for many frames with no window and no GL, at the teaching sizes, at L=128 with
 // H=8, with each mask preset, for every preset scenario; the pointer sweeps the views so hover and
 // click paths run too.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <thread>
 #include <vector>
 
 #include "heatmap.hpp"
+#include "panels/row_check.hpp"
 #include "textures.hpp"
 #include "ui_harness.hpp"
 
@@ -165,4 +170,54 @@ TEST_CASE("weights coloured per row: each row from 0 to its largest unblocked we
   none.cols = 2;
   none.row_stride = 2;
   CHECK(row_top(none, 0) == 1.0f);
+}
+
+TEST_CASE("the Heads view's vectorised row check agrees with its plain loop", "[heads]") {
+  // The same rows twice: contiguous (the vectorised path) and every other float (cs = 2: the loop).
+  using mha::app::heads::Plane;
+  using mha::app::heads::RowPart;
+  const int C = 77;  // not a multiple of 8: the tails are covered
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> rows, masks;
+  std::uint32_t state = 7;
+  auto uniform = [&state] { return float((state = state * 1664525u + 1013904223u) >> 8) / float(1 << 24); };
+  for (int kind = 0; kind < 5; ++kind) {
+    std::vector<float> w(C), m(C, 0.0f);
+    float total = 0;
+    for (int j = 0; j < C; ++j) {
+      m[j] = (kind >= 1 && j % 3 == 0) ? -inf : 0.0f;  // rows 1..: a third of the keys blocked
+      w[j] = m[j] == 0.0f ? uniform() + (j == 5 ? 40.0f : 0.0f) : 0.0f;
+      total += w[j];
+    }
+    for (float& x : w) x /= total;
+    if (kind == 2) w[10] = 1e-40f;                       // a denormal weight
+    if (kind == 3) std::fill(w.begin(), w.end(), 0.0f);  // every key blocked, fully_masked = zero
+    if (kind == 4) w[3] = std::numeric_limits<float>::quiet_NaN();
+    rows.push_back(w);
+    masks.push_back(m);
+  }
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    INFO("row kind " << r);
+    std::vector<float> w2(2 * C), m2(2 * C);
+    for (int j = 0; j < C; ++j) w2[2 * j] = rows[r][j], m2[2 * j] = masks[r][j];
+    const Plane fast{rows[r].data(), C, 1, 1, C}, plain{w2.data(), 2 * C, 2, 1, C};
+    const Plane fast_mask{masks[r].data(), C, 1, 1, C}, plain_mask{m2.data(), 2 * C, 2, 1, C};
+    for (bool with_mask : {false, true}) {
+      const RowPart a = mha::app::heads::check_row(fast, with_mask ? &fast_mask : nullptr, 0);
+      const RowPart b = mha::app::heads::check_row(plain, with_mask ? &plain_mask : nullptr, 0);
+      CHECK(int(a.kind) == int(b.kind));
+      CHECK(a.ent_max == b.ent_max);
+      if (b.kind != RowPart::ordinary) continue;
+      CHECK(a.ent == Approx(b.ent).epsilon(1e-5));
+      CHECK(std::fabs(a.err - b.err) < 1e-12);  // both sums in double
+    }
+  }
+  // The kinds themselves: an ordinary row sums to 1 and has entropy under log2(visible keys).
+  const RowPart ordinary = mha::app::heads::check_row(Plane{rows[1].data(), C, 1, 1, C}, nullptr, 0);
+  CHECK(ordinary.kind == RowPart::ordinary);
+  CHECK(ordinary.err < 1e-5);
+  CHECK(ordinary.ent > 0);
+  CHECK(ordinary.ent < std::log2(double(C)));
+  CHECK(mha::app::heads::check_row(Plane{rows[3].data(), C, 1, 1, C}, nullptr, 0).kind == RowPart::zero);
+  CHECK(mha::app::heads::check_row(Plane{rows[4].data(), C, 1, 1, C}, nullptr, 0).kind == RowPart::nan);
 }

@@ -19,20 +19,14 @@
 #include "heatmap.hpp"
 #include "panel_util.hpp"
 #include "panels.hpp"
+#include "row_check.hpp"
 
 namespace mha::app {
 
 namespace {
 
 using namespace panel;
-
-// One (rows, cols) matrix of a stage, addressed through its strides (no copy).
-struct Plane {
-  const float* p = nullptr;
-  std::int64_t rs = 0, cs = 1;
-  int rows = 0, cols = 0;
-  float at(int i, int j) const { return p[std::int64_t(i) * rs + std::int64_t(j) * cs]; }
-};
+using namespace heads;
 
 Plane head_plane(const Stage<float>& s, int n, int h) {  // (N, H, R, C) at [n, h]
   return {s.storage->data() + s.offset + n * s.strides[0] + h * s.strides[1], s.strides[2], s.strides[3],
@@ -52,33 +46,6 @@ struct RowCheck {
   double max_err = 0;      // max |row sum - 1| over ordinary rows
   int nan_rows = 0, zero_rows = 0;
 };
-
-// One row's share of a RowCheck, kept per row so that a new result recomputes only the rows that
-// changed; summed in row order (sum_rows) they give the whole check, the same digits every time.
-struct RowPart {
-  double ent = 0, ent_max = 0, err = 0;
-  enum Kind : std::uint8_t { ordinary, nan, zero } kind = ordinary;
-};
-
-RowPart check_row(const Plane& w, const Plane* mask, int i) {
-  double sum = 0, ent = 0;
-  bool nan = false, all_zero = true;
-  int visible = 0;
-  for (int j = 0; j < w.cols; ++j) {
-    const float p = w.at(i, j);
-    if (std::isnan(p)) nan = true;
-    if (p != 0) all_zero = false;
-    if (p > 0) ent -= double(p) * std::log2(double(p));
-    sum += double(p);
-    if (!mask || !neg_inf(mask->at(i, j))) ++visible;
-  }
-  RowPart r;
-  r.kind = nan ? RowPart::nan : all_zero ? RowPart::zero : RowPart::ordinary;
-  r.ent = ent;
-  r.ent_max = std::log2(double(std::max(visible, 1)));
-  r.err = std::fabs(sum - 1.0);
-  return r;
-}
 
 RowCheck sum_rows(const RowPart* rows, int n) {
   RowCheck c;
@@ -214,6 +181,16 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
         if (!s_redo[std::size_t(h) * std::size_t(R) + std::size_t(i)]) continue;
         const Plane p = head_plane(s, b, h);
         Range g;
+        if (p.cs == 1) {  // a finite row (the usual case) in vectorised passes: its sum is finite
+          const Eigen::Map<const Eigen::ArrayXf> row(p.p + std::int64_t(i) * p.rs, C);
+          if (std::isfinite(row.sum())) {
+            g.lo = row.minCoeff();
+            g.hi = row.maxCoeff();
+            g.maxabs = std::max(std::fabs(g.lo), std::fabs(g.hi));
+            c.row_range[std::size_t(h) * std::size_t(R) + std::size_t(i)] = g;
+            continue;
+          }
+        }
         for (int j = 0; j < C; ++j) {
           const float v = p.at(i, j);
           if (std::isfinite(v)) {
@@ -237,7 +214,8 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
       if (want_blocked && any_mask) {
         std::uint8_t* bl = c.avg_blocked.data() + std::size_t(i) * std::size_t(C);
         std::fill(bl, bl + C, std::uint8_t(1));
-        for (int h = 0; h < H; ++h) {
+        const int mask_heads = mask->strides[1] == 0 ? 1 : H;  // a mask shared by the heads: once
+        for (int h = 0; h < mask_heads; ++h) {
           const Plane mp = head_plane(*mask, b, h);
           for (int j = 0; j < C; ++j)
             if (!neg_inf(mp.at(i, j))) bl[j] = 0;

@@ -33,58 +33,57 @@ TEST_CASE("reserve allocates what the next forward needs, and that forward alloc
   }
 }
 
-TEST_CASE("reserve follows size changes and leaves a held result alone", "[workspace]") {
+namespace {
+
+// A result of `first` held while its workspace is reserved for `next`, as the app's screen holds
+// one; then let go, and `next` computed into the workspace.
+struct HeldThenReserved {
   Workspace<float> ws;
-  ForwardResult<float> held;
+  ForwardResult<float> held, want_held, r;
+  std::int64_t before = 0, reserved = 0, after = 0;  // allocations: before reserve, after it, after forward
+
+  HeldThenReserved(const Config& c, const SeededCase<float>& first, const Config& c_next,
+                   const SeededCase<float>& next) {
+    forward(c, first.weights, first.inputs, Options{}, ws, held);
+    want_held = forward(c, first.weights, first.inputs, Options{});
+    before = ws.allocations();
+    reserve(c_next, next.weights, next.inputs, Options{}, ws);
+    reserved = ws.allocations();
+    check_identical(held, want_held);  // reserve touched nothing the result holds
+    held = ForwardResult<float>();     // the app lets go of a result before its workspace's next forward
+    forward(c_next, next.weights, next.inputs, Options{}, ws, r);
+    after = ws.allocations();
+    check_identical(r, forward(c_next, next.weights, next.inputs, Options{}));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("reserve follows size changes and leaves a held result alone", "[workspace]") {
   Config c4;
   c4.embed_dim = 16;
   c4.num_heads = 4;
-  const SeededCase<float> four = torch_seeded_case<float>(c4, 3, 2, 6, 7);
-  forward(c4, four.weights, four.inputs, Options{}, ws, held);
-  const ForwardResult<float> want_held = forward(c4, four.weights, four.inputs, Options{});
-
-  // A new head count (as the app's size field changes it) and a longer query.
-  Config c2 = c4;
+  Config c2 = c4;  // a new head count (as the app's size field changes it) and a longer query
   c2.num_heads = 2;
-  const SeededCase<float> two = torch_seeded_case<float>(c2, 5, 2, 40, 7);
-  const std::int64_t before = ws.allocations();
-  reserve(c2, two.weights, two.inputs, Options{}, ws);
-  CHECK(ws.allocations() > before);  // q and the (N, H, L, S) arrays grew past 2x: new buffers
-  check_identical(held, want_held);  // and the held ones, k and v among them, are untouched
-  const std::int64_t reserved = ws.allocations();
-  held = ForwardResult<float>();  // the app lets go of a result before its workspace's next forward
-  ForwardResult<float> r;
-  forward(c2, two.weights, two.inputs, Options{}, ws, r);
-  CHECK(ws.allocations() == reserved);
-  check_identical(r, forward(c2, two.weights, two.inputs, Options{}));
+  const HeldThenReserved h(c4, torch_seeded_case<float>(c4, 3, 2, 6, 7), c2,
+                           torch_seeded_case<float>(c2, 5, 2, 40, 7));
+  CHECK(h.reserved > h.before);  // q and the (N, H, L, S) arrays grew past 2x: new buffers
+  CHECK(h.after == h.reserved);
 }
 
 TEST_CASE("reserve keeps the buffers a held result has when they fit the new sizes", "[workspace]") {
   // The app reserves its other workspaces after a head-count change while their results are still
   // on screen (current and previous). Replacing those buffers would fault in a second copy of each
   // for nothing: the result is let go before the workspace's next forward, which resizes in place.
-  Workspace<float> ws;
-  ForwardResult<float> held;
   Config c8;
   c8.embed_dim = 32;
   c8.num_heads = 8;
-  const SeededCase<float> eight = torch_seeded_case<float>(c8, 4, 2, 9, 9);
-  forward(c8, eight.weights, eight.inputs, Options{}, ws, held);
-  const ForwardResult<float> want_held = forward(c8, eight.weights, eight.inputs, Options{});
-  const std::int64_t allocated = ws.allocations();
-
   Config c4 = c8;
   c4.num_heads = 4;  // the (N, H, L, S) arrays halve: within 2x
-  const SeededCase<float> four = torch_seeded_case<float>(c4, 4, 2, 9, 9);
-  reserve(c4, four.weights, four.inputs, Options{}, ws);
-  CHECK(ws.allocations() == allocated);
-  check_identical(held, want_held);  // kept, not resized under the holder
-
-  held = ForwardResult<float>();
-  ForwardResult<float> r;
-  forward(c4, four.weights, four.inputs, Options{}, ws, r);
-  CHECK(ws.allocations() == allocated);
-  check_identical(r, forward(c4, four.weights, four.inputs, Options{}));
+  const HeldThenReserved h(c8, torch_seeded_case<float>(c8, 4, 2, 9, 9), c4,
+                           torch_seeded_case<float>(c4, 4, 2, 9, 9));
+  CHECK(h.reserved == h.before);  // kept, not resized under the holder
+  CHECK(h.after == h.before);
 }
 
 TEST_CASE("reserve checks its inputs as forward does", "[workspace]") {

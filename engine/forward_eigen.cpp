@@ -160,15 +160,15 @@ void parallel_ranges(int threads, std::int64_t count, const F& fn) {
     if (e) std::rethrow_exception(e);
 }
 
-// Query rows per task of the fused loop. Under ~16 rows the per-head GEMMs run slowly: Eigen packs a
-// whole head's keys (or values) on every call, which costs as much as the arithmetic of a few rows.
-// Over that, the task's three (rows, S') scratch blocks (scores, weights, head sum) should stay near
-// the core: at most 1 MiB each (2 MiB of L2 per core on the machine measured, a large L3 behind it),
-// and at most 128 rows (256 was slower at L = 2048). And at least 8 tasks per batch item: a mask edit
-// recomputes the tasks holding its rows on one thread (forward_eigen_rows), so at L = 512 a one-cell
-// edit redid 256 rows of every head, as slow as the whole forward on two threads (~30 ms); with 64-row
-// blocks it redoes 64, and the full forward measured the same (`mha bench --size medium`: 19.3–19.8
-// ms with 64 rows, 19.5–25 with 256).
+// Query rows per task of the fused loop. Few rows make the per-head GEMMs slow: Eigen packs a whole
+// head's keys (or values) on every call, which costs as much as the arithmetic of some rows (hence
+// at least 16). Over that, the task's three (rows, S') scratch blocks (scores, weights, head sum)
+// should stay near the core: at most 1 MiB each (2 MiB of L2 per core on the machine measured, a
+// large L3 behind it), and at most 128 rows (64 was 3–7 % slower at L = 2048). And at
+// least 8 tasks per batch item: a mask edit recomputes the tasks holding its rows on one thread
+// (forward_eigen_rows), so at L = 512 a one-cell edit redid 256 rows of every head, as slow as the
+// whole forward on two threads; with 64-row blocks it redoes 64, and the full forward measured the
+// same (`mha bench --size medium`, alternated 6 times: medians 19.5–20.8 ms, 19.1–20.5 with 256).
 std::int64_t rows_per_block(std::int64_t L, std::int64_t Sp, std::size_t scalar) {
   const std::int64_t fit = 1024 * 1024 / (Sp * std::int64_t(scalar));
   const std::int64_t rows = std::clamp<std::int64_t>(std::min(fit, L / 8), 16, 128);

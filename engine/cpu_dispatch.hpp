@@ -18,6 +18,11 @@ std::vector<std::string> cpu_kernels_supported();
 // of `mha bench --sgemm`.
 void sgemm_rows(const float* A, const float* B, float* C, std::int64_t n, std::int64_t r0, std::int64_t r1);
 
+// Rows [r0, r1) of y = x·W + b with W stored [in, out] (Hugging Face's Conv1D; b may be null), then
+// gelu_new when asked: the model runner's MLP and attention projections on the same kernels.
+void conv1d_rows(const float* x, const float* W, const float* b, float* y, std::int64_t in, std::int64_t out,
+                 std::int64_t r0, std::int64_t r1, bool gelu);
+
 namespace detail {
 // For tests: forward() uses `name`'s kernels while this lives. Throws ConfigError for a name this
 // CPU cannot run. Not for use while another thread runs a forward.

@@ -24,6 +24,7 @@
 #include "errors.hpp"
 #include "forward_detail.hpp"
 #include "kernels/forward_kernels.hpp"
+#include "parallel.hpp"
 
 namespace mha {
 
@@ -96,6 +97,11 @@ void sgemm_rows(const float* A, const float* B, float* C, std::int64_t n, std::i
   active().sgemm(A, B, C, n, r0, r1);
 }
 
+void conv1d_rows(const float* x, const float* W, const float* b, float* y, std::int64_t in, std::int64_t out,
+                 std::int64_t r0, std::int64_t r1, bool gelu) {
+  active().conv1d(x, W, b, y, in, out, r0, r1, gelu);
+}
+
 detail::ScopedCpuKernels::ScopedCpuKernels(const std::string& name) : previous_(g_override.load()) {
   const kernels_t* k = find(name);
   if (!k) throw ConfigError("MHA_CPU", "kernels \"" + name + "\" are not supported by this CPU or build");
@@ -119,45 +125,6 @@ double ms_since(Clock::time_point& t) {
   const double ms = std::chrono::duration<double, std::milli>(now - t).count();
   t = now;
   return ms;
-}
-
-// Starting a thread costs some tens of µs, more than a whole teaching-size forward (~20 µs), so
-// problems under a few MFLOP run on the caller's thread.
-int thread_count(int requested, double flops) {
-  if (flops < 4e6) return 1;
-  const int n = requested > 0 ? requested : int(std::thread::hardware_concurrency());
-  return std::max(n, 1);
-}
-
-// Runs fn(thread, begin, end) over [0, count) cut into `threads` contiguous ranges, the first on
-// the calling thread. If a thread cannot be started, the caller runs its range. An exception from
-// any range is rethrown once all have finished.
-template <class F>
-void parallel_ranges(int threads, std::int64_t count, const F& fn) {
-  threads = int(std::min<std::int64_t>(threads, count));
-  if (threads <= 1) {
-    fn(0, std::int64_t(0), count);
-    return;
-  }
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
-  auto run = [&](int t) {
-    try {
-      fn(t, count * t / threads, count * (t + 1) / threads);
-    } catch (...) {
-      errors[std::size_t(t)] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  int started = 1;
-  try {
-    for (; started < threads; ++started) pool.emplace_back(run, started);
-  } catch (const std::system_error&) {
-  }
-  for (int t = started; t < threads; ++t) run(t);
-  run(0);
-  for (std::thread& th : pool) th.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
 }
 
 // Query rows per task of the fused loop. Few rows make the per-head GEMMs slow: Eigen packs a whole

@@ -105,6 +105,36 @@ S load(const unsigned char* p) {
 }  // namespace
 
 template <class T>
+void convert_elements(DType dtype, const unsigned char* bytes, std::int64_t n, T* out) {
+  const std::size_t es = dtype_size(dtype);
+  const unsigned char* p = bytes;
+  // One loop per dtype, so each is a plain conversion loop (a 124M-parameter checkpoint goes through here).
+  switch (dtype) {
+    case DType::f32:
+      for (std::int64_t i = 0; i < n; ++i, p += es) out[i] = T(load<float>(p));
+      break;
+    case DType::f64:
+      for (std::int64_t i = 0; i < n; ++i, p += es) out[i] = T(load<double>(p));
+      break;
+    case DType::f16:
+      for (std::int64_t i = 0; i < n; ++i, p += es) out[i] = T(half_to_float(load<std::uint16_t>(p)));
+      break;
+    case DType::bf16:
+      for (std::int64_t i = 0; i < n; ++i, p += es) out[i] = T(bf16_to_float(load<std::uint16_t>(p)));
+      break;
+    case DType::boolean:
+      for (std::int64_t i = 0; i < n; ++i, p += es) out[i] = T(*p != 0 ? 1 : 0);
+      break;
+    case DType::u8:
+      for (std::int64_t i = 0; i < n; ++i, p += es) out[i] = T(*p);
+      break;
+    case DType::i64:
+      for (std::int64_t i = 0; i < n; ++i, p += es) out[i] = T(load<std::int64_t>(p));
+      break;
+  }
+}
+
+template <class T>
 Tensor<T> to_tensor(const Array& a) {
   const std::int64_t n = a.numel();
   const std::size_t es = dtype_size(a.dtype);
@@ -115,18 +145,7 @@ Tensor<T> to_tensor(const Array& a) {
   Tensor<T> t;
   t.shape = a.shape;
   t.data.resize(std::size_t(n));
-  const unsigned char* p = a.data.data();
-  for (std::int64_t i = 0; i < n; ++i, p += es) {
-    switch (a.dtype) {
-      case DType::f32: t.data[i] = T(load<float>(p)); break;
-      case DType::f64: t.data[i] = T(load<double>(p)); break;
-      case DType::f16: t.data[i] = T(half_to_float(load<std::uint16_t>(p))); break;
-      case DType::bf16: t.data[i] = T(bf16_to_float(load<std::uint16_t>(p))); break;
-      case DType::boolean:
-      case DType::u8: t.data[i] = T(*p != 0 ? (a.dtype == DType::u8 ? *p : 1) : 0); break;
-      case DType::i64: t.data[i] = T(load<std::int64_t>(p)); break;
-    }
-  }
+  convert_elements(a.dtype, a.data.data(), n, t.data.data());
   return t;
 }
 
@@ -150,6 +169,8 @@ Array to_bool_array(const Tensor<T>& t) {
   return a;
 }
 
+template void convert_elements<float>(DType, const unsigned char*, std::int64_t, float*);
+template void convert_elements<double>(DType, const unsigned char*, std::int64_t, double*);
 template Tensor<float> to_tensor<float>(const Array&);
 template Tensor<double> to_tensor<double>(const Array&);
 template Array to_array<float>(const Tensor<float>&);

@@ -53,6 +53,10 @@ struct Array {
   std::int64_t numel() const { return mha::numel(shape); }
 };
 
+// Converts n little-endian elements of `dtype` at `bytes` to T (bool becomes 0/1; f16/bf16 are
+// widened): the one conversion loop behind to_tensor and the checkpoint loader.
+template <class T>
+void convert_elements(DType dtype, const unsigned char* bytes, std::int64_t n, T* out);
 // Converts any numeric Array to Tensor<T> (bool/u8 become 0/1; f16/bf16 are widened).
 template <class T>
 Tensor<T> to_tensor(const Array& a);

@@ -3,8 +3,18 @@
 // crash or a huge allocation. Format reference: the huggingface/safetensors README.
 #include "io/safetensors.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "errors.hpp"
 #include "io/npy.hpp"
@@ -47,8 +57,8 @@ std::uint64_t get_uint(const json& v, const std::string& name, const std::string
   return v.get<std::uint64_t>();
 }
 
-Array parse_tensor(const json& info, const std::string& tensor, const unsigned char* buffer,
-                   std::uint64_t buffer_size, const std::string& name) {
+TensorView parse_tensor(const json& info, const std::string& tensor, const unsigned char* buffer,
+                        std::uint64_t buffer_size, const std::string& name) {
   const std::string where = "tensor '" + tensor + "'";
   if (!info.is_object())
     fail(name, where + ": expected an object with \"dtype\", \"shape\" and \"data_offsets\"");
@@ -57,7 +67,7 @@ Array parse_tensor(const json& info, const std::string& tensor, const unsigned c
 
   const json& dtype = info["dtype"];
   if (!dtype.is_string()) fail(name, where + ": \"dtype\" must be a string, got " + dtype.dump());
-  Array a;
+  TensorView a;
   bool known = false;
   for (const auto& d : kDtypes) {
     if (dtype.get_ref<const std::string&>() != d.name) continue;
@@ -96,19 +106,16 @@ Array parse_tensor(const json& info, const std::string& tensor, const unsigned c
                    (count > UINT64_MAX / elem_size ? std::string("more than 2^64")
                                                    : std::to_string(count * elem_size)) +
                    " bytes, but " + range + " hold " + std::to_string(end - begin));
-  a.data.assign(buffer + begin, buffer + end);
+  a.data = buffer + begin;
+  a.nbytes = std::size_t(end - begin);
   return a;
 }
 
-}  // namespace
-
-std::map<std::string, Array> read_safetensors(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_file_bytes(path);
-  return parse_safetensors(bytes.data(), bytes.size(), path);
-}
-
-std::map<std::string, Array> parse_safetensors(const unsigned char* bytes, std::size_t size,
-                                               const std::string& name) {
+// Every tensor of a safetensors image in memory (a mapping or a buffer), checked: header length,
+// JSON, each entry, no duplicate name, no two tensors whose bytes overlap.
+std::map<std::string, TensorView> parse_views(const unsigned char* bytes, std::size_t size,
+                                              const std::string& name) {
+  refuse_torch_save(name, bytes, size);
   if (size < 8)
     fail(name, "truncated: file is " + std::to_string(size) +
                    " bytes, too short for the 8-byte header length of a safetensors file");
@@ -123,17 +130,25 @@ std::map<std::string, Array> parse_safetensors(const unsigned char* bytes, std::
 
   const char* text = reinterpret_cast<const char*>(bytes + 8);
   json header;
+  std::string duplicate;
   try {
-    header = json::parse(text, text + header_len);
+    // nlohmann keeps the last of two equal keys; the callback sees each key of the top object.
+    std::set<std::string> seen;
+    header = json::parse(text, text + header_len, [&](int depth, json::parse_event_t event, json& parsed) {
+      if (depth == 1 && event == json::parse_event_t::key && !seen.insert(parsed.get<std::string>()).second)
+        duplicate = parsed.get<std::string>();
+      return true;
+    });
   } catch (const json::exception& e) {
     fail(name, std::string("malformed JSON header: ") + e.what());
   }
+  if (!duplicate.empty()) fail(name, "tensor '" + duplicate + "' appears twice in the header");
   if (!header.is_object())
     fail(name, std::string("the JSON header must be an object, got ") + header.type_name());
 
   const unsigned char* buffer = bytes + 8 + header_len;
   const std::uint64_t buffer_size = size - 8 - header_len;
-  std::map<std::string, Array> tensors;
+  std::map<std::string, TensorView> tensors;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) fail(name, "\"__metadata__\" must be an object, got " + it->dump());
@@ -141,6 +156,99 @@ std::map<std::string, Array> parse_safetensors(const unsigned char* bytes, std::
     }
     tensors.emplace(it.key(), parse_tensor(*it, it.key(), buffer, buffer_size, name));
   }
+  // Two tensors sharing bytes would make an edit of one change the other.
+  std::vector<std::pair<const TensorView*, const std::string*>> by_offset;
+  for (const auto& [tensor, v] : tensors)
+    if (v.nbytes > 0) by_offset.emplace_back(&v, &tensor);
+  std::sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) { return a.first->data < b.first->data; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i - 1].first->data + by_offset[i - 1].first->nbytes > by_offset[i].first->data)
+      fail(name, "tensors '" + *by_offset[i - 1].second + "' and '" + *by_offset[i].second +
+                     "' overlap in the data buffer");
+  return tensors;
+}
+
+Array to_owned(const TensorView& v) {
+  Array a;
+  a.dtype = v.dtype;
+  a.shape = v.shape;
+  a.data.assign(v.data, v.data + v.nbytes);
+  return a;
+}
+
+}  // namespace
+
+std::string torch_save_converter(const std::string& path) {
+  const std::string out = (std::filesystem::path(path).parent_path() / "model.safetensors").string();
+  return "python3 -c \"import torch, safetensors.torch as st; d = torch.load('" + path +
+         "', map_location='cpu'); st.save_file({k: v.clone().contiguous() for k, v in d.items()}, '" + out + "')\"";
+}
+
+void refuse_torch_save(const std::string& path, const unsigned char* head, std::size_t size) {
+  // Both magics are also the low bytes of some header lengths: a file is taken for torch.save only
+  // when its first 8 bytes are not a header length that fits in the file.
+  std::uint64_t header_len = 0;
+  for (std::size_t i = std::min<std::size_t>(size, 8); i-- > 0;) header_len = (header_len << 8) | head[i];
+  if (size >= 8 && header_len <= size - 8) return;
+  const bool zip = size >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0;
+  // A legacy torch.save file starts with a pickle: protocol opcode 0x80 then the protocol 2..5.
+  const bool pickle = size >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+  if (!zip && !pickle) return;
+  throw FileError(path, path + ": this is a torch.save file (" + (zip ? "zip archive" : "pickle") +
+                            "), which MHA Studio does not read (loading it would run pickle code). Convert it "
+                            "once to safetensors with:\n  " +
+                            torch_save_converter(path));
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, std::string("cannot read: ") + (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file"));
+  }
+  size_ = std::size_t(st.st_size);
+  if (size_ > 0) {
+    map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    if (map_ == MAP_FAILED) {
+      map_ = nullptr;
+      fail(path, std::string("cannot map: ") + std::strerror(err));
+    }
+  } else {
+    ::close(fd);
+  }
+  try {
+    tensors_ = parse_views(static_cast<const unsigned char*>(map_), size_, path);
+  } catch (...) {
+    if (map_) ::munmap(map_, size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) ::munmap(map_, size_);
+}
+
+const TensorView* SafetensorsFile::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+std::map<std::string, Array> read_safetensors(const std::string& path) {
+  const SafetensorsFile file(path);
+  std::map<std::string, Array> tensors;
+  for (const auto& [tensor, view] : file.tensors()) tensors.emplace(tensor, to_owned(view));
+  return tensors;
+}
+
+std::map<std::string, Array> parse_safetensors(const unsigned char* bytes, std::size_t size,
+                                               const std::string& name) {
+  std::map<std::string, Array> tensors;
+  for (const auto& [tensor, view] : parse_views(bytes, size, name)) tensors.emplace(tensor, to_owned(view));
   return tensors;
 }
 

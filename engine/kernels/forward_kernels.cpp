@@ -260,12 +260,27 @@ void sgemm(const float* A, const float* B, float* C, std::int64_t n, std::int64_
       ConstMap<float>(A + r0 * n, r1 - r0, n) * ConstMap<float>(B, n, n);
 }
 
+void conv1d(const float* x, const float* W, const float* b, float* y, std::int64_t in, std::int64_t out,
+            std::int64_t r0, std::int64_t r1, bool gelu) {
+  if (r1 <= r0) return;
+  Map<float> Y(y + r0 * out, r1 - r0, out);
+  Y.noalias() = ConstMap<float>(x + r0 * in, r1 - r0, in) * ConstMap<float>(W, in, out);
+  if (b) Y.rowwise() += ConstVector<float>(b, out);
+  if (gelu) {
+    // gelu_new(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), with Eigen's vectorised tanh.
+    auto A = Y.array();
+    const float c = 0.7978845608028654f;  // √(2/π)
+    A = 0.5f * A * (1.0f + (c * (A + 0.044715f * A * A * A)).tanh());
+  }
+}
+
 #define MHA_STR2(x) #x
 #define MHA_STR(x) MHA_STR2(x)
 const Variant kVariant = {MHA_STR(MHA_KERNEL_VARIANT),
                           {&in_projection<float>, &fused<float>, &out_projection<float>},
                           {&in_projection<double>, &fused<double>, &out_projection<double>},
-                          &sgemm};
+                          &sgemm,
+                          &conv1d};
 
 }  // namespace
 

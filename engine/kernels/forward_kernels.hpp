@@ -56,6 +56,10 @@ struct Variant {
   Table<double> f64;
   // C[r0:r1] = A[r0:r1]·B, row-major n×n: the yardstick GEMM of `mha bench --sgemm`.
   void (*sgemm)(const float* A, const float* B, float* C, std::int64_t n, std::int64_t r0, std::int64_t r1);
+  // Rows [r0, r1) of y = x·W + b, Hugging Face's Conv1D (W stored [in, out], b may be null): x (rows,
+  // in), y (rows, out), row-major. With gelu, y = gelu_new(y) (GPT-2's tanh approximation) after.
+  void (*conv1d)(const float* x, const float* W, const float* b, float* y, std::int64_t in, std::int64_t out,
+                 std::int64_t r0, std::int64_t r1, bool gelu);
 };
 
 namespace sse2 {

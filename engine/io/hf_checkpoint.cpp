@@ -1,0 +1,245 @@
+// GPT-2 folders: config.json, then the weights found by name in one or several mapped safetensors
+// files, converted to float and laid out for the engine (c_attn and c_proj transposed into torch's
+// nn.MultiheadAttention parameters; the MLP kept as Conv1D [in, out]).
+#include "io/hf_checkpoint.hpp"
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "errors.hpp"
+#include "io/npy.hpp"
+#include "io/safetensors.hpp"
+
+namespace mha {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::size_t kMaxJsonBytes = 64u << 20;  // config.json and the shard index are small
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw FileError(path, path + ": " + what);
+}
+
+json read_json(const std::string& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > kMaxJsonBytes)
+    fail(path, "is " + std::to_string(size) + " bytes, more than the " + std::to_string(kMaxJsonBytes) +
+                   " a JSON file here may have");
+  const std::vector<unsigned char> bytes = read_file_bytes(path);
+  try {
+    return json::parse(bytes.begin(), bytes.end());
+  } catch (const json::exception& e) {
+    fail(path, std::string("malformed JSON: ") + e.what());
+  }
+}
+
+std::int64_t get_int(const json& j, const std::string& path, const char* key, std::int64_t fallback,
+                     bool required) {
+  if (!j.contains(key) || j[key].is_null()) {
+    if (required) fail(path, std::string("missing \"") + key + "\" (a GPT-2 config.json has it)");
+    return fallback;
+  }
+  if (!j[key].is_number_integer() || j[key].get<std::int64_t>() <= 0)
+    fail(path, std::string("\"") + key + "\" must be a positive integer, got " + j[key].dump());
+  return j[key].get<std::int64_t>();
+}
+
+// The float weights of one tensor, converted from the mapping, with the shape checked.
+Tensor<float> take(const TensorView& v, const std::string& name, const Shape& want, bool transpose) {
+  if (v.dtype != DType::f32 && v.dtype != DType::f16 && v.dtype != DType::bf16 && v.dtype != DType::f64)
+    throw FileError(name, name + ": dtype " + std::string(dtype_name(v.dtype)) +
+                              " is not a weight type (F32, F16, BF16 or F64)");
+  const Shape stored = transpose ? Shape{want[1], want[0]} : want;
+  if (v.shape != stored)
+    throw ShapeError(name, name + ": shape " + shape_str(v.shape) + " disagrees with config.json, which implies " +
+                               shape_str(stored) + (transpose ? " (Conv1D weights are stored [in, out])" : ""));
+  Tensor<float> t(want);
+  if (!transpose) {
+    convert_elements(v.dtype, v.data, t.numel(), t.ptr());
+    return t;
+  }
+  // Stored (in, out); the attention wants torch's (out, in).
+  std::vector<float> tmp(std::size_t(t.numel()));
+  convert_elements(v.dtype, v.data, t.numel(), tmp.data());
+  const std::int64_t rows = stored[0], cols = stored[1];
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) t.data[std::size_t(j * rows + i)] = tmp[std::size_t(i * cols + j)];
+  return t;
+}
+
+}  // namespace
+
+GPT2Config read_gpt2_config(const std::string& path) {
+  const json j = read_json(path);
+  if (!j.is_object()) fail(path, "must hold a JSON object");
+  const std::string type = j.value("model_type", std::string());
+  if (type != "gpt2")
+    fail(path, "model_type is \"" + type +
+                   "\": MHA Studio runs GPT-2 checkpoints only (model_type \"gpt2\", GPT2LMHeadModel)");
+  GPT2Config c;
+  c.vocab_size = get_int(j, path, "vocab_size", 0, true);
+  c.n_positions = get_int(j, path, "n_positions", 0, true);
+  c.n_embd = get_int(j, path, "n_embd", 0, true);
+  c.n_layer = get_int(j, path, "n_layer", 0, true);
+  c.n_head = get_int(j, path, "n_head", 0, true);
+  c.n_inner = get_int(j, path, "n_inner", 0, false);
+  if (j.contains("layer_norm_epsilon")) {
+    if (!j["layer_norm_epsilon"].is_number()) fail(path, "\"layer_norm_epsilon\" must be a number");
+    c.layer_norm_epsilon = j["layer_norm_epsilon"].get<double>();
+  }
+  const std::string act = j.value("activation_function", std::string("gelu_new"));
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    fail(path, "activation_function \"" + act + "\" is not GPT-2's gelu_new (tanh approximation): not supported");
+  if (j.contains("tie_word_embeddings")) {
+    if (!j["tie_word_embeddings"].is_boolean()) fail(path, "\"tie_word_embeddings\" must be true or false");
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  for (const char* key : {"scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
+    const bool expected = std::string(key) == "scale_attn_weights";
+    if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>() != expected)
+      fail(path, std::string("\"") + key + "\" = " + j[key].dump() + " changes GPT-2's attention: not supported");
+  }
+  try {
+    validate(c);
+  } catch (const ConfigError& e) {
+    fail(path, e.what());
+  }
+  return c;
+}
+
+LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress) {
+  LoadedModel out;
+  out.folder = folder;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) {
+    // A torch.save or safetensors file given where the folder goes: say what it is.
+    if (fs::is_regular_file(folder, ec)) SafetensorsFile file(folder);  // names a torch.save file as such
+    fail(folder, "is not a model folder (expected a folder with config.json and model.safetensors)");
+  }
+  const fs::path dir(folder);
+  if (!fs::exists(dir / "config.json"))
+    fail(folder, "has no config.json (a Hugging Face GPT-2 folder holds config.json, model.safetensors, "
+                 "vocab.json and merges.txt)");
+  GPT2Model& m = out.model;
+  m.config = read_gpt2_config((dir / "config.json").string());
+  const GPT2Config& c = m.config;
+
+  // The weight files: one model.safetensors, or the shards an index names.
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::map<std::string, const TensorView*> views;  // name -> view
+  auto add_file = [&](const fs::path& p) {
+    files.push_back(std::make_unique<SafetensorsFile>(p.string()));
+    out.weight_files.push_back(p.string());
+    for (const auto& [name, view] : files.back()->tensors())
+      if (!views.emplace(name, &view).second)
+        fail(p.string(), "tensor '" + name + "' is also in another shard");
+  };
+  if (fs::exists(dir / "model.safetensors")) {
+    add_file(dir / "model.safetensors");
+  } else if (fs::exists(dir / "model.safetensors.index.json")) {
+    const std::string index_path = (dir / "model.safetensors.index.json").string();
+    const json index = read_json(index_path);
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      fail(index_path, "has no \"weight_map\" object");
+    std::set<std::string> shards;
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      if (!file.is_string()) fail(index_path, "weight_map[\"" + name + "\"] must be a file name");
+      const std::string f = file.get<std::string>();
+      if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+        fail(index_path, "weight_map[\"" + name + "\"] = \"" + f + "\" is not a file in this folder");
+      shards.insert(f);
+    }
+    for (const std::string& s : shards) {
+      if (!fs::exists(dir / s)) fail(index_path, "names shard \"" + s + "\", which is not in the folder");
+      add_file(dir / s);
+    }
+  } else {
+    for (const char* bin : {"pytorch_model.bin", "model.bin", "model.pt", "pytorch_model.pt", "model.pth"})
+      if (fs::exists(dir / bin)) {
+        const std::string p = (dir / bin).string();
+        fail(p, "this is a torch.save file, which MHA Studio does not read (loading it would run pickle "
+                "code). Convert it once to safetensors with:\n  " +
+                    torch_save_converter(p));
+      }
+    fail(folder, "has no model.safetensors (nor model.safetensors.index.json with its shards)");
+  }
+
+  // Hugging Face names, with or without the "transformer." prefix of GPT2LMHeadModel.
+  std::set<std::string> used;
+  std::int64_t done = 0, total = 0;
+  for (const auto& [name, v] : views) total += std::int64_t(v->nbytes);
+  auto find = [&](const std::string& name) -> const TensorView* {
+    for (const std::string& n : {"transformer." + name, name}) {
+      auto it = views.find(n);
+      if (it != views.end()) {
+        used.insert(n);
+        return it->second;
+      }
+    }
+    return nullptr;
+  };
+  auto load = [&](const std::string& name, const Shape& want, bool transpose = false) {
+    const TensorView* v = find(name);
+    if (!v)
+      throw FileError(name, folder + ": the weights have no tensor '" + name + "' (nor 'transformer." + name +
+                                "'), which config.json's GPT-2 needs");
+    Tensor<float> t = take(*v, name, want, transpose);
+    done += std::int64_t(v->nbytes);
+    if (progress && total > 0) progress(double(done) / double(total));
+    return t;
+  };
+  const std::int64_t C = c.n_embd, I = c.inner(), V = c.vocab_size;
+  GPT2Weights& w = m.weights;
+  w.wte = load("wte.weight", {V, C});
+  w.wpe = load("wpe.weight", {c.n_positions, C});
+  m.storage_dtype = dtype_name(find("wte.weight")->dtype);
+  for (std::int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    GPT2Block b;
+    b.ln_1_weight = load(p + "ln_1.weight", {C});
+    b.ln_1_bias = load(p + "ln_1.bias", {C});
+    b.attn.in_proj_weight = load(p + "attn.c_attn.weight", {3 * C, C}, true);
+    b.attn.in_proj_bias = load(p + "attn.c_attn.bias", {3 * C});
+    b.attn.out_proj_weight = load(p + "attn.c_proj.weight", {C, C}, true);
+    b.attn.out_proj_bias = load(p + "attn.c_proj.bias", {C});
+    b.ln_2_weight = load(p + "ln_2.weight", {C});
+    b.ln_2_bias = load(p + "ln_2.bias", {C});
+    b.c_fc_weight = load(p + "mlp.c_fc.weight", {C, I});
+    b.c_fc_bias = load(p + "mlp.c_fc.bias", {I});
+    b.c_proj_weight = load(p + "mlp.c_proj.weight", {I, C});
+    b.c_proj_bias = load(p + "mlp.c_proj.bias", {C});
+    // The causal-mask buffers some versions save are not weights.
+    for (const char* buffer : {"attn.bias", "attn.masked_bias"}) find(p + buffer);
+    w.h.push_back(std::move(b));
+  }
+  w.ln_f_weight = load("ln_f.weight", {C});
+  w.ln_f_bias = load("ln_f.bias", {C});
+  if (views.count("lm_head.weight")) {
+    used.insert("lm_head.weight");
+    if (!c.tie_word_embeddings) {
+      w.lm_head = take(*views["lm_head.weight"], "lm_head.weight", {V, C}, false);
+    } else {
+      // Tied: the head is wte. A saved copy that differs would be silently replaced: say so.
+      const Tensor<float> head = take(*views["lm_head.weight"], "lm_head.weight", {V, C}, false);
+      if (head.data != w.wte.data)
+        out.warnings.push_back("lm_head.weight differs from wte.weight but config.json ties them "
+                               "(tie_word_embeddings): wte is used, as Hugging Face does");
+    }
+  } else if (!c.tie_word_embeddings) {
+    throw FileError("lm_head.weight", folder + ": config.json unties the LM head (tie_word_embeddings: false) "
+                                               "but the weights have no lm_head.weight");
+  }
+  for (const auto& [name, v] : views)
+    if (!used.count(name)) out.warnings.push_back("tensor '" + name + "' is not a GPT-2 weight: ignored");
+  validate(m);
+  return out;
+}
+
+}  // namespace mha

@@ -1,0 +1,260 @@
+// GPT-2's forward, top to bottom: embeddings, then per block ln_1 → traced attention → residual →
+// ln_2 → MLP → residual, then ln_f and the last position's logits. Two paths share this plan: the
+// explicit loops (Backend::reference, the obvious version anyone can check) and the Eigen kernels
+// (conv1d_rows, split over threads by rows). tests/test_model.cpp compares both with torch, stage
+// by stage, on every layer.
+#include "model/gpt2.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "cpu_dispatch.hpp"
+#include "errors.hpp"
+#include "masks.hpp"
+#include "parallel.hpp"
+
+namespace mha {
+
+namespace {
+
+std::string layer_name(std::int64_t l, const char* what) {
+  return "h." + std::to_string(l) + "." + what;
+}
+
+void expect(const Tensor<float>& t, const Shape& want, const std::string& name) {
+  if (t.shape != want)
+    throw ShapeError(name, name + ": expected shape " + shape_str(want) + " from config.json, got " +
+                               (t.empty() ? std::string("no tensor") : shape_str(t.shape)));
+}
+
+// y (rows, C) = LayerNorm(x) with weight w and bias b; biased variance, as torch.nn.LayerNorm.
+void layer_norm(const float* x, const Tensor<float>& w, const Tensor<float>& b, float* y, std::int64_t rows,
+                std::int64_t C, double eps) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+    double mean = 0;
+    for (std::int64_t c = 0; c < C; ++c) mean += xr[c];
+    mean /= double(C);
+    double var = 0;
+    for (std::int64_t c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    var /= double(C);
+    const double inv = 1.0 / std::sqrt(var + eps);
+    float* yr = y + r * C;
+    for (std::int64_t c = 0; c < C; ++c) yr[c] = float((xr[c] - mean) * inv) * w.data[c] + b.data[c];
+  }
+}
+
+// y (rows, out) = x (rows, in) · W [in, out] + b, then gelu_new when asked. The reference loops
+// accumulate in double; the Eigen path in float, as torch does.
+void conv1d(const float* x, const Tensor<float>& W, const Tensor<float>& b, float* y, std::int64_t rows,
+            bool gelu, const GPT2Options& o) {
+  const std::int64_t in = W.size(0), out = W.size(1);
+  if (o.backend == Backend::reference) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < out; ++j) {
+        double acc = b.empty() ? 0.0 : b.data[std::size_t(j)];
+        for (std::int64_t i = 0; i < in; ++i) acc += double(x[r * in + i]) * W.data[std::size_t(i * out + j)];
+        float v = float(acc);
+        if (gelu) v = 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        y[r * out + j] = v;
+      }
+    return;
+  }
+  const int threads = detail::thread_count(o.threads, 2.0 * double(rows) * double(in) * double(out));
+  detail::parallel_ranges(threads, rows, [&](int, std::int64_t r0, std::int64_t r1) {
+    conv1d_rows(x, W.ptr(), b.empty() ? nullptr : b.ptr(), y, in, out, r0, r1, gelu);
+  });
+}
+
+// Block l, reading run.residual[l] and writing every activation of the block and residual[l + 1].
+void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2Options& o) {
+  const GPT2Config& c = m.config;
+  const GPT2Block& w = m.weights.h[std::size_t(l)];
+  const std::int64_t T = std::int64_t(run.input_ids.size()), C = c.n_embd, I = c.inner();
+  const float* x = run.residual.ptr() + l * T * C;  // (T, C)
+
+  Inputs<float> in;
+  in.query = Tensor<float>({1, T, C});  // ln_1(x): (1, T, C), the attention's query, key and value
+  layer_norm(x, w.ln_1_weight, w.ln_1_bias, in.query.ptr(), T, C, c.layer_norm_epsilon);
+  in.key = in.query;
+  in.value = in.query;
+  const std::size_t li = std::size_t(l);
+  if (li < o.attn_masks.size() && o.attn_masks[li])
+    in.attn_mask = *o.attn_masks[li];
+  else
+    in.attn_mask = causal_mask<float>(T, T);
+  Options mo;
+  mo.backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
+  mo.threads = o.threads;
+  run.attn[li] = forward(attention_config(c), w.attn, in, mo);
+
+  const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous
+  float* mid = run.resid_mid.ptr() + l * T * C;
+  for (std::int64_t k = 0; k < T * C; ++k) mid[k] = x[k] + (*attn_out.storage)[std::size_t(attn_out.offset + k)];
+
+  float* ln2 = run.ln_2.ptr() + l * T * C;
+  layer_norm(mid, w.ln_2_weight, w.ln_2_bias, ln2, T, C, c.layer_norm_epsilon);
+  float* hidden = run.mlp_hidden.ptr() + l * T * I;
+  conv1d(ln2, w.c_fc_weight, w.c_fc_bias, hidden, T, true, o);
+  float* mlp = run.mlp_out.ptr() + l * T * C;
+  conv1d(hidden, w.c_proj_weight, w.c_proj_bias, mlp, T, false, o);
+  float* next = run.residual.ptr() + (l + 1) * T * C;
+  for (std::int64_t k = 0; k < T * C; ++k) next[k] = mid[k] + mlp[k];
+}
+
+// ln_f, the last position's logits (LM head = wte when tied) and the top-k by softmax.
+void head_forward(const GPT2Model& m, GPT2Run& run, const GPT2Options& o) {
+  const GPT2Config& c = m.config;
+  const std::int64_t T = std::int64_t(run.input_ids.size()), C = c.n_embd, V = c.vocab_size;
+  run.ln_f = Tensor<float>({T, C});
+  layer_norm(run.residual.ptr() + c.n_layer * T * C, m.weights.ln_f_weight, m.weights.ln_f_bias, run.ln_f.ptr(),
+             T, C, c.layer_norm_epsilon);
+  const Tensor<float>& head = m.weights.lm_head.empty() ? m.weights.wte : m.weights.lm_head;  // (V, C)
+  const float* last = run.ln_f.ptr() + (T - 1) * C;
+  run.logits = Tensor<float>({V});
+  const int threads = detail::thread_count(o.backend == Backend::reference ? 1 : o.threads, 2.0 * double(V * C));
+  detail::parallel_ranges(threads, V, [&](int, std::int64_t v0, std::int64_t v1) {
+    for (std::int64_t v = v0; v < v1; ++v) {
+      const float* row = head.ptr() + v * C;
+      double acc = 0;
+      for (std::int64_t k = 0; k < C; ++k) acc += double(last[k]) * row[k];
+      run.logits.data[std::size_t(v)] = float(acc);
+    }
+  });
+  const float max_logit = *std::max_element(run.logits.data.begin(), run.logits.data.end());
+  double denom = 0;
+  for (float z : run.logits.data) denom += std::exp(double(z) - max_logit);
+  const std::int64_t k = std::clamp<std::int64_t>(o.top_k, 0, V);
+  std::vector<std::int32_t> order(static_cast<std::size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int32_t a, std::int32_t b) {
+    const float za = run.logits.data[std::size_t(a)], zb = run.logits.data[std::size_t(b)];
+    return za > zb || (za == zb && a < b);
+  });
+  run.top_k.clear();
+  for (std::int64_t i = 0; i < k; ++i) {
+    const std::int32_t id = order[std::size_t(i)];
+    const float z = run.logits.data[std::size_t(id)];
+    run.top_k.push_back({id, std::exp(double(z) - max_logit) / denom, z});
+  }
+}
+
+void check_ids(const GPT2Config& c, const std::vector<std::int32_t>& ids) {
+  if (ids.empty()) throw ConfigError("input_ids", "the text has no tokens: type at least one word");
+  if (std::int64_t(ids.size()) > c.n_positions)
+    throw ConfigError("input_ids", "the text has " + std::to_string(ids.size()) +
+                                       " tokens, more than the model's n_positions = " +
+                                       std::to_string(c.n_positions));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      throw ConfigError("input_ids", "token " + std::to_string(i) + " has id " + std::to_string(ids[i]) +
+                                         ", outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+}
+
+}  // namespace
+
+void validate(const GPT2Config& c) {
+  auto positive = [](std::int64_t v, const char* name) {
+    if (v <= 0) throw ConfigError(name, std::string(name) + " must be positive, got " + std::to_string(v));
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.n_positions, "n_positions");
+  positive(c.n_embd, "n_embd");
+  positive(c.n_layer, "n_layer");
+  positive(c.n_head, "n_head");
+  if (c.n_inner < 0) throw ConfigError("n_inner", "n_inner must be positive or null");
+  if (c.n_embd % c.n_head != 0)
+    throw ConfigError("n_head", "n_embd = " + std::to_string(c.n_embd) + " is not divisible by n_head = " +
+                                    std::to_string(c.n_head));
+  if (!(c.layer_norm_epsilon > 0) || !std::isfinite(c.layer_norm_epsilon))
+    throw ConfigError("layer_norm_epsilon", "layer_norm_epsilon must be a positive number");
+}
+
+Config attention_config(const GPT2Config& c) {
+  Config a;
+  a.embed_dim = c.n_embd;
+  a.num_heads = c.n_head;
+  a.bias = true;
+  a.batch_first = true;
+  return a;
+}
+
+std::int64_t GPT2Model::parameter_count() const {
+  std::int64_t n = weights.wte.numel() + weights.wpe.numel() + weights.ln_f_weight.numel() +
+                   weights.ln_f_bias.numel() + weights.lm_head.numel();
+  for (const GPT2Block& b : weights.h) {
+    n += b.ln_1_weight.numel() + b.ln_1_bias.numel() + b.ln_2_weight.numel() + b.ln_2_bias.numel();
+    n += b.attn.in_proj_weight.numel() + b.attn.in_proj_bias.numel() + b.attn.out_proj_weight.numel() +
+         b.attn.out_proj_bias.numel();
+    n += b.c_fc_weight.numel() + b.c_fc_bias.numel() + b.c_proj_weight.numel() + b.c_proj_bias.numel();
+  }
+  return n;
+}
+
+void validate(const GPT2Model& m) {
+  const GPT2Config& c = m.config;
+  validate(c);
+  const std::int64_t C = c.n_embd, I = c.inner(), V = c.vocab_size;
+  const GPT2Weights& w = m.weights;
+  expect(w.wte, {V, C}, "wte.weight");
+  expect(w.wpe, {c.n_positions, C}, "wpe.weight");
+  if (std::int64_t(w.h.size()) != c.n_layer)
+    throw ShapeError("n_layer", "config.json says n_layer = " + std::to_string(c.n_layer) + ", the weights hold " +
+                                    std::to_string(w.h.size()) + " blocks");
+  for (std::int64_t l = 0; l < c.n_layer; ++l) {
+    const GPT2Block& b = w.h[std::size_t(l)];
+    expect(b.ln_1_weight, {C}, layer_name(l, "ln_1.weight"));
+    expect(b.ln_1_bias, {C}, layer_name(l, "ln_1.bias"));
+    expect(b.attn.in_proj_weight, {3 * C, C}, layer_name(l, "attn.c_attn.weight (transposed)"));
+    expect(b.attn.in_proj_bias, {3 * C}, layer_name(l, "attn.c_attn.bias"));
+    expect(b.attn.out_proj_weight, {C, C}, layer_name(l, "attn.c_proj.weight (transposed)"));
+    expect(b.attn.out_proj_bias, {C}, layer_name(l, "attn.c_proj.bias"));
+    expect(b.ln_2_weight, {C}, layer_name(l, "ln_2.weight"));
+    expect(b.ln_2_bias, {C}, layer_name(l, "ln_2.bias"));
+    expect(b.c_fc_weight, {C, I}, layer_name(l, "mlp.c_fc.weight"));
+    expect(b.c_fc_bias, {I}, layer_name(l, "mlp.c_fc.bias"));
+    expect(b.c_proj_weight, {I, C}, layer_name(l, "mlp.c_proj.weight"));
+    expect(b.c_proj_bias, {C}, layer_name(l, "mlp.c_proj.bias"));
+  }
+  expect(w.ln_f_weight, {C}, "ln_f.weight");
+  expect(w.ln_f_bias, {C}, "ln_f.bias");
+  if (!w.lm_head.empty()) expect(w.lm_head, {V, C}, "lm_head.weight");
+}
+
+GPT2Run gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input_ids, const GPT2Options& o) {
+  const GPT2Config& c = m.config;
+  check_ids(c, input_ids);
+  const std::int64_t T = std::int64_t(input_ids.size()), C = c.n_embd, Ly = c.n_layer;
+  GPT2Run run;
+  run.input_ids = input_ids;
+  run.residual = Tensor<float>({Ly + 1, T, C});
+  run.attn.resize(std::size_t(Ly));
+  run.resid_mid = Tensor<float>({Ly, T, C});
+  run.ln_2 = Tensor<float>({Ly, T, C});
+  run.mlp_hidden = Tensor<float>({Ly, T, c.inner()});
+  run.mlp_out = Tensor<float>({Ly, T, C});
+  // residual[0] = wte[id] + wpe[position]
+  for (std::int64_t t = 0; t < T; ++t) {
+    const float* te = m.weights.wte.ptr() + std::int64_t(input_ids[std::size_t(t)]) * C;
+    const float* pe = m.weights.wpe.ptr() + t * C;
+    float* x = run.residual.ptr() + t * C;
+    for (std::int64_t k = 0; k < C; ++k) x[k] = te[k] + pe[k];
+  }
+  gpt2_forward_from(m, run, 0, o);
+  return run;
+}
+
+void gpt2_forward_from(const GPT2Model& m, GPT2Run& run, std::int64_t layer, const GPT2Options& o) {
+  const GPT2Config& c = m.config;
+  if (layer < 0 || layer > c.n_layer)
+    throw ConfigError("layer", "layer " + std::to_string(layer) + " is outside the model's " +
+                                   std::to_string(c.n_layer) + " layers");
+  if (std::int64_t(run.attn.size()) != c.n_layer || run.input_ids.empty())
+    throw ConfigError("run", "gpt2_forward_from needs a run of gpt2_forward on the same model");
+  for (std::int64_t l = layer; l < c.n_layer; ++l) block_forward(m, run, l, o);
+  head_forward(m, run, o);
+}
+
+}  // namespace mha

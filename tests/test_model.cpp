@@ -1,0 +1,258 @@
+// The GPT-2 runner against torch (tests/fixtures/gpt2/, made by tools/gen_model_fixtures.py): every
+// stage of every layer, on the reference loops and the Eigen path, for F32, F16 and sharded BF16
+// checkpoints in the Hugging Face layout; the recompute from a layer; and every refusal of the loader.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "errors.hpp"
+#include "fixtures.hpp"
+#include "io/hf_checkpoint.hpp"
+#include "io/npy.hpp"
+#include "io/safetensors.hpp"
+#include "masks.hpp"
+#include "model/gpt2.hpp"
+#include "temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace mha;
+
+namespace {
+
+std::string model_dir(const std::string& variant) {
+  return std::string(MHA_FIXTURES_DIR) + "/gpt2/" + variant;
+}
+
+Tensor<float> expected(const std::string& variant, const std::string& name) {
+  return to_tensor<float>(read_npy(model_dir(variant) + "/expected/" + name + ".npy"));
+}
+
+std::vector<std::int32_t> fixture_ids(const std::string& variant) {
+  const Tensor<double> ids = to_tensor<double>(read_npy(model_dir(variant) + "/expected/input_ids.npy"));
+  return std::vector<std::int32_t>(ids.data.begin(), ids.data.end());
+}
+
+// Layer l of a stacked (layers, ...) tensor.
+Tensor<float> layer_of(const Tensor<float>& t, std::int64_t l) {
+  Shape rest(t.shape.begin() + 1, t.shape.end());
+  const std::int64_t n = numel(rest);
+  return Tensor<float>(rest, std::vector<float>(t.data.begin() + l * n, t.data.begin() + (l + 1) * n));
+}
+
+// A trace stage without its leading batch dimension of 1.
+Tensor<float> stage(const GPT2Run& run, std::int64_t l, const char* name) {
+  Tensor<float> t = run.attn[std::size_t(l)].trace[name].contiguous();
+  t.shape.erase(t.shape.begin());
+  return t;
+}
+
+void check(const Tensor<float>& got, const Tensor<float>& want, const std::string& what) {
+  INFO(what);
+  CHECK(test::mismatch(got, want, 2e-5, 1e-4) == "");
+}
+
+// Copies a fixture model into a temp folder, for the refusal cases to damage.
+void copy_model(const std::string& variant, const fs::path& to) {
+  for (const auto& e : fs::directory_iterator(model_dir(variant)))
+    if (e.is_regular_file()) fs::copy_file(e.path(), to / e.path().filename());
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+std::string load_error(const std::string& folder) {
+  try {
+    load_gpt2(folder);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 forward equals torch stage by stage on every layer", "[model]") {
+  for (const char* variant : {"f32", "f16", "bf16"}) {
+    const LoadedModel loaded = load_gpt2(model_dir(variant));
+    const GPT2Model& m = loaded.model;
+    CHECK(loaded.warnings.empty());
+    const std::vector<std::int32_t> ids = fixture_ids(variant);
+    for (Backend backend : {Backend::reference, Backend::eigen}) {
+      GPT2Options o;
+      o.backend = backend;
+      const GPT2Run run = gpt2_forward(m, ids, o);
+      const std::string where = std::string(variant) + " on " + backend_name(backend);
+      for (std::int64_t l = 0; l < m.config.n_layer; ++l) {
+        const std::string at = where + ", layer " + std::to_string(l) + ": ";
+        check(layer_of(run.residual, l), layer_of(expected(variant, "residual"), l), at + "residual");
+        check(stage(run, l, "query"), layer_of(expected(variant, "ln_1"), l), at + "ln_1 (the attention's query)");
+        for (const char* s : {"q", "k", "v", "attn_weights", "context"})
+          check(stage(run, l, s), layer_of(expected(variant, s), l), at + s);
+        check(stage(run, l, "output"), layer_of(expected(variant, "attn_output"), l), at + "attention output");
+        check(layer_of(run.resid_mid, l), layer_of(expected(variant, "resid_mid"), l), at + "resid_mid");
+        check(layer_of(run.ln_2, l), layer_of(expected(variant, "ln_2"), l), at + "ln_2");
+        check(layer_of(run.mlp_hidden, l), layer_of(expected(variant, "mlp_hidden"), l), at + "mlp_hidden");
+        check(layer_of(run.mlp_out, l), layer_of(expected(variant, "mlp_out"), l), at + "mlp_out");
+      }
+      check(layer_of(run.residual, m.config.n_layer),
+            layer_of(expected(variant, "residual"), m.config.n_layer), where + ": final residual");
+      check(run.ln_f, expected(variant, "ln_f"), where + ": ln_f");
+      check(run.logits, expected(variant, "logits"), where + ": logits");
+      REQUIRE(run.top_k.size() == 5);
+      const Tensor<float> logits = expected(variant, "logits");
+      CHECK(run.top_k[0].id == std::max_element(logits.data.begin(), logits.data.end()) - logits.data.begin());
+      for (std::size_t i = 1; i < run.top_k.size(); ++i)
+        CHECK(run.top_k[i - 1].probability >= run.top_k[i].probability);
+    }
+  }
+}
+
+TEST_CASE("GPT-2 checkpoints: layout variants and what the loader reports", "[model]") {
+  const LoadedModel f32 = load_gpt2(model_dir("f32"));
+  CHECK(f32.model.storage_dtype == "float32");
+  CHECK(f32.model.weights.lm_head.empty());  // tied
+  const LoadedModel f16 = load_gpt2(model_dir("f16"));
+  CHECK(f16.model.storage_dtype == "float16");
+  CHECK(!f16.model.weights.lm_head.empty());  // untied
+  CHECK(f16.model.config.inner() == 48);
+  const LoadedModel bf16 = load_gpt2(model_dir("bf16"));
+  CHECK(bf16.weight_files.size() == 2);  // two shards through the index
+  CHECK(bf16.model.storage_dtype == "bfloat16");
+  // Parameters as Hugging Face counts them: 3 layers of (2 LN + attention + MLP), embeddings, ln_f.
+  const std::int64_t C = 32, V = f32.model.config.vocab_size, P = 24, I = 128;
+  const std::int64_t per_layer = 4 * C + 3 * C * C + 3 * C + C * C + C + C * I + I + I * C + C;
+  CHECK(f32.model.parameter_count() == V * C + P * C + 3 * per_layer + 2 * C);
+}
+
+TEST_CASE("GPT-2 recompute from a layer equals a full forward with the same masks", "[model]") {
+  const GPT2Model m = load_gpt2(model_dir("f32")).model;
+  const std::vector<std::int32_t> ids = fixture_ids("f32");
+  const std::int64_t T = std::int64_t(ids.size());
+  GPT2Run run = gpt2_forward(m, ids);
+  const Tensor<float> before_logits = run.logits;
+  const Tensor<float> layer0_weights = run.attn[0].trace["attn_weights"].contiguous();
+
+  // Block key 1 for every query at layer 1 (a what-if), on top of the causal mask.
+  Mask<float> what_if = causal_mask<float>(T, T);
+  for (std::int64_t i = 1; i < T; ++i) what_if.values.data[std::size_t(i * T + 1)] = 1;
+  GPT2Options o;
+  o.attn_masks = {std::nullopt, what_if};
+  gpt2_forward_from(m, run, 1, o);
+  const GPT2Run full = gpt2_forward(m, ids, o);
+
+  CHECK(run.attn[0].trace["attn_weights"].contiguous().data == layer0_weights.data);  // not recomputed
+  CHECK(run.attn[1].trace["attn_weights"].contiguous().data == full.attn[1].trace["attn_weights"].contiguous().data);
+  CHECK(run.logits.data == full.logits.data);
+  CHECK(run.logits.data != before_logits.data);
+  CHECK(run.attn[1].trace["attn_weights"].at({0, 0, 5, 1}) == 0.0f);
+}
+
+TEST_CASE("GPT-2 forward refuses texts it cannot run", "[model]") {
+  const GPT2Model m = load_gpt2(model_dir("f32")).model;
+  CHECK_THROWS_WITH(gpt2_forward(m, {}), Catch::Contains("no tokens"));
+  CHECK_THROWS_WITH(gpt2_forward(m, std::vector<std::int32_t>(25, 1)),
+                    Catch::Contains("25 tokens") && Catch::Contains("n_positions = 24"));
+  CHECK_THROWS_WITH(gpt2_forward(m, {1, 2, std::int32_t(m.config.vocab_size)}),
+                    Catch::Contains("token 2") && Catch::Contains("outside the vocabulary"));
+}
+
+TEST_CASE("GPT-2 loader refuses malformed folders, naming the file, tensor and rule", "[model]") {
+  test::TempDir tmp("mha_model_");
+  auto fresh = [&](const std::string& variant) {
+    fs::remove_all(tmp.path / "m");
+    fs::create_directory(tmp.path / "m");
+    copy_model(variant, tmp.path / "m");
+    return tmp.path / "m";
+  };
+  auto edit_config = [&](const fs::path& dir, const std::function<void(nlohmann::json&)>& f) {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+    f(j);
+    write_text(dir / "config.json", j.dump());
+  };
+
+  SECTION("not a folder, no config, no weights") {
+    CHECK_THAT(load_error(tmp.file("absent")), Catch::Contains("not a model folder"));
+    fs::path d = fresh("f32");
+    fs::remove(d / "config.json");
+    CHECK_THAT(load_error(d.string()), Catch::Contains("has no config.json"));
+    d = fresh("f32");
+    fs::remove(d / "model.safetensors");
+    CHECK_THAT(load_error(d.string()), Catch::Contains("has no model.safetensors"));
+  }
+  SECTION("another architecture or a config that disagrees with the tensors") {
+    fs::path d = fresh("f32");
+    edit_config(d, [](nlohmann::json& j) { j["model_type"] = "llama"; });
+    CHECK_THAT(load_error(d.string()), Catch::Contains("model_type is \"llama\"") &&
+                                           Catch::Contains("GPT-2 checkpoints only"));
+    d = fresh("f32");
+    edit_config(d, [](nlohmann::json& j) { j["n_embd"] = 48; });
+    CHECK_THAT(load_error(d.string()), Catch::Contains("wte.weight") && Catch::Contains("disagrees with config.json"));
+    d = fresh("f32");
+    edit_config(d, [](nlohmann::json& j) { j["n_layer"] = 4; });
+    CHECK_THAT(load_error(d.string()), Catch::Contains("no tensor 'h.3.ln_1.weight'"));
+    d = fresh("f32");
+    edit_config(d, [](nlohmann::json& j) { j["n_head"] = 5; });
+    CHECK_THAT(load_error(d.string()), Catch::Contains("not divisible by n_head = 5"));
+    d = fresh("f32");
+    edit_config(d, [](nlohmann::json& j) { j.erase("n_positions"); });
+    CHECK_THAT(load_error(d.string()), Catch::Contains("missing \"n_positions\""));
+    d = fresh("f32");
+    edit_config(d, [](nlohmann::json& j) { j["activation_function"] = "relu"; });
+    CHECK_THAT(load_error(d.string()), Catch::Contains("activation_function \"relu\""));
+    d = fresh("f32");
+    edit_config(d, [](nlohmann::json& j) { j["tie_word_embeddings"] = false; });
+    CHECK_THAT(load_error(d.string()), Catch::Contains("no lm_head.weight"));
+    d = fresh("f32");
+    write_text(d / "config.json", "{\"model_type\": \"gpt2\",");
+    CHECK_THAT(load_error(d.string()), Catch::Contains("malformed JSON"));
+  }
+  SECTION("torch.save files are named as such, with the conversion line") {
+    fs::path d = fresh("f32");
+    fs::remove(d / "model.safetensors");
+    write_text(d / "pytorch_model.bin", std::string("PK\x03\x04", 4) + std::string(100, 'x'));
+    CHECK_THAT(load_error(d.string()), Catch::Contains("torch.save file") &&
+                                           Catch::Contains("safetensors.torch") && Catch::Contains("save_file"));
+    // A pickle under the safetensors name, and the same file through the single-module reader.
+    write_text(d / "model.safetensors", std::string("\x80\x02\x8a\x0a", 4) + std::string(100, 'x'));
+    CHECK_THAT(load_error(d.string()), Catch::Contains("torch.save file (pickle)"));
+    CHECK_THROWS_WITH(read_safetensors((d / "model.safetensors").string()), Catch::Contains("torch.save file"));
+  }
+  SECTION("damaged weights: overlap, duplicates, truncation, shards") {
+    fs::path d = fresh("f32");
+    // Two tensors pointing at the same bytes.
+    auto tensors = read_safetensors((d / "model.safetensors").string());
+    std::string header = "{\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                         "\"transformer.wpe.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}";
+    std::string len(8, '\0');
+    for (int i = 0; i < 8; ++i) len[std::size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+    write_text(d / "model.safetensors", len + header + std::string(12, '\0'));
+    CHECK_THAT(load_error(d.string()), Catch::Contains("overlap"));
+    header = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+             "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+    for (int i = 0; i < 8; ++i) len[std::size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+    write_text(d / "model.safetensors", len + header + std::string(8, '\0'));
+    CHECK_THAT(load_error(d.string()), Catch::Contains("'a' appears twice"));
+    d = fresh("f32");
+    fs::resize_file(d / "model.safetensors", fs::file_size(d / "model.safetensors") - 100);
+    CHECK_THAT(load_error(d.string()), Catch::Contains("truncated"));
+    d = fresh("bf16");
+    fs::remove(d / "model-00002-of-00002.safetensors");
+    CHECK_THAT(load_error(d.string()), Catch::Contains("model-00002-of-00002.safetensors") &&
+                                           Catch::Contains("not in the folder"));
+    d = fresh("bf16");
+    write_text(d / "model.safetensors.index.json", "{\"weight_map\": {\"x\": \"../etc/passwd\"}}");
+    CHECK_THAT(load_error(d.string()), Catch::Contains("is not a file in this folder"));
+  }
+  SECTION("an extra tensor is named in a warning, not silently dropped") {
+    fs::path d = fresh("f32");
+    auto tensors = read_safetensors((d / "model.safetensors").string());
+    tensors["transformer.h.0.attn.extra"] = tensors["transformer.ln_f.bias"];
+    write_safetensors((d / "model.safetensors").string(), tensors);
+    const LoadedModel m = load_gpt2(d.string());
+    REQUIRE(m.warnings.size() == 1);
+    CHECK_THAT(m.warnings[0], Catch::Contains("transformer.h.0.attn.extra"));
+  }
+}

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   cli.add_option(
       "--frame-stats", frame_stats_file,
       "Replay scripted edits at teaching/medium/large sizes, write edit-to-frame latency JSON, exit");
-  // Reliability runs (issue 7): a bounded soak of random edits, and scripted edits + a state dump
+  // Reliability runs: a bounded soak of random edits, and scripted edits + a state dump
   // for the kill -9 test (tests/app_kill_restore.sh).
   double soak_seconds = 0;
   int soak_edits = 0;

@@ -1,4 +1,4 @@
-// Issue 7's bad-input matrix beyond the engine's own (test_bad_input.cpp): special values against
+// The bad-input matrix beyond the engine's own (test_bad_input.cpp): special values against
 // torch, files that are not files, weight files under wrong names or shapes, refused huge sizes,
 // atomic writes, exports to unwritable places, and the crashes the fuzzers found (regressions).
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// Issue 7 in the app, without a window: pasted and typed text (regressions of the parser bugs
+// Bad input in the app, without a window: pasted and typed text (regressions of the parser bugs
 // fuzzing and review found), scenario files whose tensors disagree with their sizes, files that
 // are not files, huge sizes shown inline with their bytes, and view changes that are autosaved.
 #include <catch2/catch.hpp>

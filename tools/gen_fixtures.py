@@ -666,7 +666,7 @@ SPECS = [
 
 
 def nonfinite(query, key, value):
-    """NaN, +Inf, 1e30 and subnormals in the inputs (issue 7): torch's numbers, NaN for NaN."""
+    """NaN, +Inf, 1e30 and subnormals in the inputs: torch's numbers, NaN for NaN."""
     query[0, 1, 3] = float("nan")      # batch 0, query 1: its scores, weights and output row NaN
     query[1, 0, 5] = float("inf")      # batch 1, query 0: +-inf projections -> a NaN row
     query[0, 2, :] = 1e-40             # subnormal query row: projects to about the bias

@@ -1,5 +1,5 @@
 // How fast two threads can stream bytes out to memory with non-temporal stores, as the Eigen path
-// writes the trace's big arrays (README, "Goals of issue 6": the floor of a full-trace forward).
+// writes the trace's big arrays (docs/performance.md, "Floors": what bounds a full-trace forward).
 // A measurement, not a test.
 //   build/mha_stream_bw [MiB=512] [threads=2]
 #include <chrono>

@@ -2,6 +2,7 @@
 // stage of every layer, on the reference loops and the Eigen path, for F32, F16 and sharded BF16
 // checkpoints in the Hugging Face layout; the recompute from a layer; and every refusal of the loader.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "io/safetensors.hpp"
 #include "masks.hpp"
 #include "model/gpt2.hpp"
+#include "model/roles.hpp"
 #include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -255,4 +257,51 @@ TEST_CASE("GPT-2 loader refuses malformed folders, naming the file, tensor and r
     REQUIRE(m.warnings.size() == 1);
     CHECK_THAT(m.warnings[0], Catch::Contains("transformer.h.0.attn.extra"));
   }
+}
+
+TEST_CASE("Head-role scores on hand-made attention patterns", "[model][roles]") {
+  const std::int64_t R = 5, T = 2 * R;
+  auto pattern = [&](const std::function<std::int64_t(std::int64_t)>& target) {
+    std::vector<float> w(std::size_t(T * T), 0.0f);
+    for (std::int64_t i = 0; i < T; ++i) w[std::size_t(i * T + target(i))] = 1.0f;
+    return w;
+  };
+  const std::vector<float> prev = pattern([](std::int64_t i) { return i > 0 ? i - 1 : 0; });
+  CHECK(prev_token_score(prev.data(), T) == 1.0);
+  CHECK(first_token_score(prev.data(), T) == Approx(1.0 / double(T - 1)));  // only row 1 looks at token 0
+  CHECK(mean_entropy(prev.data(), T) == 0.0);
+  const std::vector<float> sink = pattern([](std::int64_t) { return 0; });
+  CHECK(first_token_score(sink.data(), T) == 1.0);
+  CHECK(prev_token_score(sink.data(), T) == Approx(1.0 / double(T - 1)));
+  // Induction on r + r: position i of the second copy looks at i - R + 1.
+  const std::vector<float> induction = pattern([&](std::int64_t i) { return i >= R ? i - R + 1 : 0; });
+  CHECK(induction_score(induction.data(), T, R) == 1.0);
+  CHECK(duplicate_token_score(induction.data(), T, R) == 0.0);
+  const std::vector<float> duplicate = pattern([&](std::int64_t i) { return i >= R ? i - R : 0; });
+  CHECK(duplicate_token_score(duplicate.data(), T, R) == 1.0);
+  // Uniform causal rows: entropy is the mean of ln(i + 1) over rows i ≥ 1.
+  std::vector<float> uniform(std::size_t(T * T), 0.0f);
+  double expect_h = 0;
+  for (std::int64_t i = 0; i < T; ++i) {
+    for (std::int64_t j = 0; j <= i; ++j) uniform[std::size_t(i * T + j)] = 1.0f / float(i + 1);
+    if (i >= 1) expect_h += std::log(double(i + 1)) / double(T - 1);
+  }
+  CHECK(mean_entropy(uniform.data(), T) == Approx(expect_h).epsilon(1e-6));
+  HeadRole r;
+  r.prev_token = 0.83;
+  r.first_token = 0.6;
+  CHECK(role_tag(r) == "prev-token 0.83");
+  CHECK(role_tag(HeadRole{}) == "");
+}
+
+TEST_CASE("Role probes: fixed random repeats that never use the last id", "[model][roles]") {
+  const auto repeats = role_probe_repeats(300);
+  REQUIRE(repeats.size() == 8);
+  for (const auto& x : repeats) {
+    REQUIRE(x.size() == 40);
+    for (std::size_t i = 0; i < 20; ++i) CHECK(x[i] == x[i + 20]);
+    for (std::int32_t id : x) CHECK((id >= 0 && id < 299));
+  }
+  CHECK(role_probe_repeats(300) == repeats);  // deterministic
+  CHECK(role_probe_sentences().size() == 8);
 }

@@ -12,6 +12,10 @@ plain torch GPT-2 written the way Hugging Face's GPT2LMHeadModel computes it. Va
 The tokenizer is a small byte-level BPE in GPT-2's file format (256 bytes, a few merges, <|endoftext|>).
 
 Run: /usr/bin/python3 tools/gen_model_fixtures.py  (Debian's python3-torch; deterministic)
+     /usr/bin/python3 tools/gen_model_fixtures.py --gpt2-small DIR
+       a GPT-2-small-sized checkpoint (124M parameters, random weights, F32, ~500 MB) for
+       `mha bench --model DIR` and tools/bench_vs_torch.py --model DIR; GPT-2's real vocabulary
+       sizes, n_positions 1024, no tokenizer (benchmarks use token ids).
 """
 import json
 import math
@@ -167,7 +171,26 @@ def forward(cfg, w, ids):
     return res
 
 
+def gpt2_small(out):
+    cfg = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257, "n_positions": 1024,
+           "n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": None, "activation_function": "gelu_new",
+           "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True, "bos_token_id": 50256, "eos_token_id": 50256}
+    gen = torch.Generator().manual_seed(0)
+    w = make_weights(cfg, gen)
+    w = {k: t * 0.1 if t.dim() == 2 else t for k, t in w.items()}  # GPT-2-like scale: std ~0.02
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    write_safetensors(os.path.join(out, "model.safetensors"), {"transformer." + k: t for k, t in w.items()},
+                      torch.float32)
+    print(f"wrote {out}: {sum(t.numel() for t in w.values())} parameters")
+
+
 def main():
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--gpt2-small":
+        gpt2_small(sys.argv[2])
+        return
     torch.manual_seed(0)
     vocab, merges = tokenizer_files()
     ids = bpe_encode(TEXT, vocab, merges)

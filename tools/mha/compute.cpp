@@ -27,6 +27,7 @@ namespace {
 
 struct ComputeArgs : ForwardArgs {
   std::string out_dir;
+  ModelArgs model;
 };
 
 void save(const fs::path& dir, const std::string& name, const Array& a) {
@@ -100,23 +101,7 @@ int run(const ComputeArgs& a) {
 
   if (!a.out_dir.empty()) {
     const fs::path out_dir(a.out_dir);
-    std::error_code ec;
-    fs::create_directories(out_dir / "trace", ec);
-    if (ec) throw FileError("--out", "--out " + a.out_dir + ": cannot create: " + ec.message());
-    save(out_dir, "output", to_array(out));
-    save(out_dir, "attn_weights", to_array(r.attn_weights(false)));
-    save(out_dir, "attn_weights_avg", to_array(r.attn_weights(true)));
-    nlohmann::json stages = nlohmann::json::array();
-    for (const Stage<T>& s : r.trace.stages) {
-      save(out_dir / "trace", s.name, to_array(s.contiguous()));
-      stages.push_back({{"name", s.name},
-                        {"shape", s.shape},
-                        {"strides", s.strides},
-                        {"contiguous", s.is_contiguous()},
-                        {"view_of", s.view_of},
-                        {"torch", s.formula},
-                        {"note", s.note}});
-    }
+    nlohmann::json meta = write_forward_outputs(out_dir, r);
     if (a.torch_seed) {  // the generated inputs, under torch's names, so --inputs can replay them
       save(out_dir, "query", to_array(in.query));
       save(out_dir, "key", to_array(in.key));
@@ -135,23 +120,6 @@ int run(const ComputeArgs& a) {
       save(out_dir, "out_proj.weight", to_array(w.out_proj_weight));
       if (in.attn_mask) save(out_dir, "attn_mask", to_bool_array(in.attn_mask->values));
     }
-    nlohmann::json meta = {{"dtype", sizeof(T) == 4 ? "float32" : "float64"},
-                           {"backend", backend_name(r.backend)},
-                           {"gpu_fallback_reason", r.fallback_reason},
-                           {"fully_masked", r.fully_masked == FullyMasked::nan ? "nan" : "zero"},
-                           {"fully_masked_rows", r.fully_masked_rows},
-                           {"nonfinite_inputs", r.nonfinite_inputs},
-                           {"warnings", r.warnings},
-                           {"dims",
-                            {{"N", d.N},
-                             {"L", d.L},
-                             {"S", d.S},
-                             {"S_total", d.S_total},
-                             {"E", d.E},
-                             {"H", d.H},
-                             {"num_kv_heads", d.G},
-                             {"d_k", d.d_k}}},
-                           {"stages", stages}};
     std::ofstream(out_dir / "trace.json") << meta.dump(2) << "\n";
     std::printf(
         "\nwrote %s: output.npy, attn_weights.npy, attn_weights_avg.npy, trace.json, trace/*.npy (%zu "
@@ -162,6 +130,47 @@ int run(const ComputeArgs& a) {
 }
 
 }  // namespace
+
+template <class T>
+nlohmann::json write_forward_outputs(const fs::path& out_dir, const ForwardResult<T>& r) {
+  std::error_code ec;
+  fs::create_directories(out_dir / "trace", ec);
+  if (ec) throw FileError("--out", "--out " + out_dir.string() + ": cannot create: " + ec.message());
+  save(out_dir, "output", to_array(r.output()));
+  save(out_dir, "attn_weights", to_array(r.attn_weights(false)));
+  save(out_dir, "attn_weights_avg", to_array(r.attn_weights(true)));
+  nlohmann::json stages = nlohmann::json::array();
+  for (const Stage<T>& s : r.trace.stages) {
+    save(out_dir / "trace", s.name, to_array(s.contiguous()));
+    stages.push_back({{"name", s.name},
+                      {"shape", s.shape},
+                      {"strides", s.strides},
+                      {"contiguous", s.is_contiguous()},
+                      {"view_of", s.view_of},
+                      {"torch", s.formula},
+                      {"note", s.note}});
+  }
+  const Dims& d = r.dims;
+  return {{"dtype", sizeof(T) == 4 ? "float32" : "float64"},
+          {"backend", backend_name(r.backend)},
+          {"gpu_fallback_reason", r.fallback_reason},
+          {"fully_masked", r.fully_masked == FullyMasked::nan ? "nan" : "zero"},
+          {"fully_masked_rows", r.fully_masked_rows},
+          {"nonfinite_inputs", r.nonfinite_inputs},
+          {"warnings", r.warnings},
+          {"dims",
+           {{"N", d.N},
+            {"L", d.L},
+            {"S", d.S},
+            {"S_total", d.S_total},
+            {"E", d.E},
+            {"H", d.H},
+            {"num_kv_heads", d.G},
+            {"d_k", d.d_k}}},
+          {"stages", stages}};
+}
+template nlohmann::json write_forward_outputs<float>(const fs::path&, const ForwardResult<float>&);
+template nlohmann::json write_forward_outputs<double>(const fs::path&, const ForwardResult<double>&);
 
 std::function<int()> add_compute(CLI::App& app) {
   auto a = std::make_shared<ComputeArgs>();
@@ -177,7 +186,16 @@ std::function<int()> add_compute(CLI::App& app) {
   cmd->add_option("--out", a->out_dir,
                   "Folder for output.npy, attn_weights.npy (N,H,L,S), attn_weights_avg.npy, trace.json, "
                   "trace/<stage>.npy");
+  add_model_options(cmd, a->model,
+                    "With --model: the layer whose attention trace --out writes, or all (default: all, "
+                    "each in layer_<i>/)");
   return [a]() -> int {
+    if (!a->model.model_dir.empty()) {
+      check_model_alone(*a);
+      return run_model_compute(a->model, a->out_dir);
+    }
+    if (!a->model.text.empty() || !a->model.token_ids.empty() || !a->model.layer.empty())
+      throw ConfigError("--model", "--text, --token-ids and --layer go with --model DIR");
     const bool f64 = check_forward_args(*a);
     return f64 ? run<double>(*a) : run<float>(*a);
   };

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "errors.hpp"
+#include "model/gpt2.hpp"
 #include "problem.hpp"
 #include "reshape_export.hpp"
 #include "stage_export.hpp"
@@ -28,6 +29,7 @@ struct ExportArgs : ForwardArgs {
   // another scenario file.
   std::string minus_head, minus_backend, minus_scenario;
   std::string figure = "heatmap";  // or reshape: q -> view -> transpose, columns by head
+  ModelArgs model;                 // --model: a GPT-2 layer's attention instead
 };
 
 // Whitespace-separated labels; `count` of them, or a ConfigError naming the option.
@@ -55,8 +57,28 @@ int parse_head(const std::string& h) {
 }
 
 int run(const ExportArgs& a) {
-  const Problem<float> p = build_problem<float>(a);
-  const ForwardResult<float> r = forward(p.config, p.weights, p.inputs, p.options);
+  Problem<float> p;
+  ForwardResult<float> r;
+  std::string title_prefix;  // "layer 3  " for a model's layer
+  if (!a.model.model_dir.empty()) {
+    check_model_alone(a);
+    if (!a.minus_backend.empty() || !a.minus_scenario.empty())
+      throw ConfigError("--model", "with --model, a difference map is between heads: use --minus-head");
+    if (a.model.layer == "all")
+      throw ConfigError("--layer", "mha export draws one layer at a time: give --layer I");
+    ModelInput in = load_model_input(a.model, "0");
+    const std::int64_t layer = in.layers[0];
+    r = std::move(gpt2_forward(in.loaded.model, in.ids).attn[std::size_t(layer)]);
+    p.query_tokens = in.tokens;
+    p.key_tokens = in.tokens;
+    p.source = a.model.model_dir;
+    title_prefix = "layer " + std::to_string(layer) + "  ";
+  } else {
+    if (!a.model.text.empty() || !a.model.token_ids.empty() || !a.model.layer.empty())
+      throw ConfigError("--model", "--text, --token-ids and --layer go with --model DIR");
+    p = build_problem<float>(a);
+    r = forward(p.config, p.weights, p.inputs, p.options);
+  }
 
   exporter::StageSlice slice;
   slice.stage = a.stage;
@@ -80,6 +102,7 @@ int run(const ExportArgs& a) {
   if (a.colormap == "cividis") slice.colormap = app::Colormap::cividis;
   if (a.colormap == "diverging") slice.colormap = app::Colormap::diverging;
   auto style = [&](exporter::StageFigure& fig) {
+    fig.spec.title = title_prefix + fig.spec.title;
     fig.spec.cell_px = a.scale;
     fig.spec.transparent = a.transparent;
     fig.spec.show_values = a.values;
@@ -214,6 +237,7 @@ std::function<int()> add_export(CLI::App& app) {
       "or a CSV slice, from the same inputs as `mha compute`. --out FILE writes one figure; --out DIR/\n"
       "writes every head, the average and the grid, with index.json. Computes in float32.");
   add_forward_options(cmd, *a);
+  add_model_options(cmd, a->model, "With --model: the layer to draw (default 0)");
   cmd->add_option("--stage", a->stage, "Trace stage to export (default attn_weights)");
   cmd->add_option("--batch-index", a->batch_index, "Batch item (default 0)");
   cmd->add_option("--head", a->head, "Head index, all (a grid with the average) or avg (default 0)");
@@ -244,7 +268,7 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_option("--out", a->out, "Output file, or a folder (existing, or ending in /) for a batch export")
       ->required();
   return [a]() -> int {
-    check_forward_args(*a);
+    if (a->model.model_dir.empty()) check_forward_args(*a);
     return run(*a);
   };
 }

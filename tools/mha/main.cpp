@@ -13,11 +13,13 @@ int main(int argc, char** argv) {
   auto run_compute = mha::cli::add_compute(app);
   auto run_bench = mha::cli::add_bench(app);
   auto run_export = mha::cli::add_export(app);
+  auto run_model_info = mha::cli::add_model_info(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("compute")) return run_compute();
     if (app.got_subcommand("bench")) return run_bench();
     if (app.got_subcommand("export")) return run_export();
+    if (app.got_subcommand("model-info")) return run_model_info();
   } catch (const mha::Error& e) {
     std::fprintf(stderr, "mha: error: %s\n", e.what());
     return 2;

@@ -126,6 +126,12 @@ DeviceForward* gpu_device() {
 #endif
 }
 
+void check_model_alone(const ForwardArgs& a) {
+  if (!a.inputs_dir.empty() || a.torch_seed || !a.scenario_file.empty() || a.num_heads)
+    throw ConfigError("--model", "--model brings its own sizes and weights: leave out --inputs, --torch-seed, "
+                                 "--scenario and the size options");
+}
+
 bool check_forward_args(const ForwardArgs& a) {
   if (!a.scenario_file.empty()) {
     if (a.num_heads)

@@ -5,11 +5,15 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "io/hf_checkpoint.hpp"
 #include "mha.hpp"
+#include "tokenizer/bpe.hpp"
 
 namespace mha::cli {
 
@@ -47,5 +51,38 @@ struct Problem {
 };
 template <class T>
 Problem<T> build_problem(const ForwardArgs& a);
+
+// Writes output.npy, attn_weights.npy, attn_weights_avg.npy and trace/<stage>.npy under `dir`, and
+// returns trace.json's object (sizes, policy, counts, every stage) for the caller to add to and write.
+template <class T>
+nlohmann::json write_forward_outputs(const std::filesystem::path& dir, const ForwardResult<T>& r);
+
+// A GPT-2 checkpoint and the text to run it on (`mha compute/export/bench --model`).
+struct ModelArgs {
+  std::string model_dir;  // a Hugging Face GPT-2 folder
+  std::string text;       // tokenized by the folder's tokenizer
+  std::string token_ids;  // or ids, comma-separated
+  std::string layer;      // "all" or a layer number
+};
+// Registers --model, --text, --token-ids and --layer on `cmd`.
+void add_model_options(CLI::App* cmd, ModelArgs& m, const char* layer_help);
+
+struct ModelInput {
+  LoadedModel loaded;
+  std::optional<BpeTokenizer> tokenizer;  // when the folder has one
+  std::vector<std::int32_t> ids;
+  std::vector<std::string> tokens;   // a label per id (the tokenizer's display pieces, or the ids)
+  std::vector<std::int64_t> layers;  // --layer: one, or every layer for "all"
+};
+// Loads the model and tokenizes the text; throws ConfigError (naming the option) for a missing or
+// contradictory choice, a --layer out of range (naming the number of layers) or a text longer than
+// n_positions (naming both).
+ModelInput load_model_input(const ModelArgs& m, const char* default_layer);
+
+// `mha compute --model`: prints the tokens and the next-token top-5; with --out, writes each chosen
+// layer's attention trace as `mha compute` writes one (layer_<i>/ for --layer all).
+int run_model_compute(const ModelArgs& m, const std::string& out_dir);
+// Refuses --model together with another source of inputs (--inputs, --torch-seed, --scenario).
+void check_model_alone(const ForwardArgs& a);
 
 }  // namespace mha::cli

@@ -1,0 +1,162 @@
+// Head-role scores: each a mean of attention weights at positions that a role would attend to,
+// averaged over fixed probes run through the model's own forward.
+#include "model/roles.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace mha {
+
+namespace {
+
+constexpr std::int64_t kRepeatLength = 20;  // R
+constexpr std::int64_t kRepeatCount = 8;
+
+template <class F>
+double mean_rows(std::int64_t begin, std::int64_t end, const F& f) {
+  if (end <= begin) return 0;
+  double sum = 0;
+  for (std::int64_t i = begin; i < end; ++i) sum += f(i);
+  return sum / double(end - begin);
+}
+
+// Layer l's weights of the run, (H, T, T), as one contiguous block.
+std::vector<float> layer_weights(const GPT2Run& run, std::int64_t l) {
+  return run.attn[std::size_t(l)].trace["attn_weights"].contiguous().data;
+}
+
+}  // namespace
+
+double prev_token_score(const float* w, std::int64_t T) {
+  return mean_rows(1, T, [&](std::int64_t i) { return double(w[i * T + i - 1]); });
+}
+
+double first_token_score(const float* w, std::int64_t T) {
+  return mean_rows(1, T, [&](std::int64_t i) { return double(w[i * T]); });
+}
+
+double mean_entropy(const float* w, std::int64_t T) {
+  return mean_rows(1, T, [&](std::int64_t i) {
+    double h = 0;
+    for (std::int64_t j = 0; j < T; ++j) {
+      const double p = w[i * T + j];
+      if (p > 0) h -= p * std::log(p);
+    }
+    return h;
+  });
+}
+
+double induction_score(const float* w, std::int64_t T, std::int64_t R) {
+  return mean_rows(R, std::min(2 * R, T), [&](std::int64_t i) { return double(w[i * T + i - R + 1]); });
+}
+
+double duplicate_token_score(const float* w, std::int64_t T, std::int64_t R) {
+  return mean_rows(R, std::min(2 * R, T), [&](std::int64_t i) { return double(w[i * T + i - R]); });
+}
+
+std::string role_tag(const HeadRole& r) {
+  struct Candidate {
+    const char* name;
+    double score, threshold;
+  };
+  const Candidate c[] = {{"prev-token", r.prev_token, 0.4},
+                         {"induction", r.induction, 0.3},
+                         {"duplicate", r.duplicate_token, 0.3},
+                         {"first-token", r.first_token, 0.5}};
+  const Candidate* best = nullptr;
+  for (const Candidate& k : c)
+    if (k.score >= k.threshold && (!best || k.score > best->score)) best = &k;
+  if (!best) return "";
+  char text[48];
+  std::snprintf(text, sizeof text, "%s %.2f", best->name, best->score);
+  return text;
+}
+
+const std::vector<std::string>& role_probe_sentences() {
+  static const std::vector<std::string> sentences = {
+      "The cat sat on the mat and looked at the door.",
+      "When Mary and John went to the store, John gave a drink to Mary.",
+      "A journey of a thousand miles begins with a single step.",
+      "The quick brown fox jumps over the lazy dog.",
+      "I think that the answer to the question is in the book on the table.",
+      "She said that she would come back tomorrow, but she never did.",
+      "Time flies like an arrow; fruit flies like a banana.",
+      "Every morning the old man walked to the river and watched the boats."};
+  return sentences;
+}
+
+std::vector<std::vector<std::int32_t>> role_probe_repeats(std::int64_t vocab_size) {
+  std::vector<std::vector<std::int32_t>> out;
+  for (std::int64_t s = 0; s < kRepeatCount; ++s) {
+    std::vector<std::int32_t> r;
+    for (std::int64_t p = 0; p < kRepeatLength; ++p) {
+      const std::uint64_t h = (std::uint64_t(s * kRepeatLength + p + 1) * 2654435761ull) % 4294967296ull;
+      r.push_back(std::int32_t(h % std::uint64_t(vocab_size - 1)));
+    }
+    std::vector<std::int32_t> x = r;
+    x.insert(x.end(), r.begin(), r.end());
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+RoleTable head_roles(const GPT2Model& m, const BpeTokenizer& tokenizer) {
+  const GPT2Config& c = m.config;
+  RoleTable t;
+  t.n_layer = c.n_layer;
+  t.n_head = c.n_head;
+  t.heads.assign(std::size_t(c.n_layer * c.n_head), HeadRole{});
+  GPT2Options o;
+  o.top_k = 0;
+  const std::vector<std::string>& sentences = role_probe_sentences();
+  for (const std::string& text : sentences) {
+    std::vector<std::int32_t> ids = tokenizer.encode(text);
+    if (std::int64_t(ids.size()) > c.n_positions) ids.resize(std::size_t(c.n_positions));
+    const std::int64_t T = std::int64_t(ids.size());
+    const GPT2Run run = gpt2_forward(m, ids, o);
+    for (std::int64_t l = 0; l < c.n_layer; ++l) {
+      const std::vector<float> w = layer_weights(run, l);
+      for (std::int64_t h = 0; h < c.n_head; ++h) {
+        HeadRole& r = t.heads[std::size_t(l * c.n_head + h)];
+        const float* wh = w.data() + h * T * T;
+        r.prev_token += prev_token_score(wh, T) / double(sentences.size());
+        r.first_token += first_token_score(wh, T) / double(sentences.size());
+        r.entropy += mean_entropy(wh, T) / double(sentences.size());
+      }
+    }
+  }
+  if (2 * kRepeatLength <= c.n_positions) {
+    const auto repeats = role_probe_repeats(c.vocab_size);
+    for (const std::vector<std::int32_t>& ids : repeats) {
+      const std::int64_t T = std::int64_t(ids.size());
+      const GPT2Run run = gpt2_forward(m, ids, o);
+      for (std::int64_t l = 0; l < c.n_layer; ++l) {
+        const std::vector<float> w = layer_weights(run, l);
+        for (std::int64_t h = 0; h < c.n_head; ++h) {
+          HeadRole& r = t.heads[std::size_t(l * c.n_head + h)];
+          const float* wh = w.data() + h * T * T;
+          r.induction += induction_score(wh, T, kRepeatLength) / double(repeats.size());
+          r.duplicate_token += duplicate_token_score(wh, T, kRepeatLength) / double(repeats.size());
+        }
+      }
+    }
+  }
+  return t;
+}
+
+std::string format_role_table(const RoleTable& t) {
+  std::string out = "layer head  prev-token  first-token  induction  duplicate  entropy  role\n";
+  for (std::int64_t l = 0; l < t.n_layer; ++l)
+    for (std::int64_t h = 0; h < t.n_head; ++h) {
+      const HeadRole& r = t.at(l, h);
+      char line[160];
+      std::snprintf(line, sizeof line, "%5lld %4lld  %10.3f  %11.3f  %9.3f  %9.3f  %7.3f  %s\n", (long long)l,
+                    (long long)h, r.prev_token, r.first_token, r.induction, r.duplicate_token, r.entropy,
+                    role_tag(r).c_str());
+      out += line;
+    }
+  return out;
+}
+
+}  // namespace mha

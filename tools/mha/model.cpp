@@ -1,0 +1,184 @@
+// GPT-2 checkpoints from the command line: the --model options `mha compute`, `mha export` and
+// `mha bench` share, `mha compute --model` (a layer's attention trace, or every layer's, with the
+// tokens and the next-token top-5) and `mha model-info` (architecture, sizes, tokenizer, head roles).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "errors.hpp"
+#include "io/tokenizer_files.hpp"
+#include "model/gpt2.hpp"
+#include "model/roles.hpp"
+#include "problem.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mha::cli {
+
+namespace {
+
+std::vector<std::int32_t> parse_ids(const std::string& text) {
+  std::vector<std::int32_t> ids;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(std::int32_t(v));
+    } catch (const std::exception&) {
+      throw ConfigError("--token-ids", "--token-ids: \"" + item + "\" is not a token id (expected e.g. 464,3797,3332)");
+    }
+  }
+  return ids;
+}
+
+nlohmann::json top_k_json(const ModelInput& in, const GPT2Run& run) {
+  nlohmann::json top = nlohmann::json::array();
+  for (const TokenProb& t : run.top_k)
+    top.push_back({{"id", t.id},
+                   {"token", in.tokenizer ? in.tokenizer->display_piece(t.id) : std::to_string(t.id)},
+                   {"probability", t.probability}});
+  return top;
+}
+
+std::string describe(const ModelInput& in, const TokenProb& t) {
+  return in.tokenizer ? in.tokenizer->display_piece(t.id) : "#" + std::to_string(t.id);
+}
+
+struct ComputeModelArgs {
+  ModelArgs model;
+  std::string out_dir;
+};
+
+int run_compute(const ComputeModelArgs& a) {
+  const ModelInput in = load_model_input(a.model, "all");
+  const GPT2Model& m = in.loaded.model;
+  const GPT2Run run = gpt2_forward(m, in.ids);
+  std::printf("GPT-2 forward (%s: %lld layers, %lld heads, n_embd %lld), %zu tokens:\n ",
+              in.loaded.folder.c_str(), (long long)m.config.n_layer, (long long)m.config.n_head,
+              (long long)m.config.n_embd, in.ids.size());
+  for (const std::string& t : in.tokens) std::printf(" %s", t.c_str());
+  std::printf("\nnext token, top %zu:\n", run.top_k.size());
+  for (const TokenProb& t : run.top_k) std::printf("  %-16s %6.2f %%\n", describe(in, t).c_str(), 100 * t.probability);
+  for (const std::string& w : in.loaded.warnings) std::printf("warning: %s\n", w.c_str());
+  if (a.out_dir.empty()) return 0;
+  const bool all = in.layers.size() > 1;
+  for (std::int64_t l : in.layers) {
+    const fs::path dir = all ? fs::path(a.out_dir) / ("layer_" + std::to_string(l)) : fs::path(a.out_dir);
+    nlohmann::json meta = write_forward_outputs(dir, run.attn[std::size_t(l)]);
+    meta["model"] = in.loaded.folder;
+    meta["layer"] = l;
+    meta["n_layer"] = m.config.n_layer;
+    meta["tokens"] = in.tokens;
+    meta["input_ids"] = in.ids;
+    meta["next_token_top_k"] = top_k_json(in, run);
+    std::ofstream(dir / "trace.json") << meta.dump(2) << "\n";
+  }
+  std::printf("wrote %s: %s output.npy, attn_weights.npy (1, H, T, T), trace.json, trace/*.npy\n",
+              a.out_dir.c_str(), all ? "layer_<i>/ for every layer:" : ("layer " + std::to_string(in.layers[0]) + ":").c_str());
+  return 0;
+}
+
+int run_model_info(const std::string& folder, bool roles) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const LoadedModel loaded = load_gpt2(folder);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const GPT2Config& c = loaded.model.config;
+  std::printf("%s\n", folder.c_str());
+  std::printf("  architecture   GPT-2 (GPT2LMHeadModel): pre-LayerNorm blocks, causal self-attention, gelu_new MLP\n");
+  std::printf("  layers         %lld\n  heads          %lld (head_dim %lld)\n  n_embd         %lld\n",
+              (long long)c.n_layer, (long long)c.n_head, (long long)c.head_dim(), (long long)c.n_embd);
+  std::printf("  n_inner        %lld\n  n_positions    %lld\n  vocab_size     %lld\n", (long long)c.inner(),
+              (long long)c.n_positions, (long long)c.vocab_size);
+  std::printf("  lm_head        %s\n", loaded.model.weights.lm_head.empty() ? "tied to wte" : "untied (lm_head.weight)");
+  std::printf("  parameters     %lld\n  dtype          %s (computed in float32)\n",
+              (long long)loaded.model.parameter_count(), loaded.model.storage_dtype.c_str());
+  for (const std::string& f : loaded.weight_files) std::printf("  weights        %s\n", f.c_str());
+  std::optional<BpeTokenizer> tok;
+  try {
+    tok = load_tokenizer(folder);
+    std::printf("  tokenizer      byte-level BPE, %lld tokens\n", (long long)tok->vocab_size());
+  } catch (const FileError& e) {
+    std::printf("  tokenizer      none (%s): use --token-ids\n", e.what());
+  }
+  std::printf("  load time      %.0f ms\n", load_ms);
+  for (const std::string& w : loaded.warnings) std::printf("warning: %s\n", w.c_str());
+  if (!roles) return 0;
+  if (!tok) throw ConfigError("--roles", "--roles runs the probe sentences through the model's tokenizer; the folder has none");
+  const RoleTable table = head_roles(loaded.model, *tok);
+  std::printf("\n%s", format_role_table(table).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_model_options(CLI::App* cmd, ModelArgs& m, const char* layer_help) {
+  cmd->add_option("--model", m.model_dir,
+                  "A Hugging Face GPT-2 folder (config.json, model.safetensors or shards, vocab.json + "
+                  "merges.txt or tokenizer.json)");
+  cmd->add_option("--text", m.text, "With --model: the text, tokenized by the model's tokenizer");
+  cmd->add_option("--token-ids", m.token_ids, "With --model: token ids instead of text, e.g. 464,3797,3332");
+  cmd->add_option("--layer", m.layer, layer_help);
+}
+
+ModelInput load_model_input(const ModelArgs& a, const char* default_layer) {
+  if (a.text.empty() == a.token_ids.empty())
+    throw ConfigError("--text", "with --model give exactly one of --text \"...\" and --token-ids 1,2,3");
+  ModelInput in;
+  in.loaded = load_gpt2(a.model_dir);
+  const GPT2Config& c = in.loaded.model.config;
+  try {
+    in.tokenizer = load_tokenizer(a.model_dir);
+  } catch (const FileError& e) {
+    if (!a.text.empty()) throw ConfigError("--text", std::string(e.what()) + "; give --token-ids instead");
+  }
+  in.ids = a.text.empty() ? parse_ids(a.token_ids) : in.tokenizer->encode(a.text);
+  if (in.ids.empty()) throw ConfigError("--text", "the text has no tokens");
+  if (std::int64_t(in.ids.size()) > c.n_positions)
+    throw ConfigError("--text", "the text has " + std::to_string(in.ids.size()) +
+                                    " tokens; this model takes at most n_positions = " + std::to_string(c.n_positions));
+  for (std::size_t i = 0; i < in.ids.size(); ++i) {
+    if (in.ids[i] >= c.vocab_size)
+      throw ConfigError("--token-ids", "token id " + std::to_string(in.ids[i]) + " is outside the vocabulary (" +
+                                           std::to_string(c.vocab_size) + " tokens)");
+    in.tokens.push_back(in.tokenizer ? in.tokenizer->display_piece(in.ids[i]) : std::to_string(in.ids[i]));
+  }
+  const std::string layer = a.layer.empty() ? default_layer : a.layer;
+  if (layer == "all") {
+    for (std::int64_t l = 0; l < c.n_layer; ++l) in.layers.push_back(l);
+    return in;
+  }
+  std::int64_t l = -1;
+  try {
+    std::size_t used = 0;
+    l = std::stoll(layer, &used);
+    if (used != layer.size()) l = -1;
+  } catch (const std::exception&) {
+  }
+  if (l < 0 || l >= c.n_layer)
+    throw ConfigError("--layer", "--layer " + layer + ": the model has " + std::to_string(c.n_layer) +
+                                     " layers (0 to " + std::to_string(c.n_layer - 1) + "), or give all");
+  in.layers.push_back(l);
+  return in;
+}
+
+std::function<int()> add_model_info(CLI::App& app) {
+  auto folder = std::make_shared<std::string>();
+  auto roles = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("model-info", "A GPT-2 folder's architecture, sizes, parameter count, tokenizer and dtype");
+  cmd->add_option("folder", *folder, "The model folder")->required();
+  cmd->add_flag("--roles", *roles,
+                "Also each head's role scores: previous-token, first-token (sink), induction, duplicate-token, "
+                "mean entropy (docs/model-roles.md defines them)");
+  return [folder, roles]() { return run_model_info(*folder, *roles); };
+}
+
+int run_model_compute(const ModelArgs& m, const std::string& out_dir) {
+  return run_compute({m, out_dir});
+}
+
+}  // namespace mha::cli

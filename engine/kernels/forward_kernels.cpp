@@ -260,12 +260,12 @@ void sgemm(const float* A, const float* B, float* C, std::int64_t n, std::int64_
       ConstMap<float>(A + r0 * n, r1 - r0, n) * ConstMap<float>(B, n, n);
 }
 
-void conv1d(const float* x, const float* W, const float* b, float* y, std::int64_t in, std::int64_t out,
-            std::int64_t r0, std::int64_t r1, bool gelu) {
-  if (r1 <= r0) return;
-  Map<float> Y(y + r0 * out, r1 - r0, out);
-  Y.noalias() = ConstMap<float>(x + r0 * in, r1 - r0, in) * ConstMap<float>(W, in, out);
-  if (b) Y.rowwise() += ConstVector<float>(b, out);
+void conv1d(const float* x, const float* W, const float* b, float* y, std::int64_t rows, std::int64_t in,
+            std::int64_t out, std::int64_t c0, std::int64_t c1, bool gelu) {
+  if (c1 <= c0 || rows <= 0) return;
+  StridedMap<float> Y(y + c0, rows, c1 - c0, Eigen::OuterStride<>(out));
+  Y.noalias() = ConstMap<float>(x, rows, in) * ConstStridedMap<float>(W + c0, in, c1 - c0, Eigen::OuterStride<>(out));
+  if (b) Y.rowwise() += ConstVector<float>(b + c0, c1 - c0);
   if (gelu) {
     // gelu_new(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), with Eigen's vectorised tanh.
     auto A = Y.array();
@@ -274,13 +274,21 @@ void conv1d(const float* x, const float* W, const float* b, float* y, std::int64
   }
 }
 
+void gemv(const float* A, const float* x, float* y, std::int64_t cols, std::int64_t r0, std::int64_t r1) {
+  if (r1 <= r0) return;
+  Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, 1>> Y(y + r0, r1 - r0);
+  Y.noalias() = ConstMap<float>(A + r0 * cols, r1 - r0, cols) *
+                Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, 1>>(x, cols);
+}
+
 #define MHA_STR2(x) #x
 #define MHA_STR(x) MHA_STR2(x)
 const Variant kVariant = {MHA_STR(MHA_KERNEL_VARIANT),
                           {&in_projection<float>, &fused<float>, &out_projection<float>},
                           {&in_projection<double>, &fused<double>, &out_projection<double>},
                           &sgemm,
-                          &conv1d};
+                          &conv1d,
+                          &gemv};
 
 }  // namespace
 

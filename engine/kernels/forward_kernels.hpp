@@ -56,10 +56,14 @@ struct Variant {
   Table<double> f64;
   // C[r0:r1] = A[r0:r1]·B, row-major n×n: the yardstick GEMM of `mha bench --sgemm`.
   void (*sgemm)(const float* A, const float* B, float* C, std::int64_t n, std::int64_t r0, std::int64_t r1);
-  // Rows [r0, r1) of y = x·W + b, Hugging Face's Conv1D (W stored [in, out], b may be null): x (rows,
-  // in), y (rows, out), row-major. With gelu, y = gelu_new(y) (GPT-2's tanh approximation) after.
-  void (*conv1d)(const float* x, const float* W, const float* b, float* y, std::int64_t in, std::int64_t out,
-                 std::int64_t r0, std::int64_t r1, bool gelu);
+  // Columns [c0, c1) of y = x·W + b, Hugging Face's Conv1D (W stored [in, out], b may be null): x
+  // (rows, in), y (rows, out), row-major. With gelu, y = gelu_new(y) (GPT-2's tanh approximation)
+  // after. Split by columns, each thread packs only its part of W: at a few rows, packing W is
+  // most of the work.
+  void (*conv1d)(const float* x, const float* W, const float* b, float* y, std::int64_t rows, std::int64_t in,
+                 std::int64_t out, std::int64_t c0, std::int64_t c1, bool gelu);
+  // Rows [r0, r1) of y = A·x, A row-major (rows, cols): the LM head at the last position.
+  void (*gemv)(const float* A, const float* x, float* y, std::int64_t cols, std::int64_t r0, std::int64_t r1);
 };
 
 namespace sse2 {

@@ -63,8 +63,10 @@ void conv1d(const float* x, const Tensor<float>& W, const Tensor<float>& b, floa
     return;
   }
   const int threads = detail::thread_count(o.threads, 2.0 * double(rows) * double(in) * double(out));
-  detail::parallel_ranges(threads, rows, [&](int, std::int64_t r0, std::int64_t r1) {
-    conv1d_rows(x, W.ptr(), b.empty() ? nullptr : b.ptr(), y, in, out, r0, r1, gelu);
+  // Column blocks of 16 (a whole AVX-512 register), one range per thread.
+  detail::parallel_ranges(threads, (out + 15) / 16, [&](int, std::int64_t b0, std::int64_t b1) {
+    conv1d_columns(x, W.ptr(), b.empty() ? nullptr : b.ptr(), y, rows, in, out, b0 * 16, std::min(b1 * 16, out),
+                   gelu);
   });
 }
 
@@ -114,15 +116,19 @@ void head_forward(const GPT2Model& m, GPT2Run& run, const GPT2Options& o) {
   const Tensor<float>& head = m.weights.lm_head.empty() ? m.weights.wte : m.weights.lm_head;  // (V, C)
   const float* last = run.ln_f.ptr() + (T - 1) * C;
   run.logits = Tensor<float>({V});
-  const int threads = detail::thread_count(o.backend == Backend::reference ? 1 : o.threads, 2.0 * double(V * C));
-  detail::parallel_ranges(threads, V, [&](int, std::int64_t v0, std::int64_t v1) {
-    for (std::int64_t v = v0; v < v1; ++v) {
+  if (o.backend == Backend::reference) {
+    for (std::int64_t v = 0; v < V; ++v) {
       const float* row = head.ptr() + v * C;
       double acc = 0;
       for (std::int64_t k = 0; k < C; ++k) acc += double(last[k]) * row[k];
       run.logits.data[std::size_t(v)] = float(acc);
     }
-  });
+  } else {
+    const int threads = detail::thread_count(o.threads, 2.0 * double(V * C));
+    detail::parallel_ranges(threads, V, [&](int, std::int64_t v0, std::int64_t v1) {
+      gemv_rows(head.ptr(), last, run.logits.ptr(), C, v0, v1);
+    });
+  }
   const float max_logit = *std::max_element(run.logits.data.begin(), run.logits.data.end());
   double denom = 0;
   for (float z : run.logits.data) denom += std::exp(double(z) - max_logit);

@@ -14,6 +14,7 @@ std::string error_slot(const std::string& argument) {
   if (argument == "attn_mask" || argument == "key_padding_mask") return "mask";
   if (argument == "num_heads" || argument == "num_kv_heads" || argument == "embed_dim") return argument;
   if (argument == "sizes" || argument == "shape") return "sizes";
+  if (argument == "model") return "model";
   return "tensors";  // query/key/value/weights
 }
 
@@ -26,7 +27,7 @@ bool same_view(const ViewState& a, const ViewState& b) {
   auto fields = [](const ViewState& v) {
     return std::tie(v.tab, v.batch_index, v.stage, v.compare_mode, v.compare_a, v.compare_b, v.colormap,
                     v.show_values, v.weights_row_scale, v.presenter, v.font_scale, v.reshape_step, v.mistake,
-                    v.sel_head, v.sel_query, v.sel_key);
+                    v.head_order, v.sel_head, v.sel_query, v.sel_key);
   };
   return fields(a) == fields(b);
 }
@@ -80,7 +81,7 @@ void AppState::recompute() {
 void AppState::tick(double t) {
   now = t;
   if (auto o = computer.poll()) {
-    for (const char* key : {"num_heads", "num_kv_heads", "embed_dim", "sizes", "mask", "tensors"})
+    for (const char* key : {"num_heads", "num_kv_heads", "embed_dim", "sizes", "mask", "tensors", "model"})
       errors.erase(key);
     compute_failed = !o->result;
     if (o->result) {

@@ -9,6 +9,7 @@
 
 #include "errors.hpp"
 #include "masks.hpp"
+#include "model_cache.hpp"
 #include "torch_rng.hpp"
 
 namespace mha::app {
@@ -122,7 +123,14 @@ Built build_forward(const Scenario& s, bool check_trace) {
   return b;
 }
 
+Mask<float> model_layer_mask(const Scenario& s, std::int64_t T) {
+  if (s.mask.cells.empty()) return causal_mask<float>(T, T);
+  return mask_from_spec(s, 1, T, T);
+}
+
 double forward_work(const Scenario& s) {
+  // A model runs every layer and is loaded on first use: always on the worker.
+  if (s.has_model()) return 2 * kSyncWorkLimit;
   const double N = double(s.batch), L = double(s.L()), S = double(s.S()), E = double(s.embed_dim);
   const double kv =
       s.num_heads > 0 && s.num_kv_heads > 0 ? E * double(s.num_kv_heads) / double(s.num_heads) : E;
@@ -189,6 +197,14 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
   Outcome out;
   try {
     const auto t0 = std::chrono::steady_clock::now();
+    if (s.has_model()) {
+      Result r = run_model(s);
+      r.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::lock_guard<std::mutex> lock(times_mutex_);
+      times_.cpu_ms = r.compute_ms;
+      out.result = std::move(r);
+      return out;
+    }
     Built b = build_forward(s);
     const BackendChoice choice = choice_;
     if (ws && choice == BackendChoice::gpu) {
@@ -242,6 +258,49 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
     out.error_argument = "sizes";
   }
   return out;
+}
+
+Result Computer::run_model(const Scenario& s) {
+  const std::shared_ptr<const ModelEntry> e = model_entry(s.model);
+  const GPT2Model& m = e->loaded.model;
+  const ModelTokens tokens = model_tokens(s.model, s.sentence);
+  const std::int64_t T = std::int64_t(tokens.ids.size());
+  if (T == 0) throw ConfigError("sizes", "type a sentence: the model needs at least one token");
+  if (T > m.config.n_positions)
+    throw ConfigError("sizes", "the sentence has " + std::to_string(T) + " tokens; this model takes at most " +
+                                   std::to_string(m.config.n_positions));
+  if (s.layer < 0 || s.layer >= m.config.n_layer)
+    throw ConfigError("sizes", "layer " + std::to_string(s.layer) + ": the model has " +
+                                   std::to_string(m.config.n_layer) + " layers");
+  GPT2Options o;
+  o.attn_masks.resize(std::size_t(m.config.n_layer));
+  o.attn_masks[std::size_t(s.layer)] = model_layer_mask(s, T);
+  GPT2Run run = gpt2_forward(m, tokens.ids, o);
+
+  Result r;
+  r.forward = std::make_shared<const ForwardResult<float>>(std::move(run.attn[std::size_t(s.layer)]));
+  r.query_tokens = tokens.labels;
+  r.key_tokens = tokens.labels;
+  ModelResult mr;
+  mr.name = s.model;
+  mr.layer = s.layer;
+  mr.n_layer = m.config.n_layer;
+  mr.top_k = run.top_k;
+  for (const TokenProb& t : run.top_k)
+    mr.top_k_labels.push_back(e->tokenizer ? e->tokenizer->display_piece(t.id) : "#" + std::to_string(t.id));
+  mr.roles = model_roles(*e);
+  // The same layer input through default-init weights (torch.manual_seed(seed), nn.MultiheadAttention).
+  const Config c = attention_config(m.config);
+  TorchGenerator gen(s.seed);
+  const Weights<float> w = torch_default_init<float>(c, gen);
+  Inputs<float> in;
+  in.query = r.forward->trace["query"].contiguous();
+  in.key = in.query;
+  in.value = in.query;
+  in.attn_mask = o.attn_masks[std::size_t(s.layer)];
+  mr.untrained = std::make_shared<const ForwardResult<float>>(forward(c, w, in));
+  r.model = std::move(mr);
+  return r;
 }
 
 void Computer::request(const Scenario& s) {
@@ -330,7 +389,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
                                          std::int64_t(shown.backend),
                                          std::int64_t(s.mask.cells.size()),
                                          std::int64_t(s.mask.key_padding.size())};
-  if (key == presized_ || shown.backend == Backend::gpu) return;
+  if (key == presized_ || shown.backend == Backend::gpu || s.has_model()) return;
   try {
     Built b = build_forward(s);
     b.options.backend = shown.backend;

@@ -13,12 +13,28 @@
 #include <string>
 #include <thread>
 
+#include "model/gpt2.hpp"
+#include "model/roles.hpp"
 #include "scenario.hpp"
 
 namespace mha::app {
 
+// What a language model adds to a result: where the shown attention sits in the model, what the
+// model predicts next, what each head does, and the same layer with untrained weights.
+struct ModelResult {
+  std::string name;
+  std::int64_t layer = 0, n_layer = 0;
+  std::vector<TokenProb> top_k;            // next token after the sentence, best first
+  std::vector<std::string> top_k_labels;   // their display pieces
+  std::shared_ptr<const RoleTable> roles;  // every head of every layer (may be empty)
+  // This layer's attention on the same input (ln_1 of the residual stream) with nn.MultiheadAttention's
+  // default init drawn from the scenario's seed: what the heads look like before training.
+  std::shared_ptr<const ForwardResult<float>> untrained;
+};
+
 struct Result {
   std::shared_ptr<const ForwardResult<float>> forward;  // null until the first success
+  std::optional<ModelResult> model;                     // with a model: the layer shown is forward
   std::vector<std::string> query_tokens, key_tokens;
   std::uint64_t generation = 0;  // unique per result in the process: texture caches key on it
   double compute_ms = 0;
@@ -41,6 +57,9 @@ Built build_forward(const Scenario& s, bool check_trace = true);
 // the Eigen path does ≥ 1 GFLOP/s even on a slow core, so 2·10^6 MACs stay well inside a frame).
 constexpr double kSyncWorkLimit = 2e6;
 double forward_work(const Scenario& s);  // multiply-adds of one forward at the scenario's sizes
+
+// The layer's mask with a model: the scenario's mask cells (a what-if) or GPT-2's causal mask.
+Mask<float> model_layer_mask(const Scenario& s, std::int64_t T);
 // Up to this many multiply-adds (the course notebook is ~4·10^3) the app computes on the reference
 // path: it takes microseconds there and rounds as torch does, so the numbers on screen meet the
 // notebook's own tolerance (atol 1e-8), which the Eigen path does not promise.
@@ -101,6 +120,7 @@ class Computer {
   // `ws` is null on the UI thread (small problems: allocation is cheap there), where the GPU
   // device is never used.
   Outcome run(const Scenario& s, Workspace<float>* ws);
+  Result run_model(const Scenario& s);
   void deliver(Outcome o, std::uint64_t seq);  // under mutex_
   void worker_loop();
   // After a result at sizes not seen before, the worker's other two workspaces are given that

@@ -22,6 +22,7 @@ std::string load_fonts(const std::string& assets_dir, float pixels) {
     ImFontGlyphRangesBuilder b;
     b.AddRanges(io.Fonts->GetGlyphRangesDefault());
     b.AddText(u8"…√ᵀ·→←≤≥Σσ′≠×÷∞−–—²³⁻¹αβγδθλμπ∈ℝ");
+    b.AddText(u8"␣↵⇥");  // token pieces: a leading space, a newline, a tab (tokenizer/bpe.hpp)
     b.BuildRanges(&ranges);
   }
   if (fs::exists(ttf) && io.Fonts->AddFontFromFileTTF(ttf.string().c_str(), pixels, &cfg, ranges.Data)) {

@@ -23,6 +23,7 @@
 #include "app_state.hpp"
 #include "errors.hpp"
 #include "fonts.hpp"
+#include "model_cache.hpp"
 #include "frame_stats.hpp"
 #include "gl_textures.hpp"
 #include "gpu/gpu_backend.hpp"
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
   cli.add_flag("--exit-after-dump", exit_after_dump, "Exit once --dump-state is written");
   CLI11_PARSE(cli, argc, argv);
   const std::string assets = find_assets_dir(argv[0]);
+  set_models_dir(assets + "/models");
 
   // ---- Setup: window and GL context ----
   glfwSetErrorCallback(

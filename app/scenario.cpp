@@ -3,6 +3,8 @@
 // when every field was read, so a bad file never half-applies.
 #include "scenario.hpp"
 
+#include "model_cache.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -416,10 +418,18 @@ class Reader {
     get(j, "", "seed", s.seed);
     get(j, "", "sentence", s.sentence);
     get(j, "", "source_sentence", s.source_sentence);
+    get(j, "", "model", s.model);
+    get(j, "", "layer", s.layer);
+    if (s.layer < 0) fail("layer: must not be negative, got " + std::to_string(s.layer));
     get_enum(j, "", "fully_masked", s.fully_masked, {FullyMasked::nan, FullyMasked::zero});
     if (const Json* m = object(j, "", "mask")) read_mask(*m, s);
     if (const Json* t = object(j, "", "tensors")) read_tensors(*t, s);
     if (const Json* v = object(j, "", "view")) read_view(*v, s.view);
+    try {
+      adopt_model_sizes(s);  // a model's sizes win over the file's
+    } catch (const Error&) {
+      // A model folder that does not load: the scenario still opens; computing it says why.
+    }
     try {
       fit_mask_to_sizes(s);  // regenerates a named preset's cells; fits hand-edited shapes to the sizes
     } catch (const Error& e) {
@@ -629,6 +639,7 @@ class Reader {
     get(j, "view", "font_scale", v.font_scale);
     get(j, "view", "reshape_step", v.reshape_step);
     get(j, "view", "mistake", v.mistake);
+    get(j, "view", "head_order", v.head_order);
     get(j, "view", "sel_head", v.sel_head);
     get(j, "view", "sel_query", v.sel_query);
     get(j, "view", "sel_key", v.sel_key);
@@ -714,7 +725,28 @@ std::vector<std::string> tokenize(const std::string& sentence) {
   return tokens;
 }
 
+void adopt_model_sizes(Scenario& s) {
+  if (!s.has_model()) return;
+  const GPT2Config& c = model_entry(s.model)->loaded.model.config;
+  s.batch = 1;
+  s.embed_dim = c.n_embd;
+  s.num_heads = c.n_head;
+  s.num_kv_heads = 0;
+  s.bias = true;
+  s.cross_attention = false;
+  s.separate_qkv = false;
+  s.layer = std::clamp<std::int64_t>(s.layer, 0, c.n_layer - 1);
+  s.tgt_len = s.src_len = std::max<std::int64_t>(s.L(), 1);
+}
+
 std::int64_t Scenario::L() const {
+  if (has_model()) {
+    try {
+      return std::int64_t(model_tokens(model, sentence).ids.size());
+    } catch (const Error&) {
+      return 0;  // the forward reports why (build_forward asks the model again)
+    }
+  }
   const std::size_t n = tokenize(sentence).size();
   return n > 0 ? std::int64_t(n) : tgt_len;
 }
@@ -726,6 +758,13 @@ std::int64_t Scenario::S() const {
 }
 
 std::vector<std::string> Scenario::query_tokens() const {
+  if (has_model()) {
+    try {
+      return model_tokens(model, sentence).labels;
+    } catch (const Error&) {
+      return {};
+    }
+  }
   std::vector<std::string> tokens = tokenize(sentence);
   if (tokens.empty())
     for (std::int64_t i = 0; i < tgt_len; ++i) tokens.push_back("t" + std::to_string(i));
@@ -893,6 +932,10 @@ std::string to_json(const Scenario& s) {
   j["seed"] = s.seed;
   j["sentence"] = s.sentence;
   j["source_sentence"] = s.source_sentence;
+  if (s.has_model()) {
+    j["model"] = s.model;
+    j["layer"] = s.layer;
+  }
   j["fully_masked"] = to_string(s.fully_masked);
 
   const MaskSpec& m = s.mask;
@@ -936,6 +979,7 @@ std::string to_json(const Scenario& s) {
                {"font_scale", float_json(v.font_scale)},
                {"reshape_step", v.reshape_step},
                {"mistake", v.mistake},
+               {"head_order", v.head_order},
                {"sel_head", v.sel_head},
                {"sel_query", v.sel_query},
                {"sel_key", v.sel_key}};

@@ -56,6 +56,7 @@ struct ViewState {
   int reshape_step = 0;     // Reshape view: 0 q, 1 view, 2 transpose, 3 per-head context,
                             // 4 transpose back, 5 concat
   int mistake = 0;          // Reshape view: 0 none, 1 no transpose, 2 view on non-contiguous, 3 no out-proj
+  int head_order = 0;       // Heads view with a model: 0 by index, else by a role score (HeadOrder)
   // Inspector selection (set by clicking a heatmap cell): head, query, key.
   int sel_head = 0, sel_query = 0, sel_key = 0;
 };
@@ -68,6 +69,12 @@ struct Scenario {
   bool cross_attention = false;  // false: S = L; key = value = query unless separate_qkv
   bool separate_qkv = false;     // query, key, value drawn as three tensors (the course notebook)
   std::uint64_t seed = 42;       // torch.manual_seed for inputs and default-init weights
+  // A language model whose attention the views show: "" = one nn.MultiheadAttention with default
+  // init from the seed; a shipped model's name (assets/models/<name>); or a GPT-2 folder path. With
+  // a model, the sentence is its tokenizer's tokens, N = 1, E and H are the model's, and the mask
+  // replaces the causal mask at `layer` only (a what-if: the layers after it see the change).
+  std::string model;
+  std::int64_t layer = 0;
   std::string sentence;          // whitespace tokens label queries (sets L when non-empty)
   std::string source_sentence;   // cross-attention: tokens of the keys (sets S when non-empty)
   FullyMasked fully_masked = FullyMasked::nan;
@@ -77,11 +84,16 @@ struct Scenario {
   std::optional<Weights<float>> weights;
   ViewState view;
 
-  std::int64_t L() const;  // tokens of `sentence` if any, else tgt_len
+  bool has_model() const { return !model.empty(); }
+  std::int64_t L() const;  // tokens of `sentence` (the model's tokenizer with a model) if any, else tgt_len
   std::int64_t S() const;  // self-attention: L; cross: tokens of source_sentence if any, else src_len
   std::vector<std::string> query_tokens() const;  // sentence tokens, or "t0", "t1", ...
   std::vector<std::string> key_tokens() const;
 };
+
+// With a model: sets the sizes the model implies (N = 1, E, H, bias, self-attention, L = the
+// sentence's tokens) and keeps `layer` in range. Throws the model's load error (argument "model").
+void adopt_model_sizes(Scenario& s);
 
 // Splits on whitespace.
 std::vector<std::string> tokenize(const std::string& sentence);

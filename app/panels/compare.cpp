@@ -150,7 +150,20 @@ void draw_compare(AppState& state, Textures& tex) {
   ImGui::RadioButton("two heads", &view.compare_mode, 0);
   same_line_if_fits(labelled("before / after the last edit", ImGui::GetFrameHeight()));
   ImGui::RadioButton("before / after the last edit", &view.compare_mode, 1);
-  const int mode = view.compare_mode == 1 ? 1 : 0;
+  // With a trained model: its heads beside the same layer with untrained (default-init) weights.
+  const ModelResult* model = state.result.model ? &*state.result.model : nullptr;
+  if (model && model->untrained) {
+    same_line_if_fits(labelled("trained / untrained", ImGui::GetFrameHeight()));
+    ImGui::RadioButton("trained / untrained", &view.compare_mode, 2);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "The same layer input (ln_1 of the residual stream) through nn.MultiheadAttention's\n"
+          "default init from the seed: what these heads looked like before training.");
+  }
+  const int mode = view.compare_mode == 2 && model && model->untrained ? 2 : view.compare_mode == 1 ? 1 : 0;
+  // The result subtracted in modes 1 and 2 (mode 0 subtracts a head of the same result).
+  const std::shared_ptr<const ForwardResult<float>> other =
+      mode == 1 ? state.previous.forward : mode == 2 ? model->untrained : nullptr;
 
   const int si = stage_index(view.stage);
   ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
@@ -182,13 +195,13 @@ void draw_compare(AppState& state, Textures& tex) {
     if (ImGui::SliderInt("head B", &hb, 0, H - 1)) view.compare_b = hb;
     if (ha == hb) note("A and B are the same head: pick two different heads.");
   } else {
-    if (!state.previous.valid()) {
+    if (!other) {
       ImGui::TextWrapped(
           "No previous result yet: make an edit (the seed, a size, a mask cell) and the difference "
           "between before and after appears here.");
       return;
     }
-    before = state.previous.forward.get();
+    before = other.get();
     const Stage<float>* sb = before->trace.find(kStages[si].name);
     const Stage<float>* sa = f.trace.find(kStages[si].name);
     if (!sb || !sa || sb->shape != sa->shape) {
@@ -211,19 +224,20 @@ void draw_compare(AppState& state, Textures& tex) {
   // Mode 0 shows A - B; mode 1 after - before, i.e. B - A: swap the rebuild's operands.
   const Side& first = mode == 0 ? A : B;
   const Side& second = mode == 0 ? B : A;
-  const std::uint64_t gen = state.result.generation, prev_gen = before ? state.previous.generation : 0;
+  const std::uint64_t gen = state.result.generation,
+                      prev_gen = mode == 1 ? state.previous.generation : mode == 2 ? ~gen : 0;
   const std::uint64_t key = mix({std::uint64_t(mode), gen, prev_gen, std::uint64_t(std::uintptr_t(&f)),
                                  std::uint64_t(std::uintptr_t(before)), std::uint64_t(si), std::uint64_t(b),
                                  std::uint64_t(ha), std::uint64_t(mode == 0 ? hb : 0)});
   static CompareCache cache;
   const std::shared_ptr<const ForwardResult<float>> none;
   if (cache.key != key || !same_owner(cache.after, state.result.forward) ||
-      !same_owner(cache.before, before ? state.previous.forward : none)) {
+      !same_owner(cache.before, before ? other : none)) {
     rebuild(cache, key, si, first, second);
     cache.after = state.result.forward;
-    cache.before = before ? state.previous.forward : none;
+    cache.before = before ? other : none;
     cache.head_max.clear();
-    if (mode == 1)  // which heads the edit moved most: one pass over every head, here only
+    if (mode != 0)  // which heads moved most: one pass over every head, here only
       for (int h = 0; h < H; ++h) {
         CompareCache one;
         rebuild(one, 0, si, side_of(f, si, b, h), side_of(*before, si, b, h));
@@ -239,8 +253,10 @@ void draw_compare(AppState& state, Textures& tex) {
   char what[64];
   if (mode == 0)
     std::snprintf(what, sizeof what, "head %d - head %d", ha, hb);
-  else
+  else if (mode == 1)
     std::snprintf(what, sizeof what, "after - before, head %d", ha);
+  else
+    std::snprintf(what, sizeof what, "trained - untrained, head %d", ha);
   if (cache.arg_i >= 0)
     ImGui::TextWrapped("%s (%s):  max |diff| = %.3g  at query %d %s, %s %d %s", what, kStages[si].name,
                        double(cache.max_abs), cache.arg_i, label_at(row_labels, cache.arg_i),
@@ -248,7 +264,7 @@ void draw_compare(AppState& state, Textures& tex) {
                        si == kContext ? "" : label_at(col_labels, cache.arg_j));
   else
     ImGui::TextWrapped("%s (%s): no comparable cells", what, kStages[si].name);
-  if (mode == 1 && !cache.head_max.empty()) {
+  if (mode != 0 && !cache.head_max.empty()) {
     const auto top = std::max_element(cache.head_max.begin(), cache.head_max.end());
     if (*top == 0)
       note("Identical in every head: the last edit did not change %s.", kStages[si].name);
@@ -278,15 +294,17 @@ void draw_compare(AppState& state, Textures& tex) {
     sa.key_labels = state.result.key_tokens;
     exporter::StageSlice sb = sa;
     const std::shared_ptr<const ForwardResult<float>> after = state.result.forward;
-    const std::shared_ptr<const ForwardResult<float>> prev = mode == 1 ? state.previous.forward : after;
+    const std::shared_ptr<const ForwardResult<float>> prev = mode != 0 ? other : after;
     if (mode == 0) sb.head = hb;
-    const std::string a_name =
-        mode == 0 ? "head " + std::to_string(ha) : "after (head " + std::to_string(ha) + ")";
-    const std::string b_name = mode == 0 ? "head " + std::to_string(hb) : "before";
+    const std::string a_name = mode == 0   ? "head " + std::to_string(ha)
+                               : mode == 1 ? "after (head " + std::to_string(ha) + ")"
+                                           : "trained (head " + std::to_string(ha) + ")";
+    const std::string b_name = mode == 0 ? "head " + std::to_string(hb) : mode == 1 ? "before" : "untrained";
     req.choices.push_back({"difference map",
                            "mha-" + sa.stage + "-batch" + std::to_string(b) +
-                               (mode == 0 ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
-                                          : "-head" + std::to_string(ha) + "-after-minus-before"),
+                               (mode == 0   ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
+                                : mode == 1 ? "-head" + std::to_string(ha) + "-after-minus-before"
+                                            : "-head" + std::to_string(ha) + "-trained-minus-untrained"),
                            [after, prev, sa, sb, a_name, b_name] {
                              return exporter::difference_figure(*after, sa, a_name, *prev, sb, b_name);
                            }});
@@ -361,8 +379,10 @@ void draw_compare(AppState& state, Textures& tex) {
       char title[48];
       if (mode == 0)
         std::snprintf(title, sizeof title, "%s: head %d", k == 0 ? "A" : "B", k == 0 ? ha : hb);
-      else
+      else if (mode == 1)
         std::snprintf(title, sizeof title, "%s: head %d", k == 0 ? "before" : "after", ha);
+      else
+        std::snprintf(title, sizeof title, "%s: head %d", k == 0 ? "untrained" : "trained", ha);
       ImGui::TextUnformatted(title);
       Heatmap in;
       in.id = k == 0 ? "compare/a" : "compare/b";

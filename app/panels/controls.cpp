@@ -13,6 +13,7 @@
 
 #include "errors.hpp"
 #include "io/npy.hpp"
+#include "model_cache.hpp"
 #include "io/state_dict.hpp"
 #include "panels.hpp"
 #include "text_parse.hpp"
@@ -247,19 +248,122 @@ void backend_section(AppState& state) {
   }
 }
 
+// Switches the scenario to a model ("" = back to one module with default init) as one edit. A
+// folder that does not load is refused next to the control and changes nothing.
+void choose_model(AppState& state, const std::string& model) {
+  Scenario next = state.scenario;
+  next.model = model;
+  if (next.has_model()) {
+    if (next.sentence.empty()) next.sentence = "The cat sat on the mat and looked at the door.";
+    try {
+      adopt_model_sizes(next);
+      next.mask = MaskSpec{};
+      next.mask.preset = MaskPreset::causal;  // GPT-2's own mask; painting it is a what-if
+      apply_mask_preset(next);
+    } catch (const Error& e) {
+      state.errors["model"] = e.what();
+      return;
+    }
+    next.query.reset();
+    next.key.reset();
+    next.value.reset();
+    next.weights.reset();
+  }
+  state.errors.erase("model");
+  state.scenario = std::move(next);
+  state.edited("model");
+}
+
+void model_section(AppState& state) {
+  Scenario& s = state.scenario;
+  static char folder[512] = "";
+  static const std::vector<std::string> shipped = shipped_models();
+  const char* kRandom = "random init (torch seed)";
+  ImGui::TextUnformatted("Model");
+  ImGui::SetNextItemWidth(-1);
+  bool open_folder = false;
+  if (ImGui::BeginCombo("##model", s.has_model() ? s.model.c_str() : kRandom)) {
+    if (ImGui::Selectable(kRandom, !s.has_model())) choose_model(state, "");
+    for (const std::string& name : shipped)
+      if (ImGui::Selectable((name + "  (trained, shipped)").c_str(), s.model == name)) choose_model(state, name);
+    if (ImGui::Selectable("Open model folder...")) open_folder = true;
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "random init: one nn.MultiheadAttention with torch's default init (the course's case).\n"
+        "A trained GPT-2: its heads on your sentence, every layer, and what it predicts next.\n"
+        "A folder: a Hugging Face GPT-2 (config.json, model.safetensors, vocab.json, merges.txt).");
+  if (open_folder) ImGui::OpenPopup("Open model folder");
+  if (ImGui::BeginPopup("Open model folder")) {
+    ImGui::TextUnformatted("A GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt):");
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 20);
+    const bool enter = ImGui::InputText("##folder", folder, sizeof folder, ImGuiInputTextFlags_EnterReturnsTrue);
+    if ((ImGui::Button("Open") || enter) && folder[0]) {
+      std::string path = folder;
+      if (path.find('/') == std::string::npos) path = "./" + path;  // a folder, not a shipped name
+      choose_model(state, path);
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::EndPopup();
+  }
+  inline_error(state, "model");
+  if (!s.has_model()) return;
+  const ModelResult* m = state.result.model ? &*state.result.model : nullptr;
+  if (m && m->n_layer > 1) {
+    int layer = int(s.layer);
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+    if (ImGui::SliderInt("layer", &layer, 0, int(m->n_layer) - 1) && layer != s.layer) {
+      s.layer = layer;
+      state.scenario.mask.preset = MaskPreset::causal;  // a what-if belongs to the layer it was painted on
+      apply_mask_preset(state.scenario);
+      state.edited("layer");
+    }
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("PgUp / PgDn: the layer whose attention every view shows");
+  }
+  if (m && !m->top_k.empty()) {
+    ImGui::TextUnformatted("Next token:");
+    const float w = ImGui::GetContentRegionAvail().x;
+    for (std::size_t i = 0; i < m->top_k.size(); ++i) {
+      char text[96];
+      std::snprintf(text, sizeof text, "%s  %.1f%%", m->top_k_labels[i].c_str(), 100 * m->top_k[i].probability);
+      ImGui::ProgressBar(float(m->top_k[i].probability), ImVec2(w, 0), text);
+    }
+    if (s.mask.preset != MaskPreset::causal)
+      ImGui::TextWrapped("What-if: layer %lld's mask is edited (not GPT-2's computation); the layers after it "
+                         "and this prediction follow.",
+                         (long long)s.layer);
+  }
+}
+
 }  // namespace
 
 void draw_controls(AppState& state) {
   Scenario& s = state.scenario;
   ImGui::TextDisabled("%s", s.name.c_str());
+  model_section(state);
+  const bool model = s.has_model();
 
   ImGui::Separator();
   ImGui::TextUnformatted("Sentence (tokens label the axes)");
   ImGui::SetNextItemWidth(-1);
   if (ImGui::InputTextWithHint("##sentence", "e.g. the cat sat on the mat", &s.sentence)) {
+    if (model) {
+      try {
+        adopt_model_sizes(s);
+      } catch (const Error& e) {
+        state.errors["model"] = e.what();
+      }
+    }
     fit_mask(state);
     state.edited("sentence");
   }
+  if (model) {
+    ImGui::TextDisabled("N = 1, E = %lld, H = %lld, bias: set by the model", (long long)s.embed_dim,
+                        (long long)s.num_heads);
+    ImGui::Text("L = %lld tokens (the model's tokenizer)", (long long)s.L());
+  }
+  ImGui::BeginDisabled(model);  // with a model, the sizes, inputs and weights are the model's
   if (ImGui::Checkbox("cross-attention (L != S)", &s.cross_attention)) {
     fit_mask(state);
     state.edited("cross-attention");
@@ -309,6 +413,7 @@ void draw_controls(AppState& state) {
 
   if (ImGui::CollapsingHeader("Inputs")) inputs_section(state);
   if (ImGui::CollapsingHeader("Weights")) weights_section(state);
+  ImGui::EndDisabled();
   inline_error(state, "tensors");
   inline_error(state, "mask");
 

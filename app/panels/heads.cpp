@@ -397,6 +397,29 @@ void draw_heads(AppState& state, Textures& tex) {
           "weight thin (a causal mask's long rows, ~1/T each) show their pattern too.\n"
           "Cell values stay the weights themselves.");
   }
+  // With a model: each head's measured role, and the heads ordered by one of the scores.
+  const RoleTable* roles = state.result.model && state.result.model->roles && !state.result.model->roles->heads.empty()
+                               ? state.result.model->roles.get()
+                               : nullptr;
+  const std::int64_t layer = state.result.model ? state.result.model->layer : 0;
+  if (roles) {
+    same_line_if_fits(labelled("order heads by", font * 8));
+    ImGui::SetNextItemWidth(font * 8);
+    ImGui::Combo("order heads by", &view.head_order, kHeadOrderNames);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "Scores measured on fixed probes (mha model-info --roles):\n"
+          "prev-token: weight on the token just before, on ordinary sentences\n"
+          "induction: on a random sequence repeated twice, weight on the token after the earlier copy\n"
+          "first-token: weight parked on the first token (a sink)\n"
+          "duplicate: weight on the earlier copy of the current token");
+  }
+  std::vector<int> order(static_cast<std::size_t>(H));
+  for (int h = 0; h < H; ++h) order[std::size_t(h)] = h;
+  if (roles && view.head_order > 0 && roles->n_head == H) {
+    auto score = [&](int h) { return head_order_score(roles->at(layer, h), view.head_order); };
+    std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return score(a) > score(c); });
+  }
   same_line_if_fits(ImGui::CalcTextSize("Export...").x + font);
   export_button(state, kStages[si].name, std::clamp(view.sel_head, 0, int(f.dims.H) - 1));
 
@@ -526,9 +549,10 @@ void draw_heads(AppState& state, Textures& tex) {
   const float child_h = std::min(grid_h, total);
   ImGui::BeginChild("heads_grid", ImVec2(grid_w, child_h), false);
   if (ImGui::BeginTable("heads_table", cols, ImGuiTableFlags_SizingStretchSame)) {
-    for (int k = 0; k < n_maps; ++k) {
+    for (int slot = 0; slot < n_maps; ++slot) {
       ImGui::TableNextColumn();
-      const bool avg = k == H;
+      const bool avg = slot == H;
+      const int k = avg ? H : order[std::size_t(slot)];  // the head drawn in this slot
       const float w = ImGui::GetContentRegionAvail().x;
       if (avg) {
         ImGui::TextUnformatted("head average");
@@ -538,6 +562,9 @@ void draw_heads(AppState& state, Textures& tex) {
               "default (average_attn_weights=True)");
       } else if (d.G < d.H) {
         ImGui::Text("head %d %s kv %lld", k, "\xC2\xB7", (long long)(k / (d.H / d.G)));
+      } else if (const std::string tag = roles && roles->n_head == H ? role_tag(roles->at(layer, k)) : "";
+                 !tag.empty()) {
+        ImGui::Text("head %d %s %s", k, "\xC2\xB7", tag.c_str());
       } else {
         ImGui::Text("head %d", k);
       }

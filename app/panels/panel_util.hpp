@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mha.hpp"
+#include "model/roles.hpp"
 
 namespace mha::app::panel {
 
@@ -35,6 +36,19 @@ inline int stage_index(const std::string& name) {
   for (int i = 0; i < kStageCount; ++i)
     if (name == kStages[i].name) return i;
   return kWeights;
+}
+
+// ViewState::head_order: the Heads view's order of heads with a model, best score first.
+inline constexpr const char* kHeadOrderNames = "index\0prev-token\0induction\0first-token\0duplicate\0focus (low entropy)\0";
+inline double head_order_score(const HeadRole& r, int order) {
+  switch (order) {
+    case 1: return r.prev_token;
+    case 2: return r.induction;
+    case 3: return r.first_token;
+    case 4: return r.duplicate_token;
+    case 5: return -r.entropy;
+    default: return 0;
+  }
 }
 
 // FNV-1a over the parts: texture versions and cache keys.

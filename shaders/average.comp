@@ -5,10 +5,12 @@ layout(local_size_x = LOCAL_SIZE) in;
 layout(std430, binding = 0) readonly buffer Weights { float weights[]; };          // (N, H, L, S')
 layout(std430, binding = 1) writeonly buffer WeightsAvg { float weights_avg[]; };  // (N, L, S')
 
-uniform int N;
-uniform int L;
-uniform int S_total;
-uniform int H;
+layout(std140, binding = 0) uniform Params {
+  int N;
+  int L;
+  int S_total;
+  int H;
+};
 
 void main() {
   const int total = N * L * S_total, plane = L * S_total;

@@ -5,10 +5,12 @@ layout(local_size_x = LOCAL_SIZE) in;
 layout(std430, binding = 0) readonly buffer Context { float context[]; };  // (N, H, L, d_k)
 layout(std430, binding = 1) writeonly buffer Concat { float concat[]; };   // (N, L, E)
 
-uniform int N;
-uniform int L;
-uniform int H;
-uniform int d_k;
+layout(std140, binding = 0) uniform Params {
+  int N;
+  int L;
+  int H;
+  int d_k;
+};
 
 void main() {
   const int E = H * d_k, total = N * L * E;

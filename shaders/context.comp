@@ -7,11 +7,13 @@ layout(std430, binding = 0) readonly buffer Weights { float weights[]; };  // (N
 layout(std430, binding = 1) readonly buffer V { float v[]; };              // (N, S', G·d_k)
 layout(std430, binding = 2) writeonly buffer Context { float context[]; };  // (N, H, L, d_k)
 
-uniform int L;
-uniform int S_total;
-uniform int H;
-uniform int G;
-uniform int d_k;
+layout(std140, binding = 0) uniform Params {
+  int L;
+  int S_total;
+  int H;
+  int G;
+  int d_k;
+};
 
 shared float ws[TILE][TILE + 1];  // weights[n, h, i0 + ly, j0 + lx]
 shared float vs[TILE][TILE];      // v[n, j0 + ly, g·d_k + c0 + lx]
@@ -25,9 +27,11 @@ void main() {
   for (int j0 = 0; j0 < S_total; j0 += TILE) {
     ws[ly][lx] = (i0 + ly < L && j0 + lx < S_total) ? weights[(nh * L + i0 + ly) * S_total + j0 + lx] : 0.0;
     vs[ly][lx] = (j0 + ly < S_total && c0 + lx < d_k) ? v[(n * S_total + j0 + ly) * kv + g * d_k + c0 + lx] : 0.0;
+    memoryBarrierShared();
     barrier();
     const int m = min(TILE, S_total - j0);
     for (int j = 0; j < m; ++j) acc += ws[ly][j] * vs[j][lx];
+    memoryBarrierShared();
     barrier();
   }
   const int i = i0 + ly, c = c0 + lx;

@@ -8,14 +8,16 @@ layout(std430, binding = 1) readonly buffer Wt { float w[]; };  // (out_features
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };  // (out_features,) if has_bias
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };  // (rows', out_features)
 
-uniform int rows;
-uniform int in_features;
-uniform int out_features;
-uniform int has_bias;
-// Source row r goes to row (r / src_block) * dst_block + r % src_block: the keys of batch item n
-// land before its bias_k / zero rows (src_block = S, dst_block = S_total). Otherwise both = rows.
-uniform int src_block;
-uniform int dst_block;
+layout(std140, binding = 0) uniform Params {
+  int rows;
+  int in_features;
+  int out_features;
+  int has_bias;
+  // Source row r goes to row (r / src_block) * dst_block + r % src_block: the keys of batch item n
+  // land before its bias_k / zero rows (src_block = S, dst_block = S_total). Otherwise both = rows.
+  int src_block;
+  int dst_block;
+};
 
 shared float xs[TILE][TILE];      // x[r0 + ly, t + lx]
 shared float ws[TILE][TILE + 1];  // W[o0 + ly, t + lx]; +1 avoids bank conflicts on ws[lx][i]
@@ -29,9 +31,11 @@ void main() {
     const int c = t + lx;
     xs[ly][lx] = (r0 + ly < rows && c < in_features) ? x[(r0 + ly) * in_features + c] : 0.0;
     ws[ly][lx] = (o0 + ly < out_features && c < in_features) ? w[(o0 + ly) * in_features + c] : 0.0;
+    memoryBarrierShared();
     barrier();
     const int n = min(TILE, in_features - t);
     for (int i = 0; i < n; ++i) acc = fma(xs[ly][i], ws[lx][i], acc);
+    memoryBarrierShared();
     barrier();
   }
   if (r < rows && o < out_features) {

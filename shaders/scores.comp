@@ -8,13 +8,15 @@ layout(std430, binding = 1) readonly buffer K { float k[]; };  // (N, S', G·d_k
 layout(std430, binding = 2) writeonly buffer Scores { float scores[]; };               // (N, H, L, S')
 layout(std430, binding = 3) writeonly buffer ScoresScaled { float scores_scaled[]; };  // (N, H, L, S')
 
-uniform int L;
-uniform int S_total;
-uniform int E;
-uniform int H;
-uniform int G;
-uniform int d_k;
-uniform float scale;  // √d_k
+layout(std140, binding = 0) uniform Params {
+  int L;
+  int S_total;
+  int E;
+  int H;
+  int G;
+  int d_k;
+  float scale;  // √d_k
+};
 
 shared float qs[TILE][TILE];      // q[n, i0 + ly, h·d_k + c0 + lx]
 shared float ks[TILE][TILE + 1];  // k[n, j0 + ly, g·d_k + c0 + lx]
@@ -29,12 +31,14 @@ void main() {
     const int c = c0 + lx;
     qs[ly][lx] = (i0 + ly < L && c < d_k) ? q[(n * L + i0 + ly) * E + h * d_k + c] : 0.0;
     ks[ly][lx] = (j0 + ly < S_total && c < d_k) ? k[(n * S_total + j0 + ly) * kv + g * d_k + c] : 0.0;
+    memoryBarrierShared();
     barrier();
     const int m = min(TILE, d_k - c0);
     for (int cc = 0; cc < m; ++cc) {
       raw += qs[ly][cc] * ks[lx][cc];
       scaled += (qs[ly][cc] / scale) * ks[lx][cc];
     }
+    memoryBarrierShared();
     barrier();
   }
   const int i = i0 + ly, j = j0 + lx;

@@ -13,31 +13,33 @@ layout(std430, binding = 4) writeonly buffer Out { float out_[]; };       // (ou
 layout(std430, binding = 5) readonly buffer Lut { uint lut[]; };          // (256,) RGBA8, R low byte
 layout(rgba8, binding = 0) writeonly uniform image2D image;               // (out_cols, out_rows)
 
-uniform int L;
-uniform int S_total;
-uniform int E;
-uniform int H;
-uniform int G;
-uniform int d_k;
-uniform float scale;
-uniform int has_mask;
-uniform int m_n;
-uniform int m_h;
-uniform int m_l;
-uniform int n;
-uniform int h;
-uniform int i0;  // first query row and key column of the first block
-uniform int j0;
-uniform int block;  // cells per block side
-uniform int out_rows;
-uniform int out_cols;
-uniform int reduce_mean;  // 0: max, 1: mean
-uniform int to_image;
-uniform float vmin;
-uniform float vmax;
-uniform int log_decades;  // 0: linear in [vmin, vmax]; k: log10 over k decades below vmax
-uniform uint nan_color;
-uniform uint blocked_color;
+layout(std140, binding = 0) uniform Params {
+  int L;
+  int S_total;
+  int E;
+  int H;
+  int G;
+  int d_k;
+  float scale;
+  int has_mask;
+  int m_n;
+  int m_h;
+  int m_l;
+  int n;
+  int h;
+  int i0;  // first query row and key column of the first block
+  int j0;
+  int block;  // cells per block side
+  int out_rows;
+  int out_cols;
+  int reduce_mean;  // 0: max, 1: mean
+  int to_image;
+  float vmin;
+  float vmax;
+  int log_decades;  // 0: linear in [vmin, vmax]; k: log10 over k decades below vmax
+  uint nan_color;
+  uint blocked_color;
+};
 
 const float NEG_INF = uintBitsToFloat(0xff800000u);
 const float NAN = uintBitsToFloat(0x7fc00000u);

@@ -9,23 +9,25 @@ layout(std430, binding = 2) readonly buffer Mask { float mask[]; };  // (m_n, m_
 layout(std430, binding = 3) readonly buffer RowLse { float row_lse[]; };  // (N, H, L)
 layout(std430, binding = 4) writeonly buffer Tile { float tile[]; };      // (rows, cols)
 
-uniform int L;
-uniform int S_total;
-uniform int E;
-uniform int H;
-uniform int G;
-uniform int d_k;
-uniform float scale;
-uniform int has_mask;
-uniform int m_n;
-uniform int m_h;
-uniform int m_l;
-uniform int n;   // the tile's batch item and head
-uniform int h;
-uniform int i0;  // its first query row and key column, and its size
-uniform int j0;
-uniform int rows;
-uniform int cols;
+layout(std140, binding = 0) uniform Params {
+  int L;
+  int S_total;
+  int E;
+  int H;
+  int G;
+  int d_k;
+  float scale;
+  int has_mask;
+  int m_n;
+  int m_h;
+  int m_l;
+  int n;   // the tile's batch item and head
+  int h;
+  int i0;  // its first query row and key column, and its size
+  int j0;
+  int rows;
+  int cols;
+};
 
 const float NEG_INF = uintBitsToFloat(0xff800000u);
 const float NAN = uintBitsToFloat(0x7fc00000u);

@@ -1,17 +1,23 @@
 // The GPU path (mha_gpu) on the engine's case table: every torch fixture runs through the GLSL
 // compute shaders on a headless EGL context and every stage is compared with the reference path,
-// NaN positions exactly; then the fallbacks (broken shader, buffers too large, no device).
-// No context: WARN with the reason and skip; with CI=true in the environment: FAIL instead.
+// NaN positions exactly, under the default and other work-group sizes; then the self-check, the
+// shaders' synchronisation rules (checked on their sources) and the fallbacks (broken shader,
+// buffers too large, no device). No context: WARN with the reason and skip; with CI=true in the
+// environment: FAIL instead.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <regex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "case_table.hpp"
 #include "errors.hpp"
 #include "fixtures.hpp"
 #include "gpu/gpu_backend.hpp"
+#include "gpu/shader.hpp"
 #include "masks.hpp"
 #include "torch_rng.hpp"
 
@@ -115,79 +121,63 @@ struct ScopedEnv {
   ~ScopedEnv() { unsetenv(name); }
 };
 
-}  // namespace
-
-TEST_CASE("every torch fixture, every stage, GPU path against the reference", "[gpu]") {
-  gpu::GpuBackend* gpu = headless_or_skip();
-  if (!gpu) return;
-  const std::vector<std::string> names = fixture_names();
-  REQUIRE(names.size() >= 28);
-  for (const std::string& name : names) DYNAMIC_SECTION(name) {
-      check_case(name, *gpu);
-    }
-}
-
-// The fixtures are small (one tile in most dimensions); these sizes give several tiles with ragged
-// edges in every shader (L = 37, S = 300 > the softmax's 256 threads, d_k = 32, E = 96).
-TEST_CASE("sizes past one tile: several ragged tiles in every shader, masks, GQA, bias_kv", "[gpu]") {
-  gpu::GpuBackend* gpu = headless_or_skip();
-  if (!gpu) return;
-  SECTION("cross-attention, float attn_mask + key_padding_mask, fully masked rows, zero policy") {
-    Config c;
-    c.embed_dim = 96;
-    c.num_heads = 3;
-    SeededCase<float> sc = torch_seeded_case<float>(c, 7, 2, 37, 300);
-    Mask<float> attn;
-    attn.dtype = MaskDType::floating;
-    attn.values = Tensor<float>({37, 300});
-    for (std::size_t i = 0; i < attn.values.data.size(); ++i)
-      attn.values.data[i] = i % 7 == 0 ? -std::numeric_limits<float>::infinity() : float(i % 5) * 0.1f;
-    for (std::int64_t j = 0; j < 300; ++j)  // query row 3 sees no key
-      attn.values.data[std::size_t(3 * 300 + j)] = -std::numeric_limits<float>::infinity();
-    sc.inputs.attn_mask = attn;
-    sc.inputs.key_padding_mask = key_padding_from_lengths<float>({300, 211}, 300);
-    for (FullyMasked policy : {FullyMasked::nan, FullyMasked::zero}) {
-      Options o;
-      o.fully_masked = policy;
-      o.backend = Backend::reference;
-      const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
-      o.backend = Backend::gpu;
-      o.device = gpu;
-      const ForwardResult<float> r = forward(c, sc.weights, sc.inputs, o);
-      CHECK(r.fully_masked_rows == 2 * 3);  // row 3 of both batch items, every head
-      check_stages(r, ref);
-    }
-  }
-  SECTION("GQA (6 query heads on 2 key/value heads), add_bias_kv, add_zero_attn, bool causal mask") {
-    Config c;
-    c.embed_dim = 96;
-    c.num_heads = 6;
-    c.num_kv_heads = 2;
-    c.add_zero_attn = true;
-    SeededCase<float> sc = torch_seeded_case<float>(c, 11, 2, 41, 41);
-    c.add_bias_kv = true;  // the generator cannot draw torch's bias_k init: uniform values instead
-    TorchGenerator gen(3);
-    sc.weights.bias_k = gen.rand<float>({1, 1, 32});
-    sc.weights.bias_v = gen.rand<float>({1, 1, 32});
-    sc.inputs.attn_mask = causal_mask<float>(41, 41);
+// Cross-attention past one tile: float attn_mask + key_padding_mask, fully masked rows, both policies.
+void past_one_tile_cross(gpu::GpuBackend* gpu) {
+  Config c;
+  c.embed_dim = 96;
+  c.num_heads = 3;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 7, 2, 37, 300);
+  Mask<float> attn;
+  attn.dtype = MaskDType::floating;
+  attn.values = Tensor<float>({37, 300});
+  for (std::size_t i = 0; i < attn.values.data.size(); ++i)
+    attn.values.data[i] = i % 7 == 0 ? -std::numeric_limits<float>::infinity() : float(i % 5) * 0.1f;
+  for (std::int64_t j = 0; j < 300; ++j)  // query row 3 sees no key
+    attn.values.data[std::size_t(3 * 300 + j)] = -std::numeric_limits<float>::infinity();
+  sc.inputs.attn_mask = attn;
+  sc.inputs.key_padding_mask = key_padding_from_lengths<float>({300, 211}, 300);
+  for (FullyMasked policy : {FullyMasked::nan, FullyMasked::zero}) {
     Options o;
+    o.fully_masked = policy;
     o.backend = Backend::reference;
     const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
     o.backend = Backend::gpu;
     o.device = gpu;
-    StageTimes times;
-    o.stage_times = &times;
     const ForwardResult<float> r = forward(c, sc.weights, sc.inputs, o);
+    CHECK(r.fully_masked_rows == 2 * 3);  // row 3 of both batch items, every head
     check_stages(r, ref);
-    CHECK(times.projections > 0);  // the GPU path reports its phases as the Eigen path does
-    CHECK(times.scores > 0);
-    CHECK(times.mask_softmax > 0);
   }
 }
 
-TEST_CASE("NaN in the inputs: NaN in the same places as the reference", "[gpu]") {
-  gpu::GpuBackend* gpu = headless_or_skip();
-  if (!gpu) return;
+// GQA (6 query heads on 2 key/value heads) past one tile: add_bias_kv, add_zero_attn, bool causal mask.
+void past_one_tile_gqa(gpu::GpuBackend* gpu) {
+  Config c;
+  c.embed_dim = 96;
+  c.num_heads = 6;
+  c.num_kv_heads = 2;
+  c.add_zero_attn = true;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 11, 2, 41, 41);
+  c.add_bias_kv = true;  // the generator cannot draw torch's bias_k init: uniform values instead
+  TorchGenerator gen(3);
+  sc.weights.bias_k = gen.rand<float>({1, 1, 32});
+  sc.weights.bias_v = gen.rand<float>({1, 1, 32});
+  sc.inputs.attn_mask = causal_mask<float>(41, 41);
+  Options o;
+  o.backend = Backend::reference;
+  const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
+  o.backend = Backend::gpu;
+  o.device = gpu;
+  StageTimes times;
+  o.stage_times = &times;
+  const ForwardResult<float> r = forward(c, sc.weights, sc.inputs, o);
+  check_stages(r, ref);
+  CHECK(times.projections > 0);  // the GPU path reports its phases as the Eigen path does
+  CHECK(times.scores > 0);
+  CHECK(times.mask_softmax > 0);
+}
+
+// NaN in the query and the key: NaN in the same places as the reference.
+void nan_inputs(gpu::GpuBackend* gpu) {
   Config c;
   c.embed_dim = 16;
   c.num_heads = 2;
@@ -204,11 +194,8 @@ TEST_CASE("NaN in the inputs: NaN in the same places as the reference", "[gpu]")
   check_stages(forward(c, sc.weights, sc.inputs, o), ref);
 }
 
-// Large L: each row's max and log-sum-exp, then any tile of attn_weights recomputed exactly from
-// them, against the reference's full trace.
-TEST_CASE("large L: row max and log-sum-exp, and tiles recomputed from them", "[gpu]") {
-  gpu::GpuBackend* gpu = headless_or_skip();
-  if (!gpu) return;
+// Large L: row statistics and tiles recomputed from them, against the reference's trace.
+void large_rows_and_tiles(gpu::GpuBackend* gpu) {
   Config c;
   c.embed_dim = 48;
   c.num_heads = 3;
@@ -267,13 +254,8 @@ TEST_CASE("large L: row max and log-sum-exp, and tiles recomputed from them", "[
   CHECK_THROWS_AS(gpu->weights_tile(0, 0, 0, 1, 0, 1), ConfigError);
 }
 
-// The Large L view's level of detail: block max and block mean of attn_weights recomputed on the
-// GPU from the row statistics, against the same reduction of the reference's full trace; blocks
-// that do not divide L or S' (ragged edges), a fully masked row (NaN under torch's policy, 0 under
-// zero), and block 1 equal to the exact tile.
-TEST_CASE("large L: block max and mean for the zoomed-out view", "[gpu]") {
-  gpu::GpuBackend* gpu = headless_or_skip();
-  if (!gpu) return;
+// Large L: block max and mean of the weights, against the same reduction of the reference's trace.
+void large_blocks(gpu::GpuBackend* gpu) {
   Config c;
   c.embed_dim = 32;
   c.num_heads = 2;
@@ -327,6 +309,55 @@ TEST_CASE("large L: block max and mean for the zoomed-out view", "[gpu]") {
   CHECK_THROWS_AS(gpu->weights_blocks(0, 0, 0, 0, 8, 6, 1, R::max),
                   ConfigError);  // the 6th block of 8 starts at 40, past L = 37
   CHECK_THROWS_AS(gpu->weights_blocks(0, 2, 0, 0, 1, 1, 1, R::max), ConfigError);  // no head 2
+}
+
+}  // namespace
+
+TEST_CASE("every torch fixture, every stage, GPU path against the reference", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  const std::vector<std::string> names = fixture_names();
+  REQUIRE(names.size() >= 28);
+  for (const std::string& name : names) DYNAMIC_SECTION(name) {
+      check_case(name, *gpu);
+    }
+}
+
+// The fixtures are small (one tile in most dimensions); these sizes give several tiles with ragged
+// edges in every shader (L = 37, S = 300 > the softmax's 256 threads, d_k = 32, E = 96).
+TEST_CASE("sizes past one tile: several ragged tiles in every shader, masks, GQA, bias_kv", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  SECTION("cross-attention, float attn_mask + key_padding_mask, fully masked rows, zero policy") {
+    past_one_tile_cross(gpu);
+  }
+  SECTION("GQA (6 query heads on 2 key/value heads), add_bias_kv, add_zero_attn, bool causal mask") {
+    past_one_tile_gqa(gpu);
+  }
+}
+
+TEST_CASE("NaN in the inputs: NaN in the same places as the reference", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  nan_inputs(gpu);
+}
+
+// Large L: each row's max and log-sum-exp, then any tile of attn_weights recomputed exactly from
+// them, against the reference's full trace.
+TEST_CASE("large L: row max and log-sum-exp, and tiles recomputed from them", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  large_rows_and_tiles(gpu);
+}
+
+// The Large L view's level of detail: block max and block mean of attn_weights recomputed on the
+// GPU from the row statistics, against the same reduction of the reference's full trace; blocks
+// that do not divide L or S' (ragged edges), a fully masked row (NaN under torch's policy, 0 under
+// zero), and block 1 equal to the exact tile.
+TEST_CASE("large L: block max and mean for the zoomed-out view", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  large_blocks(gpu);
 }
 
 TEST_CASE("large L: the row statistics hold no (L, S) buffer", "[gpu]") {
@@ -407,4 +438,295 @@ TEST_CASE("no context: every forward falls back with the reason", "[gpu]") {
   const ForwardResult<float> r = run(f, Backend::gpu, none.get());
   CHECK(r.backend == Backend::eigen);
   CHECK_THAT(r.fallback_reason, Catch::Contains("cannot be made current"));
+}
+
+// Every case above on backends built with other TILE and LOCAL_SIZE: TILE 2 makes every dimension
+// many ragged tiles; 3, 7 and 96 are no powers of two (the reductions fold odd counts); 32 x 32
+// and 1024 are the largest work-groups GL guarantees. Each backend also passes its own self-check
+// first, whose problems grow with the sizes (S past LOCAL_SIZE, L and d_k past TILE).
+TEST_CASE("the GPU cases under other work-group and tile sizes", "[gpu][sizes]") {
+  if (!headless_or_skip()) return;
+  const gpu::LaunchSizes sizes[] = {{4, 32}, {7, 96}, {2, 3}, {32, 1024}};
+  for (const gpu::LaunchSizes& s : sizes) {
+    DYNAMIC_SECTION("TILE=" << s.tile << " LOCAL_SIZE=" << s.local_size) {
+      std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless(s);
+      for (const std::string& name : fixture_names()) {
+        INFO("fixture " << name);
+        check_case(name, *gpu);
+      }
+      past_one_tile_cross(gpu.get());
+      past_one_tile_gqa(gpu.get());
+      nan_inputs(gpu.get());
+      large_rows_and_tiles(gpu.get());
+      large_blocks(gpu.get());
+    }
+  }
+}
+
+TEST_CASE("work-group sizes the device cannot run fall back with the reason", "[gpu][sizes]") {
+  if (!headless_or_skip()) return;
+  std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless({64, 256});  // 4096 invocations
+  const Fixture<float> f = load_fixture<float>("teaching");
+  const ForwardResult<float> r = run(f, Backend::gpu, gpu.get());
+  CHECK(r.backend == Backend::eigen);
+  CHECK_THAT(r.fallback_reason, Catch::Contains("TILE=64, LOCAL_SIZE=256 do not fit this device"));
+}
+
+TEST_CASE("the self-check: every known-answer case agrees with the reference here, stage by stage",
+          "[gpu][self-check]") {
+  if (!headless_or_skip()) return;
+  std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless();
+  const gpu::SelfCheckReport r = gpu->self_check();
+  INFO(r.reason);
+  CHECK(r.completed);
+  CHECK(r.trusted);
+  CHECK(r.reason == "");
+  CHECK(r.renderer != "");
+  CHECK(r.version != "");
+  std::vector<std::string> names;
+  std::set<std::string> stages;
+  for (const gpu::SelfCheckReport::Case& k : r.cases) {
+    names.push_back(k.name);
+    for (const gpu::SelfCheckReport::Stage& st : k.stages) {
+      INFO(k.name << " " << st.name);
+      CHECK(st.first_mismatch == "");
+      CHECK(st.max_abs_diff < 1e-5);
+      stages.insert(st.name);
+    }
+  }
+  CHECK(names == std::vector<std::string>{"tiles", "gqa_bias_kv", "row_stats"});
+  for (const char* stage : {"q", "k", "v", "scores", "scores_scaled", "scores_masked", "attn_weights",
+                            "context", "concat", "output", "attn_weights_avg", "fully_masked_rows", "row_max",
+                            "row_lse", "weights_tile[corner]", "weights_tile[head 0]"})
+    CHECK(stages.count(stage) == 1);
+}
+
+// MHA_GPU_PERTURB=softmax makes one weight 1e-5 too large (shaders/softmax.comp), an error no
+// other test would notice in a user's forward: the self-check must refuse the driver, so the
+// forward is the CPU's, with the reason naming the case, stage, index and both values.
+TEST_CASE("the self-check refuses a driver whose softmax is off by 1e-5 in one weight", "[gpu][self-check]") {
+  if (!headless_or_skip()) return;
+  const ScopedEnv perturb("MHA_GPU_PERTURB", "softmax");
+  std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless();  // builds the perturbed shaders
+  const Fixture<float> f = load_fixture<float>("teaching");
+  const ForwardResult<float> r = run(f, Backend::gpu, gpu.get());
+  CHECK(r.backend == Backend::eigen);
+  CHECK_THAT(r.fallback_reason,
+             Catch::StartsWith("GPU self-check failed on ") &&
+                 Catch::Contains("case tiles, stage attn_weights, index 1 = [0, 0, 0, 1] of") &&
+                 Catch::Contains("got 0.00") && Catch::Contains(", expected 0.00") &&
+                 Catch::Contains("the GPU path is not used on this driver"));
+  const ForwardResult<float> cpu = run(f, Backend::eigen, nullptr);
+  CHECK(mismatch(r.output(), cpu.output(), 0, 0) == "");
+  CHECK(mismatch(r.attn_weights(false), cpu.attn_weights(false), 0, 0) == "");
+  // The verdict is the process's for this driver: another backend refuses at once, the same way,
+  // and so does the Large L path.
+  std::unique_ptr<gpu::GpuBackend> other = gpu::GpuBackend::headless();
+  CHECK(run(f, Backend::gpu, other.get()).fallback_reason == r.fallback_reason);
+  Options o;
+  CHECK_THROWS_WITH(other->prepare_rows(f.config, f.weights, f.inputs, o), r.fallback_reason);
+  // The report: the projections and scores agree, the weights and what follows from them do not.
+  const gpu::SelfCheckReport report = gpu->self_check();
+  CHECK(report.completed);
+  CHECK_FALSE(report.trusted);
+  CHECK(report.reason == r.fallback_reason);
+  for (const gpu::SelfCheckReport::Stage& st : report.cases.at(0).stages) {
+    INFO(st.name);
+    const bool downstream = st.name == "attn_weights" || st.name == "context" || st.name == "concat" ||
+                            st.name == "output" || st.name == "attn_weights_avg";
+    CHECK(st.first_mismatch.empty() == !downstream);
+  }
+}
+
+TEST_CASE("the self-check refuses a driver whose row statistics are off, for both paths",
+          "[gpu][self-check]") {
+  if (!headless_or_skip()) return;
+  const ScopedEnv perturb("MHA_GPU_PERTURB", "row_stats");
+  std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless();
+  const Fixture<float> f = load_fixture<float>("teaching");
+  Options o;
+  CHECK_THROWS_WITH(gpu->prepare_rows(f.config, f.weights, f.inputs, o),
+                    Catch::Contains("case row_stats, stage row_lse, index 0 = [0, 0, 0] of"));
+  const ForwardResult<float> r = run(f, Backend::gpu, gpu.get());
+  CHECK(r.backend == Backend::eigen);
+  CHECK_THAT(r.fallback_reason, Catch::Contains("case row_stats, stage row_lse"));
+}
+
+TEST_CASE("a misspelt MHA_GPU_PERTURB is an error, not a check that passes", "[gpu][self-check]") {
+  if (!headless_or_skip()) return;
+  const ScopedEnv perturb("MHA_GPU_PERTURB", "sofmax");
+  std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless();
+  const ForwardResult<float> r = run(load_fixture<float>("teaching"), Backend::gpu, gpu.get());
+  CHECK(r.backend == Backend::eigen);
+  CHECK_THAT(r.fallback_reason, Catch::Contains("MHA_GPU_PERTURB=sofmax: no shader of that name has a "
+                                                "perturbation point (row_stats, softmax)"));
+}
+
+// ---- The shaders' synchronisation rules, checked on their sources ----
+// llvmpipe runs a work-group's invocations in a fixed order over coherent memory, so a missing
+// memoryBarrierShared(), a barrier() that only some invocations reach, or a reduction that assumes
+// one work-group size can pass every numeric test here and still give wrong numbers on a GPU.
+// These rules (docs/architecture.md, "GPU memory and synchronisation rules") are checked on the
+// text instead.
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const std::size_t a = s.find_first_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+
+bool starts_with_word(const std::string& s, const char* word) {
+  return std::regex_search(s, std::regex(std::string("^") + word + "\\b"));
+}
+
+// What the rules find wrong in one compute shader's source; empty when it keeps them all.
+std::vector<std::string> shader_rule_violations(const std::string& name, const std::string& source) {
+  std::vector<std::string> out;
+  std::string text;  // without comments
+  for (std::size_t at = 0; at < source.size();) {
+    const std::size_t c = source.find("//", at);
+    text += source.substr(at, c == std::string::npos ? std::string::npos : c - at);
+    if (c == std::string::npos) break;
+    at = source.find('\n', c);
+    if (at == std::string::npos) break;
+  }
+  // Work-group and shared-array sizes come from the injected macros only.
+  const std::regex local_size(R"(local_size_[xyz]\s*=\s*(\w+))");
+  for (std::sregex_iterator m(text.begin(), text.end(), local_size), end; m != end; ++m)
+    if ((*m)[1] != "TILE" && (*m)[1] != "LOCAL_SIZE")
+      out.push_back("work-group size " + (*m)[0].str() + " is not TILE or LOCAL_SIZE");
+  const std::regex shared_decl(R"(\bshared\s+\w+\s+(\w+)\s*((\[[^\]]*\])*)\s*;)");
+  bool has_shared = false;
+  for (std::sregex_iterator m(text.begin(), text.end(), shared_decl), end; m != end; ++m) {
+    has_shared = true;
+    const std::string dims = (*m)[2];
+    const std::regex dim(R"(\[([^\]]*)\])");
+    for (std::sregex_iterator d(dims.begin(), dims.end(), dim); d != end; ++d)
+      if ((*d)[1].str().find("TILE") == std::string::npos &&
+          (*d)[1].str().find("LOCAL_SIZE") == std::string::npos)
+        out.push_back("shared array " + (*m)[1].str() + (*d)[0].str() +
+                      " is not sized by TILE or LOCAL_SIZE");
+  }
+  // Names a loop around a barrier may depend on: the parameters every invocation shares.
+  std::set<std::string> uniform = {"TILE", "LOCAL_SIZE", "int", "min", "max"};
+  for (const auto& m : gpu::parse_params(name, source).params) uniform.insert(m.name);
+  auto uniform_block = [&](const std::string& head) {
+    for (const char* w : {"if", "else", "while", "do", "switch"})
+      if (starts_with_word(head, w)) return false;
+    if (!starts_with_word(head, "for")) return true;  // main(), a declaration
+    const std::smatch var = [&] {
+      std::smatch v;
+      std::regex_search(head, v, std::regex(R"(for\s*\(\s*int\s+(\w+))"));
+      return v;
+    }();
+    const std::regex identifier(R"([A-Za-z_]\w*)");
+    for (std::sregex_iterator id(head.begin() + 3, head.end(), identifier), end; id != end; ++id)
+      if (!uniform.count(id->str()) && (var.empty() || id->str() != var[1].str())) return false;
+    return true;
+  };
+  std::vector<bool> blocks;  // for each open brace: does every invocation run what it holds?
+  bool returned = false;
+  std::string last;  // the statement before this one
+  std::size_t start = 0;
+  int parens = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '(') ++parens;
+    if (ch == ')') --parens;
+    if (parens > 0) continue;  // a for header's ';' do not end a statement
+    if (ch == '{') {
+      blocks.push_back(uniform_block(trim(text.substr(start, i - start))));
+      start = i + 1;
+    } else if (ch == '}') {
+      if (!blocks.empty()) blocks.pop_back();
+      start = i + 1;
+    } else if (ch == ';') {
+      const std::string stmt = trim(text.substr(start, i - start));
+      start = i + 1;
+      if (std::regex_search(stmt, std::regex(R"(\breturn\b)"))) returned = true;
+      if (stmt.size() >= 9 && stmt.compare(stmt.size() - 9, 9, "barrier()") == 0) {
+        if (stmt != "barrier()") out.push_back("barrier() under a condition: " + stmt);
+        if (has_shared && last != "memoryBarrierShared()")
+          out.push_back("barrier() not preceded by memoryBarrierShared() (after \"" + last + "\")");
+        for (bool u : blocks)
+          if (!u) {
+            out.push_back("barrier() in control flow that not every invocation takes");
+            break;
+          }
+        if (returned) out.push_back("barrier() after a return: invocations that returned never reach it");
+      }
+      last = stmt;
+    }
+  }
+  return out;
+}
+
+// A small shader that keeps every rule; the tests below break one rule at a time.
+const char* kGoodShader = R"(layout(local_size_x = LOCAL_SIZE) in;
+layout(std140, binding = 0) uniform Params {
+  int n;
+};
+shared float part[LOCAL_SIZE];
+void main() {
+  const int t = int(gl_LocalInvocationID.x);
+  part[t] = 1.0;
+  memoryBarrierShared();
+  barrier();
+  for (int k = 0; k < n; k += TILE) {
+    part[t] += part[0];
+    memoryBarrierShared();
+    barrier();
+  }
+}
+)";
+
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  const std::size_t at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("shader rules: every compute shader keeps them", "[gpu][lint]") {
+  int checked = 0;
+  for (const std::string& name : gpu::shader_names()) {
+    if (name.size() < 5 || name.compare(name.size() - 5, 5, ".comp") != 0) continue;
+    INFO(name);
+    CHECK(shader_rule_violations(name, gpu::shader_source(name)) == std::vector<std::string>{});
+    ++checked;
+  }
+  CHECK(checked == 9);
+}
+
+TEST_CASE("shader rules: each broken rule is found", "[gpu][lint]") {
+  const std::string good = kGoodShader;
+  CHECK(shader_rule_violations("good.comp", good).empty());
+  auto found = [](const std::string& source, const std::string& what) {
+    const std::vector<std::string> v = shader_rule_violations("bad.comp", source);
+    INFO(source);
+    REQUIRE_FALSE(v.empty());
+    for (const std::string& problem : v) CHECK_THAT(problem, Catch::Contains(what));
+  };
+  found(replaced(good, "  memoryBarrierShared();\n  barrier();", "  barrier();"),
+        "not preceded by memoryBarrierShared");
+  found(replaced(good, "  memoryBarrierShared();\n  barrier();",
+                 "  if (t < n) {\n    memoryBarrierShared();\n    barrier();\n  }"),
+        "control flow that not every invocation takes");
+  found(replaced(good, "for (int k = 0; k < n;", "for (int k = t; k < n;"),
+        "control flow that not every invocation takes");
+  found(replaced(good, "  part[t] = 1.0;", "  if (t >= n) return;\n  part[t] = 1.0;"), "after a return");
+  found(replaced(good, "shared float part[LOCAL_SIZE];", "shared float part[256];"),
+        "is not sized by TILE or LOCAL_SIZE");
+  found(replaced(good, "local_size_x = LOCAL_SIZE", "local_size_x = 64"), "is not TILE or LOCAL_SIZE");
+  found(replaced(good, "  memoryBarrierShared();\n  barrier();",
+                 "  memoryBarrierShared();\n  if (t == 0) barrier();"),
+        "barrier() under a condition");
+  // And on a real shader: softmax.comp with one fence taken out.
+  const std::string softmax = gpu::shader_source("softmax.comp");
+  CHECK_FALSE(shader_rule_violations("softmax.comp",
+                                     replaced(softmax, "  part_sum[t] = sum;\n  memoryBarrierShared();\n",
+                                              "  part_sum[t] = sum;\n"))
+                  .empty());
 }

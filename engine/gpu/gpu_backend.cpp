@@ -23,8 +23,10 @@ double forward_multiply_adds(const Dims& d) {
   return 2 * N * L * E * E + N * S * (double(d.kdim) + double(d.vdim)) * kv + 2 * N * H * L * Sp * dk;
 }
 
-std::unique_ptr<GpuBackend> GpuBackend::headless() {
-  std::unique_ptr<GpuBackend> g(new GpuBackend());
+GpuBackend::GpuBackend(LaunchSizes sizes) : sizes_(sizes) {}
+
+std::unique_ptr<GpuBackend> GpuBackend::headless(LaunchSizes sizes) {
+  std::unique_ptr<GpuBackend> g(new GpuBackend(sizes));
   try {
     g->egl_ = EglContext::create();
     g->context_description_ = g->egl_->description();
@@ -38,8 +40,9 @@ std::unique_ptr<GpuBackend> GpuBackend::headless() {
 }
 
 std::unique_ptr<GpuBackend> GpuBackend::with_context(std::function<void()> make_current,
-                                                     std::function<void()> release, std::string description) {
-  std::unique_ptr<GpuBackend> g(new GpuBackend());
+                                                     std::function<void()> release, std::string description,
+                                                     LaunchSizes sizes) {
+  std::unique_ptr<GpuBackend> g(new GpuBackend(sizes));
   g->make_current_ = std::move(make_current);
   g->release_ = std::move(release);
   g->context_description_ = std::move(description);
@@ -47,7 +50,7 @@ std::unique_ptr<GpuBackend> GpuBackend::with_context(std::function<void()> make_
 }
 
 std::unique_ptr<GpuBackend> GpuBackend::unavailable(std::string why) {
-  std::unique_ptr<GpuBackend> g(new GpuBackend());
+  std::unique_ptr<GpuBackend> g(new GpuBackend(LaunchSizes{}));
   g->unavailable_ = std::move(why);
   return g;
 }
@@ -57,8 +60,9 @@ GpuBackend::~GpuBackend() {
   try {  // GL objects die with a current context only
     if (egl_) egl_->make_current();
     if (make_current_) make_current_();
-    for (auto& [name, program] : programs_) glDeleteProgram(program);
+    for (auto& [name, program] : programs_) glDeleteProgram(program->id);
     for (auto& [name, b] : buffers_) glDeleteBuffers(1, &b.id);
+    if (params_buffer_) glDeleteBuffers(1, &params_buffer_);
     if (blocks_texture_) glDeleteTextures(1, &blocks_texture_);
     if (release_) release_();
   } catch (const DeviceError&) {
@@ -93,10 +97,13 @@ void GpuBackend::probe() {
   if (make_current_) make_current_();
   if (renderer_.empty()) {
     const int version = epoxy_gl_version();
+    const char* vendor = reinterpret_cast<const char*>(glGetString(GL_VENDOR));
     const char* renderer = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
     const char* gl_version = reinterpret_cast<const char*>(glGetString(GL_VERSION));
-    renderer_ = std::string(renderer ? renderer : "?") + ", OpenGL " + (gl_version ? gl_version : "?") +
-                "; " + context_description_;
+    gl_vendor_ = vendor ? vendor : "?";
+    gl_renderer_ = renderer ? renderer : "?";
+    gl_version_ = gl_version ? gl_version : "?";
+    renderer_ = gl_renderer_ + ", OpenGL " + gl_version_ + "; " + context_description_;
     software_ = renderer && (std::strstr(renderer, "llvmpipe") || std::strstr(renderer, "softpipe"));
     if (version < 43) {
       unavailable_ = "compute shaders need OpenGL 4.3; this context is " + renderer_;
@@ -105,38 +112,63 @@ void GpuBackend::probe() {
     GLint64 block = 0;
     glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &block);
     device_max_block_ = std::uint64_t(block);
+    glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &max_invocations_);
+    glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, 0, &max_size_x_);
+    glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, 1, &max_size_y_);
+    glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &max_shared_bytes_);
   }
+}
+
+const Program& GpuBackend::program(const std::string& name) const {
+  return *programs_.at(name);
 }
 
 void GpuBackend::bind() {
   probe();
   if (!build_error_.empty()) throw DeviceError("shader", build_error_);
   if (programs_built_) return;
-  const Defines tile = {{"TILE", std::to_string(kTile)}};
-  const Defines local = {{"LOCAL_SIZE", std::to_string(kLocalSize)}};
-  Defines zero = local;
-  zero.push_back({"ZERO_FULLY_MASKED", "1"});
+  // The largest shared arrays: linear.comp's two TILE x (TILE + 1) floats, softmax.comp's two
+  // LOCAL_SIZE floats.
+  const std::int64_t tile = sizes_.tile, local = sizes_.local_size;
+  const std::int64_t shared_bytes = std::max(2 * tile * (tile + 1), 2 * local + 1) * 4;
+  if (tile < 1 || local < 1 || tile * tile > max_invocations_ || tile > max_size_x_ || tile > max_size_y_ ||
+      local > max_invocations_ || local > max_size_x_ || shared_bytes > max_shared_bytes_)
+    throw DeviceError(
+        "gpu", "work-group sizes TILE=" + std::to_string(tile) + ", LOCAL_SIZE=" + std::to_string(local) +
+                   " do not fit this device (at most " + std::to_string(max_invocations_) + " invocations, " +
+                   std::to_string(max_size_x_) + " x " + std::to_string(max_size_y_) + ", " +
+                   std::to_string(max_shared_bytes_) + " bytes of shared memory)");
+  const Defines tile_d = {{"TILE", std::to_string(tile)}};
+  const Defines local_d = {{"LOCAL_SIZE", std::to_string(local)}};
+  Defines local_zero = local_d;
+  local_zero.push_back({"ZERO_FULLY_MASKED", "1"});
+  Defines tile_zero = tile_d;
+  tile_zero.push_back({"ZERO_FULLY_MASKED", "1"});
+  auto build = [&](const char* key, const char* file, const Defines& defines,
+                   std::vector<std::string> snippets) {
+    programs_[key] = std::make_unique<Program>(build_compute_program(file, defines, snippets));
+  };
   try {
-    programs_["linear"] = build_compute_program("linear.comp", tile);
-    programs_["scores"] = build_compute_program("scores.comp", tile, {"gqa.glsl"});
-    programs_["softmax_nan"] = build_compute_program("softmax.comp", local);
-    programs_["softmax_zero"] = build_compute_program("softmax.comp", zero);
-    programs_["context"] = build_compute_program("context.comp", tile, {"gqa.glsl"});
-    programs_["concat"] = build_compute_program("concat.comp", local);
-    programs_["average"] = build_compute_program("average.comp", local);
-    programs_["row_stats"] = build_compute_program("row_stats.comp", local, {"gqa.glsl"});
-    Defines tile_zero = tile;
-    tile_zero.push_back({"ZERO_FULLY_MASKED", "1"});
-    programs_["tile_nan"] = build_compute_program("weights_tile.comp", tile, {"gqa.glsl"});
-    programs_["tile_zero"] = build_compute_program("weights_tile.comp", tile_zero, {"gqa.glsl"});
-    programs_["blocks_nan"] = build_compute_program("weights_blocks.comp", tile, {"gqa.glsl"});
-    programs_["blocks_zero"] = build_compute_program("weights_blocks.comp", tile_zero, {"gqa.glsl"});
+    perturbation();  // a misspelt MHA_GPU_PERTURB is an error, not a check that found nothing
+    build("linear", "linear.comp", tile_d, {});
+    build("scores", "scores.comp", tile_d, {"gqa.glsl"});
+    build("softmax_nan", "softmax.comp", local_d, {});
+    build("softmax_zero", "softmax.comp", local_zero, {});
+    build("context", "context.comp", tile_d, {"gqa.glsl"});
+    build("concat", "concat.comp", local_d, {});
+    build("average", "average.comp", local_d, {});
+    build("row_stats", "row_stats.comp", local_d, {"gqa.glsl"});
+    build("tile_nan", "weights_tile.comp", tile_d, {"gqa.glsl"});
+    build("tile_zero", "weights_tile.comp", tile_zero, {"gqa.glsl"});
+    build("blocks_nan", "weights_blocks.comp", tile_d, {"gqa.glsl"});
+    build("blocks_zero", "weights_blocks.comp", tile_zero, {"gqa.glsl"});
   } catch (const DeviceError& e) {
     build_error_ = e.what();  // the same failure every time; do not recompile on each forward
-    for (auto& [name, program] : programs_) glDeleteProgram(program);
+    for (auto& [name, program] : programs_) glDeleteProgram(program->id);
     programs_.clear();
     throw;
   }
+  glGenBuffers(1, &params_buffer_);
   programs_built_ = true;
 }
 
@@ -173,18 +205,16 @@ GLuint GpuBackend::upload(const std::string& name, const float* data, std::uint6
 
 void GpuBackend::run_linear(GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
                             std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block) {
-  if (groups(rows, kTile) > kMaxGroups)
-    throw DeviceError("gpu", "more than 65535·16 rows for one projection");
-  const GLuint prog = programs_["linear"];
-  glUseProgram(prog);
-  set(prog, "rows", int(rows));
-  set(prog, "in_features", int(in));
-  set(prog, "out_features", int(out));
-  set(prog, "has_bias", int(has_bias));
-  set(prog, "src_block", int(src_block));
-  set(prog, "dst_block", int(dst_block));
-  bind_buffers({x, w, bias, y});
-  dispatch(groups(out, kTile), groups(rows, kTile), 1);
+  if (groups(rows, sizes_.tile) > kMaxGroups || groups(out, sizes_.tile) > kMaxGroups)
+    throw DeviceError("gpu", "more than 65535·TILE rows or features for one projection");
+  Params params(program("linear"));
+  params.set("rows", int(rows))
+      .set("in_features", int(in))
+      .set("out_features", int(out))
+      .set("has_bias", int(has_bias))
+      .set("src_block", int(src_block))
+      .set("dst_block", int(dst_block));
+  dispatch(params, params_buffer_, {x, w, bias, y}, groups(out, sizes_.tile), groups(rows, sizes_.tile), 1);
 }
 
 GpuBackend::Projected GpuBackend::upload_inputs(const detail::Problem<float>& p) {
@@ -244,6 +274,7 @@ void GpuBackend::project(const detail::Problem<float>& p, const Projected& r) {
 }
 
 void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) {
+  ensure_trusted();
   Release release{release_};
   bind();
   rows_ready_ = false;  // the q, k and mask buffers are about to be overwritten
@@ -261,9 +292,10 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   glGetError();  // start from a clean error state: earlier errors are not ours
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k;
-  if (L > kMaxGroups || N * H > kMaxGroups)
-    throw DeviceError("gpu", "L and N·num_heads must stay within 65535 work-groups (L=" + std::to_string(L) +
-                                 ", N·H=" + std::to_string(N * H) + ")");
+  if (L > kMaxGroups || N * H > kMaxGroups || groups(Sp, sizes_.tile) > kMaxGroups)
+    throw DeviceError(
+        "gpu", "L, N·num_heads and S'/TILE must stay within 65535 work-groups (L=" + std::to_string(L) +
+                   ", N·H=" + std::to_string(N * H) + ", S'=" + std::to_string(Sp) + ")");
   const std::uint64_t scores_n = std::uint64_t(N * H * L * Sp);
 
   // Every buffer is sized (and checked against the device's limit) before any work is queued.
@@ -290,69 +322,53 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   phase(&StageTimes::projections);
 
   // 2. Scores per head (GQA: head h reads key head h / (H/G)).
+  const GLuint tile = GLuint(sizes_.tile), local = GLuint(sizes_.local_size);
   {
-    const GLuint prog = programs_["scores"];
-    glUseProgram(prog);
-    set(prog, "L", int(L));
-    set(prog, "S_total", int(Sp));
-    set(prog, "E", int(E));
-    set(prog, "H", int(H));
-    set(prog, "G", int(G));
-    set(prog, "d_k", int(dk));
-    set(prog, "scale", std::sqrt(float(dk)));
-    bind_buffers({q, k, scores, scores_scaled});
-    dispatch(groups(Sp, kTile), groups(L, kTile), GLuint(N * H));
+    Params params(program("scores"));
+    params.set("L", int(L))
+        .set("S_total", int(Sp))
+        .set("E", int(E))
+        .set("H", int(H))
+        .set("G", int(G))
+        .set("d_k", int(dk))
+        .set("scale", std::sqrt(float(dk)));
+    dispatch(params, params_buffer_, {q, k, scores, scores_scaled}, groups(Sp, tile), groups(L, tile),
+             GLuint(N * H));
   }
   phase(&StageTimes::scores);
   // 3. Mask + softmax, one work-group per row.
   {
-    const GLuint prog = programs_[p.fully_masked == FullyMasked::zero ? "softmax_zero" : "softmax_nan"];
-    glUseProgram(prog);
-    set(prog, "L", int(L));
-    set(prog, "S_total", int(Sp));
-    set(prog, "H", int(H));
-    set(prog, "has_mask", int(bool(p.mask)));
-    set(prog, "m_n", p.mask ? int(p.mask->n_size) : 1);
-    set(prog, "m_h", p.mask ? int(p.mask->h_size) : 1);
-    set(prog, "m_l", p.mask ? int(p.mask->l_size) : 1);
-    bind_buffers({scores_scaled, mask, scores_masked, weights, counter});
-    dispatch(GLuint(L), GLuint(N * H), 1);
+    Params params(program(p.fully_masked == FullyMasked::zero ? "softmax_zero" : "softmax_nan"));
+    params.set("L", int(L))
+        .set("S_total", int(Sp))
+        .set("H", int(H))
+        .set("has_mask", int(bool(p.mask)))
+        .set("m_n", p.mask ? int(p.mask->n_size) : 1)
+        .set("m_h", p.mask ? int(p.mask->h_size) : 1)
+        .set("m_l", p.mask ? int(p.mask->l_size) : 1);
+    dispatch(params, params_buffer_, {scores_scaled, mask, scores_masked, weights, counter}, GLuint(L),
+             GLuint(N * H), 1);
   }
   phase(&StageTimes::mask_softmax);
   // 4. weights·v and head concat, out-projection, head average.
   {
-    const GLuint prog = programs_["context"];
-    glUseProgram(prog);
-    set(prog, "L", int(L));
-    set(prog, "S_total", int(Sp));
-    set(prog, "H", int(H));
-    set(prog, "G", int(G));
-    set(prog, "d_k", int(dk));
-    bind_buffers({weights, v, context});
-    dispatch(groups(dk, kTile), groups(L, kTile), GLuint(N * H));
+    Params params(program("context"));
+    params.set("L", int(L)).set("S_total", int(Sp)).set("H", int(H)).set("G", int(G)).set("d_k", int(dk));
+    dispatch(params, params_buffer_, {weights, v, context}, groups(dk, tile), groups(L, tile), GLuint(N * H));
   }
   {
-    const GLuint prog = programs_["concat"];
-    glUseProgram(prog);
-    set(prog, "N", int(N));
-    set(prog, "L", int(L));
-    set(prog, "H", int(H));
-    set(prog, "d_k", int(dk));
-    bind_buffers({context, concat});
-    dispatch(std::min(kMaxGroups, groups(N * L * E, kLocalSize)), 1, 1);
+    Params params(program("concat"));
+    params.set("N", int(N)).set("L", int(L)).set("H", int(H)).set("d_k", int(dk));
+    dispatch(params, params_buffer_, {context, concat}, std::min(kMaxGroups, groups(N * L * E, local)), 1, 1);
   }
   phase(&StageTimes::context);
   run_linear(concat, w_o, b_o, output, N * L, E, E, p.b_o != nullptr, N * L, N * L);  // the out-projection
   phase(&StageTimes::out_proj);
   {
-    const GLuint prog = programs_["average"];
-    glUseProgram(prog);
-    set(prog, "N", int(N));
-    set(prog, "L", int(L));
-    set(prog, "H", int(H));
-    set(prog, "S_total", int(Sp));
-    bind_buffers({weights, weights_avg});
-    dispatch(std::min(kMaxGroups, groups(N * L * Sp, kLocalSize)), 1, 1);
+    Params params(program("average"));
+    params.set("N", int(N)).set("L", int(L)).set("H", int(H)).set("S_total", int(Sp));
+    dispatch(params, params_buffer_, {weights, weights_avg}, std::min(kMaxGroups, groups(N * L * Sp, local)),
+             1, 1);
   }
   phase(&StageTimes::average);
   check_gl("while running the compute shaders");

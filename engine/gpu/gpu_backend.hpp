@@ -1,7 +1,8 @@
 // The GPU path: mha::DeviceForward on GLSL 4.30 compute shaders (shaders/*.comp). It fills the
 // engine's buffers for float32 forwards, so the trace is the CPU paths' trace; every failure (no
-// GL 4.3 context, a shader that fails to build, buffers past the device's limits, GL_OUT_OF_MEMORY)
-// is a DeviceError, on which the engine computes on the CPU and reports the reason.
+// GL 4.3 context, a shader that fails to build, buffers past the device's limits, GL_OUT_OF_MEMORY,
+// a driver that fails the self-check) is a DeviceError, on which the engine computes on the CPU and
+// reports the reason.
 #pragma once
 
 #include <epoxy/gl.h>
@@ -11,12 +12,47 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mha.hpp"
 
 namespace mha::gpu {
 
 class EglContext;
+struct Program;
+
+// Work-group sizes, injected into the shaders as #defines when they are built. Any positive values
+// within the device's limits give the same numbers up to summation order; tests vary them to shake
+// out code that assumes one size (shaders/softmax.comp's reductions take any LOCAL_SIZE).
+struct LaunchSizes {
+  int tile = 16;         // TILE: linear, scores, context and the large-L shaders run TILE x TILE
+  int local_size = 256;  // LOCAL_SIZE: softmax and row_stats (one work-group per row), concat, average
+};
+
+// What GpuBackend::self_check found: the driver, and for every known-answer case and stage the
+// largest |GPU − reference| and the first value outside atol 1e-6 + rtol 1e-6·|reference| (NaN and
+// ±inf must sit in the same places), the tolerance of tests/test_gpu.cpp.
+struct SelfCheckReport {
+  std::string vendor, renderer, version, context;  // GL_VENDOR, GL_RENDERER, GL_VERSION; EGL/app
+  LaunchSizes sizes;
+  struct Stage {
+    std::string name;            // "attn_weights", "row_lse", "fully_masked_rows"
+    double max_abs_diff = 0;     // over the finite pairs; inf where NaN/inf places differ
+    std::string first_mismatch;  // "" when every value is within tolerance
+  };
+  struct Case {
+    std::string name;  // "tiles"
+    std::string what;  // the sizes and features it covers
+    std::vector<Stage> stages;
+  };
+  std::vector<Case> cases;
+  bool completed = false;  // every case ran on the GPU (false: `reason` says why the check could not)
+  bool trusted = false;
+  // Refused: "GPU self-check failed on <renderer>: case tiles, stage attn_weights, index 1 (n 0, h 0,
+  // i 0, j 1): got ..., expected ... (|diff| ..., allowed ...)". Or why the check could not run.
+  std::string reason;
+  double milliseconds = 0;  // the whole check, GPU and reference
+};
 
 // Backend::automatic runs on the GPU from this many multiply-adds per forward (projections +
 // scores + weights·v) on a hardware GPU. NOT measured: no hardware GPU was available while this was
@@ -32,12 +68,13 @@ class GpuBackend : public DeviceForward {
  public:
   // A headless EGL context of its own (CLI, tests). Never throws: when no context can be made the
   // backend is unavailable and every forward falls back with that reason.
-  static std::unique_ptr<GpuBackend> headless();
+  static std::unique_ptr<GpuBackend> headless(LaunchSizes sizes = {});
   // The caller's context (the app's hidden GLFW context): `make_current` is called on the thread
   // of each forward before any GL call, and `release` after its last, so that the context is
   // never left current on a thread that may end (a context is current on one thread at a time).
   static std::unique_ptr<GpuBackend> with_context(std::function<void()> make_current,
-                                                  std::function<void()> release, std::string description);
+                                                  std::function<void()> release, std::string description,
+                                                  LaunchSizes sizes = {});
   // No context could be made (the app's GL 4.3 context failed): every forward falls back with `why`.
   static std::unique_ptr<GpuBackend> unavailable(std::string why);
   ~GpuBackend() override;
@@ -48,7 +85,21 @@ class GpuBackend : public DeviceForward {
   bool prefers(const Dims& d) override;
   // With `times`, each phase ends in glFinish so that its wall time can be taken (slower overall);
   // reading the stages back is left out of the phases. threads is 0: the GPU's own.
+  // The first forward (or prepare_rows) on a driver runs self_check() first; see there.
   void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) override;
+
+  // The known-answer check that decides whether this driver's numbers can be trusted: small
+  // problems that cross every tile and work-group edge (L past TILE, S' past LOCAL_SIZE, d_k and E
+  // past TILE, ragged), float and bool masks with key_padding_mask, a fully masked row under both
+  // policies, GQA, add_bias_kv, add_zero_attn, and the large-L row statistics and tiles, each run on
+  // the GPU and on the reference path and compared stage by stage at the tests' tolerance. Run
+  // once per process for each driver (vendor, renderer, version, launch sizes): a forward or
+  // prepare_rows on a refused driver throws DeviceError with the report's reason, so gpu and auto
+  // compute on the CPU and say why. Calling it runs the check again and records its verdict.
+  // It takes about 0.2 s on llvmpipe (README, "GPU path"). Never throws: a driver where the check
+  // cannot run (no context, a shader that does not build) is refused with that reason, and that
+  // verdict is not recorded.
+  SelfCheckReport self_check();
 
   // Large L without the (N, H, L, S') stages (the FlashAttention idea): projects q and k on the
   // GPU and keeps only each row's max and log-sum-exp of scores_masked; weights_tile then
@@ -92,14 +143,20 @@ class GpuBackend : public DeviceForward {
   // "llvmpipe (LLVM 15.0.6, 256 bits), OpenGL 4.5 (Core Profile) Mesa 22.3.6; EGL surfaceless
   // (Mesa)"; known after the first forward that reached the context.
   const std::string& renderer() const { return renderer_; }
+  const LaunchSizes& launch_sizes() const { return sizes_; }
   // Refuse buffers above this many bytes even where the device allows more (tests of the
   // out-of-memory fallback); 0: the device's GL_MAX_SHADER_STORAGE_BLOCK_SIZE only.
   void set_max_buffer_bytes(std::uint64_t bytes) { max_buffer_bytes_ = bytes; }
 
  private:
-  GpuBackend() = default;
+  explicit GpuBackend(LaunchSizes sizes);
   void probe();  // context current, GL 4.3 checked, renderer and limits known; throws DeviceError
-  void bind();   // probe() + programs built; throws DeviceError
+  void bind();   // probe() + launch sizes checked + programs built; throws DeviceError
+  // Throws DeviceError unless this driver passed self_check (running it the first time).
+  void ensure_trusted();
+  SelfCheckReport run_self_check();                       // the cases; the caller holds the verdicts' lock
+  std::string driver_key() const;                         // what a verdict is recorded under
+  const Program& program(const std::string& name) const;  // built by bind()
   // The inputs, weights and mask on the GPU, and the q, k, v buffers the projections fill.
   struct Projected {
     GLuint query = 0, key = 0, value = 0, w_q = 0, w_k = 0, w_v = 0, w_o = 0, b_q = 0, b_k = 0, b_v = 0,
@@ -116,10 +173,16 @@ class GpuBackend : public DeviceForward {
   std::unique_ptr<EglContext> egl_;
   std::function<void()> make_current_, release_;
   std::string context_description_, unavailable_, renderer_, build_error_;
+  std::string gl_vendor_, gl_renderer_, gl_version_;
+  LaunchSizes sizes_;
   bool software_ = false;  // llvmpipe / softpipe
   bool programs_built_ = false;
+  bool trusted_ = false;   // this driver passed self_check
+  bool checking_ = false;  // self_check's own forwards are running
   std::uint64_t max_buffer_bytes_ = 0, device_max_block_ = 0;
-  std::map<std::string, GLuint> programs_;  // "linear", "softmax_nan", ...
+  GLint max_invocations_ = 0, max_size_x_ = 0, max_size_y_ = 0, max_shared_bytes_ = 0;
+  std::map<std::string, std::unique_ptr<Program>> programs_;  // "linear", "softmax_nan", ...
+  GLuint params_buffer_ = 0;                                  // each dispatch's Params block
   struct Ssbo {
     GLuint id = 0;
     std::uint64_t bytes = 0;

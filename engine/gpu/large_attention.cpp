@@ -8,6 +8,7 @@
 #include "forward_detail.hpp"
 #include "gpu/gl_util.hpp"
 #include "gpu/gpu_backend.hpp"
+#include "gpu/shader.hpp"
 #include "masks.hpp"
 
 namespace mha::gpu {
@@ -15,27 +16,24 @@ namespace mha::gpu {
 namespace {
 
 // The sizes and mask layout that row_stats.comp, the tile shader and weights_blocks.comp all read.
-void set_problem(GLuint prog, const Dims& d, bool has_mask, std::int64_t m_n, std::int64_t m_h,
+void set_problem(Params& params, const Dims& d, bool has_mask, std::int64_t m_n, std::int64_t m_h,
                  std::int64_t m_l) {
-  set(prog, "L", int(d.L));
-  set(prog, "S_total", int(d.S_total));
-  set(prog, "E", int(d.E));
-  set(prog, "H", int(d.H));
-  set(prog, "G", int(d.G));
-  set(prog, "d_k", int(d.d_k));
-  set(prog, "scale", std::sqrt(float(d.d_k)));
-  set(prog, "has_mask", int(has_mask));
-  set(prog, "m_n", int(m_n));
-  set(prog, "m_h", int(m_h));
-  set(prog, "m_l", int(m_l));
+  params.set("L", int(d.L))
+      .set("S_total", int(d.S_total))
+      .set("E", int(d.E))
+      .set("H", int(d.H))
+      .set("G", int(d.G))
+      .set("d_k", int(d.d_k))
+      .set("scale", std::sqrt(float(d.d_k)))
+      .set("has_mask", int(has_mask))
+      .set("m_n", int(m_n))
+      .set("m_h", int(m_h))
+      .set("m_l", int(m_l));
 }
 
 // Where a tile starts: batch item n, head h, query row i0, key j0.
-void set_origin(GLuint prog, std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0) {
-  set(prog, "n", int(n));
-  set(prog, "h", int(h));
-  set(prog, "i0", int(i0));
-  set(prog, "j0", int(j0));
+void set_origin(Params& params, std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0) {
+  params.set("n", int(n)).set("h", int(h)).set("i0", int(i0)).set("j0", int(j0));
 }
 
 }  // namespace
@@ -77,6 +75,7 @@ GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<flo
   }
   p.add_zero_attn = c.add_zero_attn;
 
+  ensure_trusted();
   Release release{release_};
   bind();
   glGetError();
@@ -89,12 +88,10 @@ GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<flo
   const GLuint row_lse = buffer("row_lse", std::uint64_t(N * H * L) * 4);  // (N, H, L)
   const Projected r = upload_inputs(p);
   project(p, r);
-  const GLuint prog = programs_["row_stats"];
-  glUseProgram(prog);
-  set_problem(prog, d, bool(p.mask), p.mask ? p.mask->n_size : 1, p.mask ? p.mask->h_size : 1,
+  Params params(program("row_stats"));
+  set_problem(params, d, bool(p.mask), p.mask ? p.mask->n_size : 1, p.mask ? p.mask->h_size : 1,
               p.mask ? p.mask->l_size : 1);
-  bind_buffers({r.q, r.k, r.mask, row_max, row_lse});
-  dispatch(GLuint(L), GLuint(N * H), 1);
+  dispatch(params, params_buffer_, {r.q, r.k, r.mask, row_max, row_lse}, GLuint(L), GLuint(N * H), 1);
 
   RowStats stats{Tensor<float>({N, H, L}), Tensor<float>({N, H, L})};
   glBindBuffer(GL_SHADER_STORAGE_BUFFER, row_max);
@@ -127,16 +124,15 @@ Tensor<float> GpuBackend::weights_tile(std::int64_t n, std::int64_t h, std::int6
   bind();
   glGetError();
   const GLuint tile = buffer("tile", std::uint64_t(rows * cols) * 4);  // (rows, cols)
-  if (groups(rows, kTile) > kMaxGroups || groups(cols, kTile) > kMaxGroups)
-    throw DeviceError("gpu", "a tile of more than 65535·16 rows or columns");
-  const GLuint prog = programs_[rows_policy_ == FullyMasked::zero ? "tile_zero" : "tile_nan"];
-  glUseProgram(prog);
-  set_problem(prog, d, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
-  set_origin(prog, n, h, i0, j0);
-  set(prog, "rows", int(rows));
-  set(prog, "cols", int(cols));
-  bind_buffers({buffers_["q"].id, buffers_["k"].id, buffers_["mask"].id, buffers_["row_lse"].id, tile});
-  dispatch(groups(cols, kTile), groups(rows, kTile), 1);
+  if (groups(rows, sizes_.tile) > kMaxGroups || groups(cols, sizes_.tile) > kMaxGroups)
+    throw DeviceError("gpu", "a tile of more than 65535·TILE rows or columns");
+  Params params(program(rows_policy_ == FullyMasked::zero ? "tile_zero" : "tile_nan"));
+  set_problem(params, d, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
+  set_origin(params, n, h, i0, j0);
+  params.set("rows", int(rows)).set("cols", int(cols));
+  dispatch(params, params_buffer_,
+           {buffers_["q"].id, buffers_["k"].id, buffers_["mask"].id, buffers_["row_lse"].id, tile},
+           groups(cols, sizes_.tile), groups(rows, sizes_.tile), 1);
   Tensor<float> out({rows, cols});
   glBindBuffer(GL_SHADER_STORAGE_BUFFER, tile);
   glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(rows * cols * 4), out.ptr());
@@ -148,29 +144,29 @@ void GpuBackend::run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std
                             std::int64_t block, std::int64_t out_rows, std::int64_t out_cols, BlockReduce r,
                             GLuint out, bool to_image, float vmin, float vmax, std::uint32_t nan_rgba,
                             std::uint32_t blocked_rgba, int log_decades) {
-  const GLuint prog = programs_[rows_policy_ == FullyMasked::zero ? "blocks_zero" : "blocks_nan"];
-  const Dims& d = rows_dims_;
-  glUseProgram(prog);
-  set_problem(prog, d, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
-  set_origin(prog, n, h, i0, j0);
-  set(prog, "block", int(block));
-  set(prog, "out_rows", int(out_rows));
-  set(prog, "out_cols", int(out_cols));
-  set(prog, "reduce_mean", int(r == BlockReduce::mean));
-  set(prog, "to_image", int(to_image));
-  set(prog, "vmin", vmin);
-  set(prog, "vmax", vmax);
-  set(prog, "log_decades", log_decades);
-  glUniform1ui(glGetUniformLocation(prog, "nan_color"), nan_rgba);
-  glUniform1ui(glGetUniformLocation(prog, "blocked_color"), blocked_rgba);
+  Params params(program(rows_policy_ == FullyMasked::zero ? "blocks_zero" : "blocks_nan"));
+  set_problem(params, rows_dims_, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
+  set_origin(params, n, h, i0, j0);
+  params.set("block", int(block))
+      .set("out_rows", int(out_rows))
+      .set("out_cols", int(out_cols))
+      .set("reduce_mean", int(r == BlockReduce::mean))
+      .set("to_image", int(to_image))
+      .set("vmin", vmin)
+      .set("vmax", vmax)
+      .set("log_decades", log_decades)
+      .set("nan_color", nan_rgba)
+      .set("blocked_color", blocked_rgba);
   const GLuint lut = buffer("lut", 256 * 4);  // (256,) RGBA8; weights_blocks_texture fills it
-  bind_buffers({buffers_["q"].id, buffers_["k"].id, buffers_["mask"].id, buffers_["row_lse"].id, out, lut});
-  dispatch(groups(out_cols, kTile), groups(out_rows, kTile), 1);
+  dispatch(params, params_buffer_,
+           {buffers_["q"].id, buffers_["k"].id, buffers_["mask"].id, buffers_["row_lse"].id, out, lut},
+           groups(out_cols, sizes_.tile), groups(out_rows, sizes_.tile), 1);
 }
 
 namespace {
-void check_blocks(const Dims& d, bool ready, std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
-                  std::int64_t block, std::int64_t out_rows, std::int64_t out_cols) {
+void check_blocks(const Dims& d, bool ready, std::int64_t tile, std::int64_t n, std::int64_t h,
+                  std::int64_t i0, std::int64_t j0, std::int64_t block, std::int64_t out_rows,
+                  std::int64_t out_cols) {
   if (!ready) throw ConfigError("tile", "weights_blocks: call prepare_rows first (again after a forward)");
   if (n < 0 || n >= d.N || h < 0 || h >= d.H || block <= 0 || out_rows <= 0 || out_cols <= 0 || i0 < 0 ||
       j0 < 0 || i0 + (out_rows - 1) * block >= d.L || j0 + (out_cols - 1) * block >= d.S_total)
@@ -179,15 +175,15 @@ void check_blocks(const Dims& d, bool ready, std::int64_t n, std::int64_t h, std
                                   std::to_string(out_rows) + "x" + std::to_string(out_cols) + " blocks of " +
                                   std::to_string(block) +
                                   ") is outside (N, H, L, S') = " + shape_str({d.N, d.H, d.L, d.S_total}));
-  if (groups(out_rows, kTile) > kMaxGroups || groups(out_cols, kTile) > kMaxGroups)
-    throw DeviceError("gpu", "more than 65535·16 blocks a side");
+  if (groups(out_rows, tile) > kMaxGroups || groups(out_cols, tile) > kMaxGroups)
+    throw DeviceError("gpu", "more than 65535·TILE blocks a side");
 }
 }  // namespace
 
 Tensor<float> GpuBackend::weights_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
                                          std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
                                          BlockReduce r) {
-  check_blocks(rows_dims_, rows_ready_, n, h, i0, j0, block, out_rows, out_cols);
+  check_blocks(rows_dims_, rows_ready_, sizes_.tile, n, h, i0, j0, block, out_rows, out_cols);
   Release release{release_};
   bind();
   glGetError();
@@ -205,7 +201,7 @@ GLuint GpuBackend::weights_blocks_texture(std::int64_t n, std::int64_t h, std::i
                                           BlockReduce r, const std::uint32_t* lut, float vmin, float vmax,
                                           std::uint32_t nan_rgba, std::uint32_t blocked_rgba,
                                           int log_decades) {
-  check_blocks(rows_dims_, rows_ready_, n, h, i0, j0, block, out_rows, out_cols);
+  check_blocks(rows_dims_, rows_ready_, sizes_.tile, n, h, i0, j0, block, out_rows, out_cols);
   Release release{release_};
   bind();
   glGetError();

@@ -1,6 +1,7 @@
-// The shader loader and the one compile/link checker (see shader.hpp).
+// The shader loader, the Params block reader and the one compile/link checker (see shader.hpp).
 #include "gpu/shader.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -15,18 +16,132 @@ const char* shader_source(const std::string& name) {
   throw DeviceError("shader", "shader " + name + ": not embedded in this build (shaders/embed.cmake)");
 }
 
+std::vector<std::string> shader_names() {
+  std::vector<std::string> names;
+  for (const EmbeddedShader& s : kEmbeddedShaders) names.emplace_back(s.name);
+  return names;
+}
+
+namespace {
+
+std::string stem_of(const std::string& name) {
+  return name.substr(0, name.find('.'));
+}
+
+bool has_perturbation_point(const char* source) {
+  return std::strstr(source, "#ifdef MHA_PERTURB") != nullptr;
+}
+
+}  // namespace
+
+std::string perturbation() {
+  const char* value = std::getenv("MHA_GPU_PERTURB");
+  if (!value || !*value) return "";
+  std::string have;
+  for (const EmbeddedShader& s : kEmbeddedShaders) {
+    if (!has_perturbation_point(s.source)) continue;
+    if (stem_of(s.name) == value) return value;
+    have += (have.empty() ? "" : ", ") + stem_of(s.name);
+  }
+  throw DeviceError("gpu", std::string("MHA_GPU_PERTURB=") + value +
+                               ": no shader of that name has a perturbation point (" + have + ")");
+}
+
 std::string assemble(const std::string& name, const Defines& defines,
                      const std::vector<std::string>& snippets) {
   std::string text = "#version 430\n";
   for (const auto& [key, value] : defines) text += "#define " + key + " " + value + "\n";
+  const std::string stem = stem_of(name);
   const char* broken = std::getenv("MHA_GPU_BREAK_SHADER");
-  const std::string stem = name.substr(0, name.find('.'));
   if (broken && stem == broken)
     text += "#error MHA_GPU_BREAK_SHADER=" + stem + " asked this shader to fail\n";
+  const char* perturbed = std::getenv("MHA_GPU_PERTURB");
+  if (perturbed && stem == perturbed) text += "#define MHA_PERTURB 1\n";
   for (const std::string& snippet : snippets) text += shader_source(snippet);
   text += "#line 1\n";
   text += shader_source(name);
   return text;
+}
+
+Program parse_params(const std::string& name, const std::string& source) {
+  Program p;
+  p.name = name;
+  const std::size_t block = source.find("uniform Params {");
+  if (block == std::string::npos) return p;
+  const std::size_t begin = source.find('{', block) + 1, end = source.find("};", begin);
+  if (end == std::string::npos) throw DeviceError("shader", "shader " + name + ": Params block has no end");
+  std::string body;  // the block without comments
+  for (std::size_t at = begin; at < end;) {
+    const std::size_t comment = source.find("//", at);
+    if (comment == std::string::npos || comment >= end) {
+      body.append(source, at, end - at);
+      break;
+    }
+    body.append(source, at, comment - at);
+    at = source.find('\n', comment);
+    if (at == std::string::npos || at > end) at = end;
+  }
+  std::size_t at = 0;
+  for (std::size_t semi; (semi = body.find(';', at)) != std::string::npos; at = semi + 1) {
+    std::string decl = body.substr(at, semi - at);
+    const std::size_t first = decl.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) continue;
+    decl = decl.substr(first, decl.find_last_not_of(" \t\r\n") - first + 1);
+    const std::size_t space = decl.find(' ');
+    const std::string type = decl.substr(0, space),
+                      member = space == std::string::npos ? "" : decl.substr(space + 1);
+    // std140: a 4-byte scalar's base alignment is 4, so scalars follow one another with no gap.
+    const GLenum gl_type = type == "int"     ? GL_INT
+                           : type == "uint"  ? GL_UNSIGNED_INT
+                           : type == "float" ? GL_FLOAT
+                                             : 0;
+    if (!gl_type || member.empty() || member.find_first_of(" \t[,") != std::string::npos)
+      throw DeviceError("shader",
+                        "shader " + name + ": Params member \"" + decl +
+                            "\" is not a single int, uint or float (the only members Params can set)");
+    p.params.push_back({member, gl_type, std::uint32_t(4 * p.params.size())});
+  }
+  p.params_bytes = std::uint32_t((4 * p.params.size() + 15) / 16 * 16);
+  return p;
+}
+
+const std::vector<unsigned char>& Params::bytes() const {
+  for (std::size_t m = 0; m < set_.size(); ++m)
+    if (!set_[m])
+      throw DeviceError("shader", "shader " + program_.name + ": parameter " + program_.params[m].name +
+                                      " was not set for this dispatch");
+  return bytes_;
+}
+
+Params& Params::put(const char* name, GLenum type, const void* value) {
+  for (std::size_t m = 0; m < program_.params.size(); ++m) {
+    const Program::Member& member = program_.params[m];
+    if (member.name != name) continue;
+    if (member.type != type)
+      throw DeviceError("shader",
+                        "shader " + program_.name + ": parameter " + name + " set with the wrong type");
+    std::memcpy(bytes_.data() + member.offset, value, 4);
+    set_[m] = true;
+    return *this;
+  }
+  throw DeviceError("shader", "shader " + program_.name + " has no parameter " + name);
+}
+
+void dispatch(const Params& params, GLuint params_buffer, std::initializer_list<GLuint> ssbos, GLuint x,
+              GLuint y, GLuint z) {
+  const std::vector<unsigned char>& bytes = params.bytes();
+  glUseProgram(params.program().id);
+  if (!bytes.empty()) {
+    // Re-specified for each dispatch (orphaned): the earlier dispatches keep the values they were
+    // given, and this one waits for nothing.
+    glBindBuffer(GL_UNIFORM_BUFFER, params_buffer);
+    glBufferData(GL_UNIFORM_BUFFER, GLsizeiptr(bytes.size()), bytes.data(), GL_STREAM_DRAW);
+    glBindBufferBase(GL_UNIFORM_BUFFER, 0, params_buffer);
+  }
+  GLuint binding = 0;
+  for (GLuint id : ssbos) glBindBufferBase(GL_SHADER_STORAGE_BUFFER, binding++, id);
+  glDispatchCompute(x, y, z);
+  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
 }
 
 namespace {
@@ -52,10 +167,38 @@ void check(GLuint object, bool is_program, const std::string& name) {
                                   (log.empty() ? "(the driver gave no info log)" : log));
 }
 
+// Where the driver put each Params member must be where std140 says (members it reports as
+// inactive are not asked about), and the block must be at uniform binding 0 and fit.
+void check_params_layout(const Program& p) {
+  if (p.params.empty()) return;
+  const GLuint block = glGetProgramResourceIndex(p.id, GL_UNIFORM_BLOCK, "Params");
+  if (block == GL_INVALID_INDEX) return;  // no member used: nothing to place
+  const GLenum block_props[] = {GL_BUFFER_BINDING, GL_BUFFER_DATA_SIZE};
+  GLint block_values[2] = {-1, 0};
+  glGetProgramResourceiv(p.id, GL_UNIFORM_BLOCK, block, 2, block_props, 2, nullptr, block_values);
+  if (block_values[0] != 0 || block_values[1] > GLint(p.params_bytes))
+    throw DeviceError("shader",
+                      "shader " + p.name + ": the driver puts Params at binding " +
+                          std::to_string(block_values[0]) + " with " + std::to_string(block_values[1]) +
+                          " bytes; expected binding 0 and at most " + std::to_string(p.params_bytes));
+  for (const Program::Member& m : p.params) {
+    const GLuint index = glGetProgramResourceIndex(p.id, GL_UNIFORM, m.name.c_str());
+    if (index == GL_INVALID_INDEX) continue;
+    const GLenum props[] = {GL_OFFSET, GL_TYPE};
+    GLint values[2] = {-1, 0};
+    glGetProgramResourceiv(p.id, GL_UNIFORM, index, 2, props, 2, nullptr, values);
+    if (values[0] != GLint(m.offset) || GLenum(values[1]) != m.type)
+      throw DeviceError("shader", "shader " + p.name + ": the driver puts Params member " + m.name +
+                                      " at byte " + std::to_string(values[0]) + ", std140 at " +
+                                      std::to_string(m.offset));
+  }
+}
+
 }  // namespace
 
-GLuint build_compute_program(const std::string& name, const Defines& defines,
-                             const std::vector<std::string>& snippets) {
+Program build_compute_program(const std::string& name, const Defines& defines,
+                              const std::vector<std::string>& snippets) {
+  Program p = parse_params(name, shader_source(name));
   const std::string text = assemble(name, defines, snippets);
   const GLuint shader = glCreateShader(GL_COMPUTE_SHADER);
   const char* src = text.c_str();
@@ -67,17 +210,18 @@ GLuint build_compute_program(const std::string& name, const Defines& defines,
     glDeleteShader(shader);
     throw;
   }
-  const GLuint program = glCreateProgram();
-  glAttachShader(program, shader);
-  glLinkProgram(program);
+  p.id = glCreateProgram();
+  glAttachShader(p.id, shader);
+  glLinkProgram(p.id);
   glDeleteShader(shader);  // flagged; freed with the program
   try {
-    check(program, true, name);
+    check(p.id, true, name);
+    check_params_layout(p);
   } catch (...) {
-    glDeleteProgram(program);
+    glDeleteProgram(p.id);
     throw;
   }
-  return program;
+  return p;
 }
 
 }  // namespace mha::gpu

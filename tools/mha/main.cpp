@@ -14,12 +14,14 @@ int main(int argc, char** argv) {
   auto run_bench = mha::cli::add_bench(app);
   auto run_export = mha::cli::add_export(app);
   auto run_model_info = mha::cli::add_model_info(app);
+  auto run_gpu_check = mha::cli::add_gpu_check(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("compute")) return run_compute();
     if (app.got_subcommand("bench")) return run_bench();
     if (app.got_subcommand("export")) return run_export();
     if (app.got_subcommand("model-info")) return run_model_info();
+    if (app.got_subcommand("gpu-check")) return run_gpu_check();
   } catch (const mha::Error& e) {
     std::fprintf(stderr, "mha: error: %s\n", e.what());
     return 2;

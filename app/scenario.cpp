@@ -739,6 +739,25 @@ void adopt_model_sizes(Scenario& s) {
   s.tgt_len = s.src_len = std::max<std::int64_t>(s.L(), 1);
 }
 
+void set_model(Scenario& s, const std::string& model) {
+  Scenario next = s;
+  next.model = model;
+  if (next.has_model()) {
+    if (next.sentence.empty()) next.sentence = "The cat sat on the mat and looked at the door.";
+    adopt_model_sizes(next);
+    next.mask = MaskSpec{};
+    next.mask.preset = MaskPreset::causal;  // GPT-2's own mask; painting it is a what-if
+    next.query.reset();
+    next.key.reset();
+    next.value.reset();
+    next.weights.reset();
+  }
+  if (next.mask.preset == MaskPreset::custom) next.mask.preset = MaskPreset::causal;
+  apply_mask_preset(next);
+  fit_mask_to_sizes(next);
+  s = std::move(next);
+}
+
 std::int64_t Scenario::L() const {
   if (has_model()) {
     try {

@@ -94,6 +94,10 @@ struct Scenario {
 // With a model: sets the sizes the model implies (N = 1, E, H, bias, self-attention, L = the
 // sentence's tokens) and keeps `layer` in range. Throws the model's load error (argument "model").
 void adopt_model_sizes(Scenario& s);
+// Switches to a model ("" = back to one module with default init): its sizes, a sentence if there
+// is none, GPT-2's causal mask; the edited tensors (which no longer fit) are dropped. Back to "",
+// the sizes stay and the mask is fitted to them. Throws the model's load error and changes nothing.
+void set_model(Scenario& s, const std::string& model);
 
 // Splits on whitespace.
 std::vector<std::string> tokenize(const std::string& sentence);

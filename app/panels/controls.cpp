@@ -248,26 +248,14 @@ void backend_section(AppState& state) {
   }
 }
 
-// Switches the scenario to a model ("" = back to one module with default init) as one edit. A
-// folder that does not load is refused next to the control and changes nothing.
+// The model choice as one edit; a folder that does not load is refused next to the control.
 void choose_model(AppState& state, const std::string& model) {
   Scenario next = state.scenario;
-  next.model = model;
-  if (next.has_model()) {
-    if (next.sentence.empty()) next.sentence = "The cat sat on the mat and looked at the door.";
-    try {
-      adopt_model_sizes(next);
-      next.mask = MaskSpec{};
-      next.mask.preset = MaskPreset::causal;  // GPT-2's own mask; painting it is a what-if
-      apply_mask_preset(next);
-    } catch (const Error& e) {
-      state.errors["model"] = e.what();
-      return;
-    }
-    next.query.reset();
-    next.key.reset();
-    next.value.reset();
-    next.weights.reset();
+  try {
+    set_model(next, model);
+  } catch (const Error& e) {
+    state.errors["model"] = e.what();
+    return;
   }
   state.errors.erase("model");
   state.scenario = std::move(next);

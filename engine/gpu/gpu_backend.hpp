@@ -48,8 +48,9 @@ struct SelfCheckReport {
   std::vector<Case> cases;
   bool completed = false;  // every case ran on the GPU (false: `reason` says why the check could not)
   bool trusted = false;
-  // Refused: "GPU self-check failed on <renderer>: case tiles, stage attn_weights, index 1 (n 0, h 0,
-  // i 0, j 1): got ..., expected ... (|diff| ..., allowed ...)". Or why the check could not run.
+  // Refused: "GPU self-check failed on <renderer> (OpenGL <version>): case tiles, stage
+  // attn_weights, index 1 = [0, 0, 0, 1] of (2, 2, 37, 263): got ..., expected ... (|diff| ...,
+  // allowed ...); the GPU path is not used on this driver". Or why the check could not run.
   std::string reason;
   double milliseconds = 0;  // the whole check, GPU and reference
 };
@@ -96,9 +97,9 @@ class GpuBackend : public DeviceForward {
   // once per process for each driver (vendor, renderer, version, launch sizes): a forward or
   // prepare_rows on a refused driver throws DeviceError with the report's reason, so gpu and auto
   // compute on the CPU and say why. Calling it runs the check again and records its verdict.
-  // It takes about 0.2 s on llvmpipe (README, "GPU path"). Never throws: a driver where the check
-  // cannot run (no context, a shader that does not build) is refused with that reason, and that
-  // verdict is not recorded.
+  // It takes 0.15-0.25 s on llvmpipe (docs/architecture.md, "GPU memory and synchronisation
+  // rules"). Never throws: where the check cannot run (no context, a shader that does not build)
+  // the report says why, and no verdict is recorded, so the next forward tries again.
   SelfCheckReport self_check();
 
   // Large L without the (N, H, L, S') stages (the FlashAttention idea): projects q and k on the

@@ -8,14 +8,14 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(npy safetensors scenario text cli)
+((${#targets[@]})) || targets=(npy safetensors scenario text cli tokenizer tokenizer_files)
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang (bash tools/install_deps.sh --sanitizers)"; exit 2; }
 cmake --preset fuzz >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 failed=0
-printf '%-12s %12s %10s %8s\n' target executions exec/s crashes
+printf '%-16s %12s %10s %8s\n' target executions exec/s crashes
 for t in "${targets[@]}"; do
   work=build-fuzz/corpus/$t crashes=build-fuzz/crashes/$t log=build-fuzz/fuzz_$t.log
   rm -rf "$crashes"
@@ -27,7 +27,7 @@ for t in "${targets[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   found=$(find "$crashes" -type f | wc -l)
-  printf '%-12s %12s %10s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$found"
+  printf '%-16s %12s %10s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$found"
   if ((rc != 0 || found > 0)); then
     failed=1
     echo "fuzz_$t failed (exit $rc); log: $log"

@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gen_model_fixtures import write_safetensors
+
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -684,9 +686,39 @@ NONFINITE.tweak_inputs = nonfinite
 SPECS.append(NONFINITE)
 
 
+# ----------------------------------------------------------------------------------------------
+# An nn.MultiheadAttention inside a bigger model's state_dict (`mha --weights FILE --prefix P`)
+# ----------------------------------------------------------------------------------------------
+ENCODER = "encoder_state_dict"
+
+
+def encoder_state_dict():
+    """A seeded two-layer nn.TransformerEncoder(8 wide, 2 heads): its whole state_dict as
+    model.safetensors (two self_attn modules, under layers.0.self_attn. and layers.1.self_attn.),
+    query.npy, and what layers[1].self_attn returns for it. No case.json: not a case of the table."""
+    torch.manual_seed(7)
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+    model = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # the layers start as copies of one; biases start at zero
+            p.uniform_(-0.5, 0.5)
+    query = torch.rand(2, 4, 8)
+    with torch.no_grad():  # distinct key and value tensors: torch's general path, not the fused one
+        out, w = model.layers[1].self_attn(query, query.clone(), query.clone(), need_weights=True,
+                                           average_attn_weights=False)
+    case_dir = FIXTURES / ENCODER
+    (case_dir / "expected").mkdir(parents=True)
+    write_safetensors(case_dir / "model.safetensors", model.state_dict(), torch.float32)
+    np_save(case_dir / "query.npy", query)
+    np_save(case_dir / "expected" / "module_output.npy", out)
+    np_save(case_dir / "expected" / "module_attn_weights.npy", w)
+    names = len(model.state_dict())
+    print(f"{ENCODER:28s} nn.TransformerEncoder state_dict, {names} tensors; layers[1].self_attn's output")
+
+
 def main():
     """All cases (every case folder is rewritten), or only the cases named on the command line."""
-    names = [s.name for s in SPECS]
+    names = [s.name for s in SPECS] + [ENCODER]
     assert len(names) == len(set(names))
     only = sys.argv[1:]
     unknown = [n for n in only if n not in names]
@@ -699,6 +731,8 @@ def main():
     for spec in SPECS:
         if not only or spec.name in only:
             run_case(spec)
+    if not only or ENCODER in only:
+        encoder_state_dict()
     return 0
 
 

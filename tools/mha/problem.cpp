@@ -2,6 +2,7 @@
 // weights under torch's names, or torch.manual_seed + torch.rand + nn.MultiheadAttention's default init.
 #include "problem.hpp"
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -49,8 +50,11 @@ Mask<T> to_mask(const Array& a, const char* name, const std::string& convention)
 
 // Loads weights from .npy files in `dir` (and/or a safetensors file) under torch's state_dict names.
 template <class T>
-Weights<T> load_weights(const fs::path& dir, const std::string& safetensors, Config& c) {
-  Weights<T> w = read_state_dict<T>(dir.string(), safetensors);
+Weights<T> load_weights(const fs::path& dir, const std::string& safetensors,
+                        const std::optional<std::string>& prefix, Config& c) {
+  std::vector<std::string> warnings;
+  Weights<T> w = read_state_dict<T>(dir.string(), safetensors, prefix, &warnings);
+  for (const std::string& line : warnings) std::printf("warning: %s\n", line.c_str());
   // The files decide, as a state_dict does: biases present -> bias=True, bias_k present -> add_bias_kv.
   c.bias = !w.in_proj_bias.empty() || !w.out_proj_bias.empty();
   c.add_bias_kv = !w.bias_k.empty() || !w.bias_v.empty();
@@ -69,8 +73,16 @@ Weights<T> load_weights(const fs::path& dir, const std::string& safetensors, Con
 
 void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
   auto* inputs = cmd->add_option("--inputs", a.inputs_dir, "Folder of .npy files named as torch names them");
-  cmd->add_option("--weights", a.weights_file, "A .safetensors file with the weights (state_dict names)")
-      ->needs(inputs);
+  auto* weights =
+      cmd->add_option("--weights", a.weights_file,
+                      "A .safetensors file with the weights: an nn.MultiheadAttention's state_dict, or a "
+                      "bigger model's holding one (e.g. an nn.TransformerEncoderLayer's self_attn)")
+          ->needs(inputs);
+  cmd->add_option_function<std::string>(
+         "--prefix", [&a](const std::string& p) { a.weights_prefix = p; },
+         "Which nn.MultiheadAttention of --weights, by its state_dict prefix (e.g. "
+         "encoder.layers.0.self_attn.); needed when the file holds several")
+      ->needs(weights);
   auto* seed = cmd->add_option("--torch-seed", a.torch_seed, "Generate inputs and weights as torch does")
                    ->excludes(inputs);
   cmd->add_option("--batch", a.batch, "N (with --torch-seed)")->needs(seed);
@@ -217,7 +229,7 @@ Problem<T> build_problem(const ForwardArgs& a) {
     c.embed_dim = in.query.shape.back();
     c.kdim = in.key.dim() ? in.key.shape.back() : 0;
     c.vdim = in.value.dim() ? in.value.shape.back() : 0;
-    w = load_weights<T>(dir, a.weights_file, c);
+    w = load_weights<T>(dir, a.weights_file, a.weights_prefix, c);
     if (fs::exists(dir / "attn_mask.npy"))
       in.attn_mask = to_mask<T>(load(dir, "attn_mask"), "attn_mask", a.mask_convention);
     if (fs::exists(dir / "key_padding_mask.npy"))

@@ -19,6 +19,7 @@ namespace mha::cli {
 
 struct ForwardArgs {
   std::string inputs_dir, weights_file;
+  std::optional<std::string> weights_prefix;  // --prefix: which nn.MultiheadAttention of --weights
   std::string scenario_file;  // the app's JSON (docs/scenario.md): sizes, sentence, seed, mask, edits
   std::optional<std::uint64_t> torch_seed;
   std::int64_t batch = 0, tgt_len = 0, src_len = 0, embed_dim = 0, num_heads = 0, num_kv_heads = 0;

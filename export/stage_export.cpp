@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 
 #include "errors.hpp"
 
@@ -174,6 +175,91 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
             " L=" + std::to_string(r.dims.L) + " S=" + std::to_string(r.dims.S_total);
   if (st.name == "attn_mask") s.title += "  hatched: -inf (blocked)";
   return fig;
+}
+
+AttentionMap attention_map(const Array& a, std::optional<std::int64_t> layer, const std::string& name) {
+  if (a.dtype != DType::f32 && a.dtype != DType::f64 && a.dtype != DType::f16 && a.dtype != DType::bf16)
+    throw DtypeError("--attention",
+                     name + ": dtype " + dtype_name(a.dtype) +
+                         "; attention weights are float (float32, float64, float16 or bfloat16)");
+  const std::size_t rank = a.shape.size();
+  if (rank < 2 || rank > 5)
+    throw ShapeError("--attention", name + ": shape " + shape_str(a.shape) +
+                                        "; expected (T, T), (H, T, T), (N, H, T, T) or (layers, N, H, T, T)");
+  for (std::int64_t size : a.shape)
+    if (size == 0) throw ShapeError("--attention", name + ": shape " + shape_str(a.shape) + " is empty");
+  const std::int64_t L = a.shape[rank - 2], S = a.shape[rank - 1];
+  if (L != S)
+    throw ShapeError("--attention", name + ": shape " + shape_str(a.shape) + " ends in " + std::to_string(L) +
+                                        " × " + std::to_string(S) +
+                                        "; expected square (T, T) maps, one row and one column per token");
+  AttentionMap m;
+  Shape shape(a.shape.end() - std::ptrdiff_t(std::min<std::size_t>(rank, 4)), a.shape.end());
+  while (shape.size() < 4) shape.insert(shape.begin(), 1);  // (T, T) -> (1, 1, T, T)
+  if (rank == 5) {
+    m.layers = a.shape[0];
+    m.layer = layer.value_or(0);
+    if (m.layer < 0 || m.layer >= m.layers)
+      throw ConfigError("--layer", "--layer " + std::to_string(m.layer) + " is out of range: " + name +
+                                       " has " + std::to_string(m.layers) + " layers (0.." +
+                                       std::to_string(m.layers - 1) + ")");
+  } else if (layer) {
+    throw ConfigError("--layer", "--layer: " + name + " has no layer axis (shape " + shape_str(a.shape) +
+                                     "); only a 5-D (layers, N, H, T, T) array has layers to pick from");
+  }
+  // Only the chosen layer is converted: a stacked file can be a model's every layer.
+  const std::int64_t n = numel(shape);
+  auto storage = std::make_shared<std::vector<float>>(std::size_t(n));
+  convert_elements(a.dtype, a.data.data() + std::size_t(m.layer * n) * dtype_size(a.dtype), n,
+                   storage->data());
+
+  // A softmax's rows are probabilities summing to 1 (up to rounding in the file's dtype); NaN rows
+  // (every key masked, in torch) fail both checks.
+  const double tolerance = a.dtype == DType::f32 || a.dtype == DType::f64 ? 1e-3 : 1e-2;
+  const std::int64_t H = shape[1], rows = n / S;
+  std::int64_t outside = 0, bad_rows = 0, first_outside = -1, first_bad_row = -1;
+  double first_sum = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (std::int64_t j = 0; j < S; ++j) {
+      const float v = (*storage)[std::size_t(r * S + j)];
+      sum += v;
+      if (!(v >= 0.0f && v <= 1.0f) && outside++ == 0) first_outside = r * S + j;
+    }
+    if (!(std::fabs(sum - 1.0) <= tolerance) && bad_rows++ == 0) first_bad_row = r, first_sum = sum;
+  }
+  const std::string at_layer = m.layers ? "layer " + std::to_string(m.layer) + ", " : "";
+  auto where = [&](std::int64_t row) {  // row of the (N·H·T, T) view
+    return at_layer + "batch " + std::to_string(row / L / H) + ", head " + std::to_string(row / L % H) +
+           ", row " + std::to_string(row % L);
+  };
+  char text[48];
+  if (outside) {
+    std::snprintf(text, sizeof text, "%g", double((*storage)[std::size_t(first_outside)]));
+    m.warnings.push_back(name + ": " + std::to_string(outside) + " value" + (outside == 1 ? "" : "s") +
+                         " outside [0, 1]; the first, " + text + ", at " + where(first_outside / S) +
+                         ", column " + std::to_string(first_outside % S));
+  }
+  if (bad_rows) {
+    std::snprintf(text, sizeof text, "%.6g", first_sum);
+    m.warnings.push_back(name + ": " + std::to_string(bad_rows) + " row" + (bad_rows == 1 ? "" : "s") +
+                         " not summing to 1; the first at " + where(first_bad_row) + " sums to " + text +
+                         " (attention weights are a softmax over the keys)");
+  }
+
+  Stage<float> st;
+  st.name = "attn_weights";
+  st.formula = "read from " + name;
+  st.note = "attention weights computed elsewhere";
+  st.shape = shape;
+  st.strides = contiguous_strides(shape);
+  st.storage = std::move(storage);
+  m.result.trace.stages.push_back(std::move(st));
+  Dims& d = m.result.dims;
+  d.N = shape[0];
+  d.H = d.G = H;
+  d.L = d.S = d.S_total = L;
+  return m;
 }
 
 void write_figure(const StageFigure& fig, const std::string& format, const std::string& path) {

@@ -56,4 +56,20 @@ void write_figure(const StageFigure& fig, const std::string& format, const std::
 // Size of the stage's head axis (0 when it has none); throws ConfigError for an unknown stage.
 int stage_heads(const ForwardResult<float>& r, const std::string& stage);
 
+// Attention computed elsewhere (e.g. a Hugging Face model's output_attentions, stacked), drawn as a
+// forward's attn_weights: `result`'s trace holds that one stage, (N, H, T, T), and its dims, so
+// stage_figure, difference_figure and stage_heads take it as they take a forward's.
+struct AttentionMap {
+  ForwardResult<float> result;
+  std::int64_t layers = 0;  // size of the file's layer axis; 0 without one
+  std::int64_t layer = 0;   // the layer in `result`
+  // Values that are not a softmax's: outside [0, 1], or a row not summing to 1; each names the first.
+  std::vector<std::string> warnings;
+};
+// `weights`: (T, T), (H, T, T), (N, H, T, T) or (layers, N, H, T, T), any float dtype; `layer` picks
+// one of the last (default 0). `name` (the file) starts every message. Throws DtypeError for another
+// dtype, ShapeError for another rank or a non-square (T, T), ConfigError("--layer") for a layer out
+// of range or one given without a layer axis.
+AttentionMap attention_map(const Array& weights, std::optional<std::int64_t> layer, const std::string& name);
+
 }  // namespace mha::exporter

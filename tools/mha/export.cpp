@@ -1,14 +1,17 @@
-// `mha export`: one forward (inputs as `mha compute` takes them), then a stage's heatmap as PNG, SVG
-// or CSV — one head, the head average, or all heads as a grid; or, given a folder, every head and
-// the average as separate files plus the grid, listed in index.json.
+// `mha export`: one forward (inputs as `mha compute` takes them, a GPT-2 layer, or attention weights
+// computed elsewhere), then a stage's heatmap as PNG, SVG or CSV — one head, the head average, or all
+// heads as a grid; or, given a folder, every head and the average as separate files plus the grid,
+// listed in index.json.
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "commands.hpp"
 #include "errors.hpp"
+#include "io/npy.hpp"
 #include "model/gpt2.hpp"
 #include "problem.hpp"
 #include "reshape_export.hpp"
@@ -30,6 +33,7 @@ struct ExportArgs : ForwardArgs {
   std::string minus_head, minus_backend, minus_scenario;
   std::string figure = "heatmap";  // or reshape: q -> view -> transpose, columns by head
   ModelArgs model;                 // --model: a GPT-2 layer's attention instead
+  std::string attention_file;      // --attention: a .npy of attention weights computed elsewhere
 };
 
 // Whitespace-separated labels; `count` of them, or a ConfigError naming the option.
@@ -56,11 +60,43 @@ int parse_head(const std::string& h) {
   throw ConfigError("--head", "--head " + h + ": expected a head index, all or avg");
 }
 
+// --layer for an --attention file: absent, or one layer's index.
+std::optional<std::int64_t> attention_layer(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  if (text == "all") throw ConfigError("--layer", "mha export draws one layer at a time: give --layer I");
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("--layer", "--layer " + text + ": expected a layer number");
+}
+
 int run(const ExportArgs& a) {
   Problem<float> p;
   ForwardResult<float> r;
   std::string title_prefix;  // "layer 3  " for a model's layer
-  if (!a.model.model_dir.empty()) {
+  if (!a.attention_file.empty()) {
+    if (!a.model.model_dir.empty() || !a.inputs_dir.empty() || a.torch_seed || !a.scenario_file.empty() ||
+        a.num_heads)
+      throw ConfigError("--attention",
+                        "--attention brings the weights already computed: leave out --model, "
+                        "--inputs, --torch-seed, --scenario and the size options");
+    if (!a.model.text.empty() || !a.model.token_ids.empty())
+      throw ConfigError("--attention",
+                        "--text and --token-ids go with --model; label --attention with --tokens");
+    if (!a.minus_backend.empty() || !a.minus_scenario.empty() || a.figure == "reshape")
+      throw ConfigError("--attention",
+                        "--attention holds the weights alone: draw a head, all heads, or a "
+                        "difference between heads (--minus-head)");
+    exporter::AttentionMap m =
+        exporter::attention_map(read_npy(a.attention_file), attention_layer(a.model.layer), a.attention_file);
+    for (const std::string& w : m.warnings) std::printf("warning: %s\n", w.c_str());
+    r = std::move(m.result);
+    p.source = a.attention_file;
+    if (m.layers) title_prefix = "layer " + std::to_string(m.layer) + "  ";
+  } else if (!a.model.model_dir.empty()) {
     check_model_alone(a);
     if (!a.minus_backend.empty() || !a.minus_scenario.empty())
       throw ConfigError("--model", "with --model, a difference map is between heads: use --minus-head");
@@ -75,7 +111,9 @@ int run(const ExportArgs& a) {
     title_prefix = "layer " + std::to_string(layer) + "  ";
   } else {
     if (!a.model.text.empty() || !a.model.token_ids.empty() || !a.model.layer.empty())
-      throw ConfigError("--model", "--text, --token-ids and --layer go with --model DIR");
+      throw ConfigError("--model",
+                        "--text, --token-ids and --layer go with --model DIR (--layer also with "
+                        "--attention FILE)");
     p = build_problem<float>(a);
     r = forward(p.config, p.weights, p.inputs, p.options);
   }
@@ -237,7 +275,10 @@ std::function<int()> add_export(CLI::App& app) {
       "or a CSV slice, from the same inputs as `mha compute`. --out FILE writes one figure; --out DIR/\n"
       "writes every head, the average and the grid, with index.json. Computes in float32.");
   add_forward_options(cmd, *a);
-  add_model_options(cmd, a->model, "With --model: the layer to draw (default 0)");
+  add_model_options(cmd, a->model, "With --model, or a 5-D --attention: the layer to draw (default 0)");
+  cmd->add_option("--attention", a->attention_file,
+                  "A .npy of attention weights computed elsewhere (e.g. a Hugging Face model's "
+                  "output_attentions, stacked): (T, T), (H, T, T), (N, H, T, T) or (layers, N, H, T, T)");
   cmd->add_option("--stage", a->stage, "Trace stage to export (default attn_weights)");
   cmd->add_option("--batch-index", a->batch_index, "Batch item (default 0)");
   cmd->add_option("--head", a->head, "Head index, all (a grid with the average) or avg (default 0)");
@@ -268,7 +309,7 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_option("--out", a->out, "Output file, or a folder (existing, or ending in /) for a batch export")
       ->required();
   return [a]() -> int {
-    if (a->model.model_dir.empty()) check_forward_args(*a);
+    if (a->model.model_dir.empty() && a->attention_file.empty()) check_forward_args(*a);
     return run(*a);
   };
 }

@@ -1,23 +1,37 @@
 #!/usr/bin/python3
 # Side by side in one run: torch.nn.MultiheadAttention (torch 1.13, 2 threads, eval, no_grad,
-# batch_first) against `mha bench`, alternating round by round, plus Eigen's sgemm rate from the same
+# batch_first) against `mha bench`, or, with --model, a GPT-2 checkpoint's forward in plain torch
+# against `mha bench --model`; alternating round by round, plus Eigen's sgemm rate from the same
 # mha binary. Prints medians and per-round ratios, since the machines are noisy.
 """Usage: /usr/bin/python3 tools/bench_vs_torch.py [--mha build/mha] [--rounds 3] [--sizes ...] [--xl]
+       /usr/bin/python3 tools/bench_vs_torch.py --model DIR [--tokens 64 256 1024] [--rounds 3]
 
 torch runs on distinct query/key/value tensors, as `mha bench` does. That takes torch's general path
 (F.multi_head_attention_forward: linear, baddbmm, softmax, bmm, linear) for need_weights=True and
 False alike. torch's fused fast path (torch._native_multi_head_attention) needs query is key is
 value; it is timed too, with need_weights=True, and shown for reference.
+
+--model DIR (a Hugging Face GPT-2 folder; a GPT-2-small-sized random one comes from
+`tools/gen_model_fixtures.py --gpt2-small DIR`): `mha bench --model DIR --tokens T` (every layer's
+trace kept) against GPT2LMHeadModel's forward written in plain torch (Conv1D as addmm, every layer's
+attention weights kept, logits at the last position), on the same token ids and thread count. The
+torch forward is first checked against tests/fixtures/gpt2/f32's expected attention weights. The
+sgemm floor is the model's GFLOP at that rate: the time its GEMMs alone would take.
 """
 import argparse
 import json
+import math
 import os
 import statistics
+import struct
 import subprocess
 import sys
 import time
 
+import numpy as np
 import torch
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "gpt2", "f32")
 
 SIZES = {  # name: (N, L, E, H), S = L
     "small": (3, 4, 8, 2),
@@ -61,6 +75,139 @@ def run_mha(args, extra):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# ------------------------------------------------------------------------------------------------
+# GPT-2 (--model)
+# ------------------------------------------------------------------------------------------------
+def read_safetensors(path):
+    """Every tensor of a .safetensors file as float32 torch tensors (F32, F16 and BF16 files)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = e["data_offsets"]
+        raw = data[a:b]
+        if e["dtype"] == "BF16":  # numpy has no bfloat16: the bits, widened by torch
+            t = torch.from_numpy(np.array(raw.view(np.int16))).view(torch.bfloat16).float()
+        else:
+            t = torch.from_numpy(np.array(raw.view({"F32": np.float32, "F16": np.float16}[e["dtype"]]),
+                                          dtype=np.float32))
+        out[name] = t.reshape(e["shape"])
+    return out
+
+
+def load_gpt2(folder):
+    """config.json and the weights (model.safetensors, or the shards of model.safetensors.index.json),
+    under GPT-2's names without the "transformer." prefix."""
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    w = {}
+    for name in files:
+        for k, t in read_safetensors(os.path.join(folder, name)).items():
+            w[k[len("transformer."):] if k.startswith("transformer.") else k] = t
+    return cfg, w
+
+
+def gpt2_forward(cfg, w, ids):
+    """GPT2LMHeadModel's forward for one sequence, as tools/gen_model_fixtures.py's forward computes it,
+    keeping every layer's attention weights (H, T, T) and the last position's logits."""
+    C, H = cfg["n_embd"], cfg["n_head"]
+    dk, T = C // H, len(ids)
+    eps = cfg["layer_norm_epsilon"]
+    ln = lambda x, p: torch.nn.functional.layer_norm(x, (C,), w[p + ".weight"], w[p + ".bias"], eps)
+    heads = lambda t: t.view(T, H, dk).transpose(0, 1)  # (H, T, dk)
+    blocked = ~torch.tril(torch.ones(T, T, dtype=torch.bool))
+    x = w["wte.weight"][ids] + w["wpe.weight"][:T]  # (T, C)
+    attentions = []
+    for l in range(cfg["n_layer"]):
+        p = f"h.{l}."
+        qkv = torch.addmm(w[p + "attn.c_attn.bias"], ln(x, p + "ln_1"), w[p + "attn.c_attn.weight"])  # Conv1D
+        q, k, v = qkv.split(C, dim=-1)
+        s = torch.matmul(heads(q), heads(k).transpose(-1, -2)) / math.sqrt(dk)  # (H, T, T)
+        att = torch.softmax(s.masked_fill_(blocked, torch.finfo(s.dtype).min), dim=-1)
+        attentions.append(att)
+        ctx = torch.matmul(att, heads(v)).transpose(0, 1).reshape(T, C)
+        x = x + torch.addmm(w[p + "attn.c_proj.bias"], ctx, w[p + "attn.c_proj.weight"])
+        hidden = torch.addmm(w[p + "mlp.c_fc.bias"], ln(x, p + "ln_2"), w[p + "mlp.c_fc.weight"])
+        hidden = 0.5 * hidden * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (hidden + 0.044715 * hidden ** 3)))
+        x = x + torch.addmm(w[p + "mlp.c_proj.bias"], hidden, w[p + "mlp.c_proj.weight"])
+    head = w["lm_head.weight"] if "lm_head.weight" in w else w["wte.weight"]
+    logits = ln(x[-1:], "ln_f") @ head.T
+    return logits, attentions
+
+
+def check_gpt2_forward():
+    """The torch forward against the fixture's expected attention weights (computed by
+    gen_model_fixtures.py), so a wrong forward is not timed."""
+    cfg, w = load_gpt2(FIXTURE)
+    ids = np.load(os.path.join(FIXTURE, "expected", "input_ids.npy")).tolist()
+    want = torch.from_numpy(np.load(os.path.join(FIXTURE, "expected", "attn_weights.npy")))
+    with torch.no_grad():
+        _, att = gpt2_forward(cfg, w, ids)
+    diff = float((torch.stack(att) - want).abs().max())
+    assert diff < 1e-5, f"the torch GPT-2 forward differs from {FIXTURE}: max |diff| {diff:.3g}"
+    return diff
+
+
+def bench_model(args):
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
+    check = check_gpt2_forward()
+    cfg, w = load_gpt2(args.model)
+    for t in args.tokens:
+        assert 1 <= t <= cfg["n_positions"], f"--tokens {t}: this model takes 1 to {cfg['n_positions']}"
+    # `mha bench --model`'s token ids and repeats, so both sides do the same work as often.
+    ids = {t: [(i * 7919 + 13) % cfg["vocab_size"] for i in range(t)] for t in args.tokens}
+    repeats = {t: args.repeats or (20 if t <= 64 else 5 if t <= 256 else 3) for t in args.tokens}
+    rounds = []
+    for r in range(args.rounds):
+        rnd = {"sgemm": run_mha(args, ["--sgemm", "1024", "--threads", str(args.threads)])}
+        for t in args.tokens:
+            mha = run_mha(args, ["--model", args.model, "--tokens", str(t), "--threads", str(args.threads),
+                                 "--repeats", str(repeats[t])])
+            with torch.no_grad():
+                torch_ms = median_time(lambda: gpt2_forward(cfg, w, ids[t]), repeats[t])
+            rnd[t] = {"mha": mha, "torch_ms": torch_ms}
+            print(f"round {r + 1}/{args.rounds} T={t}: mha {mha['median_ms']:.2f} ms, torch {torch_ms:.2f} ms",
+                  file=sys.stderr)
+        rounds.append(rnd)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(rounds, f, indent=1)
+
+    med = statistics.median
+    sgemm = med(x["sgemm"]["gflops"] for x in rounds)
+    n_params = rounds[0][args.tokens[0]]["mha"]["parameters"]
+    print(f"GPT-2 {args.model}: {cfg['n_layer']} layers, {cfg['n_head']} heads, n_embd {cfg['n_embd']}, "
+          f"{n_params / 1e6:.1f}M parameters; every layer's attention weights kept on both sides")
+    print(f"torch {torch.__version__} (plain-torch forward, max |diff| {check:.2g} from {os.path.relpath(FIXTURE)}), "
+          f"{torch.get_num_threads()} threads; mha: {args.mha} --threads {args.threads}; {args.rounds} rounds, "
+          f"medians over rounds; ratios are per round, then the median")
+    print(f"{os.cpu_count()} CPUs; 1-minute load average {load_before:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after (anything else running skews both sides)")
+    print(f"Eigen sgemm n=1024 (mha bench --sgemm 1024 --threads {args.threads}): {sgemm:.1f} GFLOP/s\n")
+    head = "| tokens | mha ms | torch ms | mha / torch | GFLOP | sgemm floor ms | mha / floor | mha GFLOP/s |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for t in args.tokens:
+        ms = med(x[t]["mha"]["median_ms"] for x in rounds)
+        torch_ms = med(x[t]["torch_ms"] for x in rounds)
+        ratio = med(x[t]["mha"]["median_ms"] / x[t]["torch_ms"] for x in rounds)
+        gflop = rounds[0][t]["mha"]["gflop"]
+        floor_ms = gflop / sgemm * 1e3
+        print(f"| {t} | {ms:.2f} | {torch_ms:.2f} | {ratio:.3f} | {gflop:.2f} | {floor_ms:.2f} | "
+              f"{ms / floor_ms:.2f} | {med(x[t]['mha']['gflops'] for x in rounds):.1f} |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mha", default="build/mha", help="the mha binary (default build/mha)")
@@ -68,7 +215,14 @@ def main():
     p.add_argument("--sizes", default="small,teaching,medium,large")
     p.add_argument("--xl", action="store_true", help="add xl (a minute or more per round)")
     p.add_argument("--json-out", help="also write every round's raw numbers here")
+    p.add_argument("--model", help="a GPT-2 folder: time its forward instead of the MHA sizes")
+    p.add_argument("--tokens", type=int, nargs="+", default=[64, 256, 1024], help="with --model: sequence lengths")
+    p.add_argument("--threads", type=int, default=2, help="with --model: threads for torch and mha (default 2)")
+    p.add_argument("--repeats", type=int, default=0,
+                   help="with --model: timed forwards per round and side (default as mha bench: 20, 5 or 3)")
     args = p.parse_args()
+    if args.model:
+        return bench_model(args)
     sizes = args.sizes.split(",") + (["xl"] if args.xl and "xl" not in args.sizes else [])
 
     torch.set_num_threads(2)

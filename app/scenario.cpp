@@ -758,6 +758,17 @@ void set_model(Scenario& s, const std::string& model) {
   s = std::move(next);
 }
 
+bool set_layer(Scenario& s, std::int64_t layer) {
+  if (!s.has_model()) return false;
+  const std::int64_t n = model_entry(s.model)->loaded.model.config.n_layer;
+  layer = std::clamp<std::int64_t>(layer, 0, n - 1);
+  if (layer == s.layer) return false;
+  s.layer = layer;
+  s.mask.preset = MaskPreset::causal;
+  apply_mask_preset(s);
+  return true;
+}
+
 std::int64_t Scenario::L() const {
   if (has_model()) {
     try {

@@ -98,6 +98,9 @@ void adopt_model_sizes(Scenario& s);
 // is none, GPT-2's causal mask; the edited tensors (which no longer fit) are dropped. Back to "",
 // the sizes stay and the mask is fitted to them. Throws the model's load error and changes nothing.
 void set_model(Scenario& s, const std::string& model);
+// With a model: shows `layer` (clamped to the model's layers); a what-if mask painted on another
+// layer does not follow, GPT-2's causal mask comes back. Returns whether the layer changed.
+bool set_layer(Scenario& s, std::int64_t layer);
 
 // Splits on whitespace.
 std::vector<std::string> tokenize(const std::string& sentence);

@@ -161,6 +161,17 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Y))) state.redo();
     if (ImGui::IsKeyPressed('Q')) env.quit_requested = true;
   }
+  // PgUp / PgDn: the model's layer shown in every view.
+  if (!io.WantTextInput && state.scenario.has_model()) {
+    const int step = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown))  ? 1
+                     : ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp)) ? -1
+                                                                                 : 0;
+    try {
+      if (step && set_layer(state.scenario, state.scenario.layer + step)) state.edited("layer");
+    } catch (const Error& e) {
+      state.errors["model"] = e.what();
+    }
+  }
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(io.DisplaySize);

@@ -301,12 +301,7 @@ void model_section(AppState& state) {
   if (m && m->n_layer > 1) {
     int layer = int(s.layer);
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-    if (ImGui::SliderInt("layer", &layer, 0, int(m->n_layer) - 1) && layer != s.layer) {
-      s.layer = layer;
-      state.scenario.mask.preset = MaskPreset::causal;  // a what-if belongs to the layer it was painted on
-      apply_mask_preset(state.scenario);
-      state.edited("layer");
-    }
+    if (ImGui::SliderInt("layer", &layer, 0, int(m->n_layer) - 1) && set_layer(s, layer)) state.edited("layer");
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("PgUp / PgDn: the layer whose attention every view shows");
   }
   if (m && !m->top_k.empty()) {

@@ -168,6 +168,10 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
   LargeView& v = g_view;
   g_info = LargeViewInfo{};
   const float font = ImGui::GetFontSize();
+  if (state.scenario.has_model())
+    ImGui::TextWrapped(
+        "With a model, this view runs one nn.MultiheadAttention at the model's sizes with default init "
+        "from the seed, not the model's trained weights: the model's own layers are in the other views.");
 
   // ---- Controls: size, mask, batch / head, reduction ----
   static const std::int64_t kLens[] = {256, 1024, 2048, 4096, 8192, 16384};

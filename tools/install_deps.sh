@@ -5,7 +5,8 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
       libimgui-dev libstb-dev libglfw3-dev libepoxy-dev xvfb xauth libgl1-mesa-dri
-      libegl1-mesa-dev libegl-mesa0)  # EGL headers + Mesa's EGL: the GPU path's headless llvmpipe context
+      libegl1-mesa-dev libegl-mesa0  # EGL headers + Mesa's EGL: the GPU path's headless llvmpipe context
+      mesa-vulkan-drivers)           # lavapipe, for the GPU tests on a second GL implementation (zink)
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy libopenblas0-pthread); fi
 # --sanitizers: clang with libFuzzer, ASan, UBSan and TSan (tools/test_sanitizers.sh, tools/fuzz.sh).
 if [[ "${1:-}" == "--sanitizers" ]]; then pkgs+=(clang libclang-rt-14-dev); fi

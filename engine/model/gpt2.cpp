@@ -90,7 +90,7 @@ void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2O
   Options mo;
   mo.backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
   mo.threads = o.threads;
-  run.attn[li] = forward(attention_config(c), w.attn, in, mo);
+  forward(attention_config(c), w.attn, in, mo, run.workspaces[li], run.attn[li]);
 
   const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous
   float* mid = run.resid_mid.ptr() + l * T * C;
@@ -230,17 +230,28 @@ void validate(const GPT2Model& m) {
 }
 
 GPT2Run gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input_ids, const GPT2Options& o) {
+  GPT2Run run;
+  gpt2_forward(m, input_ids, o, run);
+  return run;
+}
+
+GPT2Run& gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input_ids, const GPT2Options& o,
+                      GPT2Run& run) {
   const GPT2Config& c = m.config;
   check_ids(c, input_ids);
   const std::int64_t T = std::int64_t(input_ids.size()), C = c.n_embd, Ly = c.n_layer;
-  GPT2Run run;
+  // Every element of these is written below, so a buffer of the right size is reused as it is.
+  auto fit = [](Tensor<float>& t, Shape shape) {
+    if (t.shape != shape) t = Tensor<float>(std::move(shape));
+  };
   run.input_ids = input_ids;
-  run.residual = Tensor<float>({Ly + 1, T, C});
+  fit(run.residual, {Ly + 1, T, C});
   run.attn.resize(std::size_t(Ly));
-  run.resid_mid = Tensor<float>({Ly, T, C});
-  run.ln_2 = Tensor<float>({Ly, T, C});
-  run.mlp_hidden = Tensor<float>({Ly, T, c.inner()});
-  run.mlp_out = Tensor<float>({Ly, T, C});
+  run.workspaces.resize(std::size_t(Ly));
+  fit(run.resid_mid, {Ly, T, C});
+  fit(run.ln_2, {Ly, T, C});
+  fit(run.mlp_hidden, {Ly, T, c.inner()});
+  fit(run.mlp_out, {Ly, T, C});
   // residual[0] = wte[id] + wpe[position]
   for (std::int64_t t = 0; t < T; ++t) {
     const float* te = m.weights.wte.ptr() + std::int64_t(input_ids[std::size_t(t)]) * C;
@@ -259,6 +270,7 @@ void gpt2_forward_from(const GPT2Model& m, GPT2Run& run, std::int64_t layer, con
                                    std::to_string(c.n_layer) + " layers");
   if (std::int64_t(run.attn.size()) != c.n_layer || run.input_ids.empty())
     throw ConfigError("run", "gpt2_forward_from needs a run of gpt2_forward on the same model");
+  run.workspaces.resize(std::size_t(c.n_layer));
   for (std::int64_t l = layer; l < c.n_layer; ++l) block_forward(m, run, l, o);
   head_forward(m, run, o);
 }

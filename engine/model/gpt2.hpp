@@ -93,11 +93,17 @@ struct GPT2Run {
   Tensor<float> ln_f;                      // (T, C)
   Tensor<float> logits;                    // (vocab_size,): the last position's
   std::vector<TokenProb> top_k;            // most probable next tokens, best first
+  // Each layer's attention buffers, reused by the next forward into this run (see mha::Workspace).
+  std::vector<Workspace<float>> workspaces;
 };
 
 // The whole forward. Throws ConfigError for an empty text, a text longer than n_positions (naming
 // both) or an id outside the vocabulary.
 GPT2Run gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input_ids, const GPT2Options& o = {});
+// The same into `run`, reusing its buffers where the sizes match (no allocation, no page faults
+// on a repeated forward at the same length). Returns `run`.
+GPT2Run& gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input_ids, const GPT2Options& o,
+                      GPT2Run& run);
 
 // Recomputes `run` from block `layer` on, with the residual stream before it kept: what a mask edit
 // at that layer changes. `run` must come from gpt2_forward of the same model and ids.

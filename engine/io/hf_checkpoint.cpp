@@ -51,6 +51,14 @@ std::int64_t get_int(const json& j, const std::string& path, const char* key, st
   return j[key].get<std::int64_t>();
 }
 
+// A string field, or `fallback` when absent or null; another type is refused (json::value would
+// throw its own type_error).
+std::string get_string(const json& j, const std::string& path, const char* key, const std::string& fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_string()) fail(path, std::string("\"") + key + "\" must be a string, got " + j[key].dump());
+  return j[key].get<std::string>();
+}
+
 // The float weights of one tensor, converted from the mapping, with the shape checked.
 Tensor<float> take(const TensorView& v, const std::string& name, const Shape& want, bool transpose) {
   if (v.dtype != DType::f32 && v.dtype != DType::f16 && v.dtype != DType::bf16 && v.dtype != DType::f64)
@@ -79,7 +87,7 @@ Tensor<float> take(const TensorView& v, const std::string& name, const Shape& wa
 GPT2Config read_gpt2_config(const std::string& path) {
   const json j = read_json(path);
   if (!j.is_object()) fail(path, "must hold a JSON object");
-  const std::string type = j.value("model_type", std::string());
+  const std::string type = get_string(j, path, "model_type", "");
   if (type != "gpt2")
     fail(path, "model_type is \"" + type +
                    "\": MHA Studio runs GPT-2 checkpoints only (model_type \"gpt2\", GPT2LMHeadModel)");
@@ -94,7 +102,7 @@ GPT2Config read_gpt2_config(const std::string& path) {
     if (!j["layer_norm_epsilon"].is_number()) fail(path, "\"layer_norm_epsilon\" must be a number");
     c.layer_norm_epsilon = j["layer_norm_epsilon"].get<double>();
   }
-  const std::string act = j.value("activation_function", std::string("gelu_new"));
+  const std::string act = get_string(j, path, "activation_function", "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
     fail(path, "activation_function \"" + act + "\" is not GPT-2's gelu_new (tanh approximation): not supported");
   if (j.contains("tie_word_embeddings")) {

@@ -5,20 +5,7 @@ file(REMOVE_RECURSE ${OUT})
 set(MODEL ${SRC}/tests/fixtures/gpt2/f32)
 file(READ ${MODEL}/expected/text.txt TEXT)
 
-function(expect_ok what)
-  execute_process(COMMAND ${MHA} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc}): ${err}")
-  endif()
-  set(OUT_TEXT "${out}" PARENT_SCOPE)
-endfunction()
-
-function(expect_refused what pattern)
-  execute_process(COMMAND ${MHA} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 2 OR NOT err MATCHES "${pattern}")
-    message(FATAL_ERROR "${what}: expected exit 2 and /${pattern}/, got rc=${rc}: ${err}${out}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
 
 # One layer: the files `mha compute` always writes, with attn_weights (1, H, T, T), and the tokens.
 expect_ok("compute --model --layer 1" compute --model ${MODEL} --text "${TEXT}" --layer 1 --out ${OUT}/one)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 namespace mha {
 
@@ -109,38 +110,34 @@ RoleTable head_roles(const GPT2Model& m, const BpeTokenizer& tokenizer) {
   t.heads.assign(std::size_t(c.n_layer * c.n_head), HeadRole{});
   GPT2Options o;
   o.top_k = 0;
-  const std::vector<std::string>& sentences = role_probe_sentences();
-  for (const std::string& text : sentences) {
-    std::vector<std::int32_t> ids = tokenizer.encode(text);
-    if (std::int64_t(ids.size()) > c.n_positions) ids.resize(std::size_t(c.n_positions));
+  // Adds score(head's weights, T) / count to every head's field, for one probe sequence.
+  auto add = [&](const std::vector<std::int32_t>& ids, double count,
+                 const std::function<void(HeadRole&, const float*, std::int64_t, double)>& score) {
     const std::int64_t T = std::int64_t(ids.size());
     const GPT2Run run = gpt2_forward(m, ids, o);
     for (std::int64_t l = 0; l < c.n_layer; ++l) {
       const std::vector<float> w = layer_weights(run, l);
-      for (std::int64_t h = 0; h < c.n_head; ++h) {
-        HeadRole& r = t.heads[std::size_t(l * c.n_head + h)];
-        const float* wh = w.data() + h * T * T;
-        r.prev_token += prev_token_score(wh, T) / double(sentences.size());
-        r.first_token += first_token_score(wh, T) / double(sentences.size());
-        r.entropy += mean_entropy(wh, T) / double(sentences.size());
-      }
+      for (std::int64_t h = 0; h < c.n_head; ++h)
+        score(t.heads[std::size_t(l * c.n_head + h)], w.data() + h * T * T, T, count);
     }
+  };
+  const std::vector<std::string>& sentences = role_probe_sentences();
+  for (const std::string& text : sentences) {
+    std::vector<std::int32_t> ids = tokenizer.encode(text);
+    if (std::int64_t(ids.size()) > c.n_positions) ids.resize(std::size_t(c.n_positions));
+    add(ids, double(sentences.size()), [](HeadRole& r, const float* w, std::int64_t T, double n) {
+      r.prev_token += prev_token_score(w, T) / n;
+      r.first_token += first_token_score(w, T) / n;
+      r.entropy += mean_entropy(w, T) / n;
+    });
   }
   if (2 * kRepeatLength <= c.n_positions) {
     const auto repeats = role_probe_repeats(c.vocab_size);
-    for (const std::vector<std::int32_t>& ids : repeats) {
-      const std::int64_t T = std::int64_t(ids.size());
-      const GPT2Run run = gpt2_forward(m, ids, o);
-      for (std::int64_t l = 0; l < c.n_layer; ++l) {
-        const std::vector<float> w = layer_weights(run, l);
-        for (std::int64_t h = 0; h < c.n_head; ++h) {
-          HeadRole& r = t.heads[std::size_t(l * c.n_head + h)];
-          const float* wh = w.data() + h * T * T;
-          r.induction += induction_score(wh, T, kRepeatLength) / double(repeats.size());
-          r.duplicate_token += duplicate_token_score(wh, T, kRepeatLength) / double(repeats.size());
-        }
-      }
-    }
+    for (const std::vector<std::int32_t>& ids : repeats)
+      add(ids, double(repeats.size()), [](HeadRole& r, const float* w, std::int64_t T, double n) {
+        r.induction += induction_score(w, T, kRepeatLength) / n;
+        r.duplicate_token += duplicate_token_score(w, T, kRepeatLength) / n;
+      });
   }
   return t;
 }

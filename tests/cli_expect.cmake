@@ -1,0 +1,16 @@
+# Helpers for the CLI scripts (cmake -P): run ${MHA} and expect success, or a usage refusal (exit 2)
+# whose message matches a pattern. expect_ok leaves the command's stdout in OUT_TEXT.
+function(expect_ok what)
+  execute_process(COMMAND ${MHA} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}): ${err}")
+  endif()
+  set(OUT_TEXT "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect_refused what pattern)
+  execute_process(COMMAND ${MHA} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "${pattern}")
+    message(FATAL_ERROR "${what}: expected exit 2 and /${pattern}/, got rc=${rc}: ${err}${out}")
+  endif()
+endfunction()

@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "errors.hpp"
 #include "fixtures.hpp"
 #include "io/hf_checkpoint.hpp"
 #include "io/npy.hpp"
+#include "io/tokenizer_files.hpp"
 #include "io/safetensors.hpp"
 #include "masks.hpp"
 #include "model/gpt2.hpp"
@@ -304,4 +306,49 @@ TEST_CASE("Role probes: fixed random repeats that never use the last id", "[mode
   }
   CHECK(role_probe_repeats(300) == repeats);  // deterministic
   CHECK(role_probe_sentences().size() == 8);
+}
+
+// The shipped models' cards (assets/models/<name>/README.md) hold the role table `mha model-info
+// --roles` prints; the engine must still measure the same roles on the shipped weights.
+TEST_CASE("Every shipped model loads and measures the role table its card states", "[model][shipped]") {
+  const fs::path models = fs::path(MHA_ASSETS_DIR) / "models";
+  int shipped = 0;
+  for (const auto& e : fs::directory_iterator(models)) {
+    if (!fs::exists(e.path() / "config.json")) continue;
+    ++shipped;
+    INFO("model " << e.path());
+    const LoadedModel loaded = load_gpt2(e.path().string());
+    CHECK(loaded.warnings.empty());
+    const RoleTable table = head_roles(loaded.model, load_tokenizer(e.path().string()));
+    std::ifstream card(e.path() / "README.md");
+    REQUIRE(card);
+    std::string line;
+    const std::string header = format_role_table(RoleTable{}).substr(0, 40);
+    bool found = false;
+    while (std::getline(card, line))
+      if (line.rfind(header, 0) == 0) {
+        found = true;
+        break;
+      }
+    REQUIRE(found);
+    int rows = 0;
+    while (std::getline(card, line) && rows < table.n_layer * table.n_head) {
+      std::istringstream in(line);
+      std::int64_t l = -1, h = -1;
+      HeadRole r;
+      in >> l >> h >> r.prev_token >> r.first_token >> r.induction >> r.duplicate_token >> r.entropy;
+      REQUIRE(in);
+      REQUIRE((l >= 0 && l < table.n_layer && h >= 0 && h < table.n_head));
+      const HeadRole& m = table.at(l, h);
+      INFO("layer " << l << " head " << h);
+      CHECK(std::abs(m.prev_token - r.prev_token) < 0.0015);
+      CHECK(std::abs(m.first_token - r.first_token) < 0.0015);
+      CHECK(std::abs(m.induction - r.induction) < 0.0015);
+      CHECK(std::abs(m.duplicate_token - r.duplicate_token) < 0.0015);
+      CHECK(std::abs(m.entropy - r.entropy) < 0.0015);
+      ++rows;
+    }
+    CHECK(rows == table.n_layer * table.n_head);
+  }
+  CHECK(shipped >= 1);
 }

@@ -9,7 +9,7 @@ Everything runs on one CPU thread with plain torch:
      down to pi/P; layer 0 head 0 starts with a shift-by-one query/key map, so a
      previous-token head exists from the start; every training window carries a
      random span of ids repeated later in the window, from which layer 1 learns
-     induction heads after a plateau of about 4000 steps),
+     induction heads after a plateau of about 2000 steps),
   4. write config.json / model.safetensors (F16) / vocab.json / merges.txt /
      train_log.txt in the Hugging Face GPT-2 layout.
 
@@ -651,15 +651,15 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--ckpt-dir", default="/tmp/train/ckpt")
     ap.add_argument("--resume", action="store_true")
-    ap.add_argument("--steps", type=int, default=5500)
+    ap.add_argument("--steps", type=int, default=8000)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--merges", type=int, default=3000)
+    ap.add_argument("--merges", type=int, default=1500)
     ap.add_argument("--n-layer", type=int, default=2)
     ap.add_argument("--n-head", type=int, default=4)
     ap.add_argument("--n-embd", type=int, default=128)
     ap.add_argument("--n-positions", type=int, default=256)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--warmup", type=int, default=200)
@@ -677,9 +677,9 @@ def main():
                     help="fraction of windows replaced by a random id sequence repeated over the window")
     ap.add_argument("--rep-random", type=float, default=1.0,
                     help="fraction of repeated spans made of random ids (rest: copied text)")
-    ap.add_argument("--rep-min", type=int, default=8)
-    ap.add_argument("--rep-max", type=int, default=32)
-    ap.add_argument("--eval-every", type=int, default=200)
+    ap.add_argument("--rep-min", type=int, default=6)
+    ap.add_argument("--rep-max", type=int, default=24)
+    ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--ckpt-every", type=int, default=250)
     ap.add_argument("--time-limit", type=float, default=0, help="stop after this many seconds (0: none)")
     ap.add_argument("--no-export", action="store_true")

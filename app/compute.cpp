@@ -57,7 +57,52 @@ Mask<float> mask_from_spec(const Scenario& s, std::int64_t N, std::int64_t L, st
 
 }  // namespace
 
+// A model's whole forward on the scenario's sentence, the mask replacing the causal one at the
+// chosen layer: what the app shows and what `mha compute --scenario` computes.
+struct ModelRun {
+  std::shared_ptr<const ModelEntry> entry;
+  ModelTokens tokens;
+  GPT2Options options;
+  GPT2Run run;
+};
+ModelRun run_model_forward(const Scenario& s) {
+  ModelRun r;
+  r.entry = model_entry(s.model);
+  const GPT2Model& m = r.entry->loaded.model;
+  r.tokens = model_tokens(s.model, s.sentence);
+  const std::int64_t T = std::int64_t(r.tokens.ids.size());
+  if (T == 0) throw ConfigError("sizes", "type a sentence: the model needs at least one token");
+  if (T > m.config.n_positions)
+    throw ConfigError("sizes", "the sentence has " + std::to_string(T) + " tokens; this model takes at most " +
+                                   std::to_string(m.config.n_positions));
+  if (s.layer < 0 || s.layer >= m.config.n_layer)
+    throw ConfigError("sizes", "layer " + std::to_string(s.layer) + ": the model has " +
+                                   std::to_string(m.config.n_layer) + " layers");
+  r.options.attn_masks.resize(std::size_t(m.config.n_layer));
+  r.options.attn_masks[std::size_t(s.layer)] = model_layer_mask(s, T);
+  gpt2_forward(m, r.tokens.ids, r.options, r.run);
+  return r;
+}
+
+// With a model: the chosen layer's attention as one module, on that layer's input (ln_1 of the
+// residual stream after the layers before it), with the layer's mask. Its forward is the layer's.
+Built build_model_layer(const Scenario& s) {
+  const ModelRun r = run_model_forward(s);
+  const std::size_t l = std::size_t(s.layer);
+  Built b;
+  b.config = attention_config(r.entry->loaded.model.config);
+  b.weights = r.entry->loaded.model.weights.h[l].attn;
+  b.inputs.query = r.run.attn[l].trace["query"].contiguous();
+  b.inputs.key = b.inputs.query;
+  b.inputs.value = b.inputs.query;
+  b.inputs.attn_mask = r.options.attn_masks[l];
+  b.options.fully_masked = s.fully_masked;
+  b.options.backend = Backend::eigen;
+  return b;
+}
+
 Built build_forward(const Scenario& s, bool check_trace) {
+  if (s.has_model()) return build_model_layer(s);
   Built b;
   Config& c = b.config;
   c.embed_dim = s.embed_dim;
@@ -261,21 +306,12 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
 }
 
 Result Computer::run_model(const Scenario& s) {
-  const std::shared_ptr<const ModelEntry> e = model_entry(s.model);
+  ModelRun model_run = run_model_forward(s);
+  const std::shared_ptr<const ModelEntry>& e = model_run.entry;
   const GPT2Model& m = e->loaded.model;
-  const ModelTokens tokens = model_tokens(s.model, s.sentence);
-  const std::int64_t T = std::int64_t(tokens.ids.size());
-  if (T == 0) throw ConfigError("sizes", "type a sentence: the model needs at least one token");
-  if (T > m.config.n_positions)
-    throw ConfigError("sizes", "the sentence has " + std::to_string(T) + " tokens; this model takes at most " +
-                                   std::to_string(m.config.n_positions));
-  if (s.layer < 0 || s.layer >= m.config.n_layer)
-    throw ConfigError("sizes", "layer " + std::to_string(s.layer) + ": the model has " +
-                                   std::to_string(m.config.n_layer) + " layers");
-  GPT2Options o;
-  o.attn_masks.resize(std::size_t(m.config.n_layer));
-  o.attn_masks[std::size_t(s.layer)] = model_layer_mask(s, T);
-  GPT2Run run = gpt2_forward(m, tokens.ids, o);
+  const ModelTokens& tokens = model_run.tokens;
+  const GPT2Options& o = model_run.options;
+  GPT2Run& run = model_run.run;
 
   Result r;
   r.forward = std::make_shared<const ForwardResult<float>>(std::move(run.attn[std::size_t(s.layer)]));

@@ -51,6 +51,7 @@ struct Built {
   Inputs<float> inputs;
   Options options;
 };
+// With a model, the chosen layer's attention as one module: the same forward as the layer's.
 Built build_forward(const Scenario& s, bool check_trace = true);
 
 // Above this many multiply-adds a recompute goes to the worker thread (a 60 Hz frame is 16 ms;

@@ -70,6 +70,7 @@ LargeViewInfo g_info;
 // optional causal mask; the sentence, edited inputs and the drawn mask do not scale, so they drop.
 Built large_problem(const Scenario& scenario, std::int64_t len, bool causal) {
   Scenario s = scenario;
+  s.model.clear();  // one module with default init at the model's sizes (the view says so)
   s.tgt_len = s.src_len = len;
   s.sentence.clear();
   s.source_sentence.clear();

@@ -462,10 +462,11 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   p.value = to_batch_first(in.value, p.d.batched, c.batch_first, st.value, st);
   set_weights(p, c, w);
 
-  for (const Tensor<T>* t :
-       {&in.query, &in.key, &in.value, &w.in_proj_weight, &w.q_proj_weight, &w.k_proj_weight,
-        &w.v_proj_weight, &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})
-    r.nonfinite_inputs += count_nonfinite(*t);
+  for (const Tensor<T>* t : {&in.query, &in.key, &in.value}) r.nonfinite_inputs += count_nonfinite(*t);
+  if (o.count_nonfinite_weights)
+    for (const Tensor<T>* t : {&w.in_proj_weight, &w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight,
+                               &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})
+      r.nonfinite_inputs += count_nonfinite(*t);
 
   detail::Buffers<T>* b = &detail::prepare_buffers(p.d, backend, st);
   detail::Buffer<T> mask_storage;

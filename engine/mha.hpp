@@ -145,6 +145,9 @@ struct Options {
   StageTimes* stage_times = nullptr;
   // The GPU path for Backend::gpu / automatic (mha_gpu's GpuBackend); null: gpu throws ConfigError.
   DeviceForward* device = nullptr;
+  // Count NaN/Inf in the weights too (ForwardResult::nonfinite_inputs). A caller whose weights were
+  // checked once when loaded (a model's layers, forwarded on every edit) turns it off.
+  bool count_nonfinite_weights = true;
 };
 
 template <class T>

@@ -247,6 +247,9 @@ LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress) {
   for (const auto& [name, v] : views)
     if (!used.count(name)) out.warnings.push_back("tensor '" + name + "' is not a GPT-2 weight: ignored");
   validate(m);
+  // Each layer's forward skips this count (Options::count_nonfinite_weights): it is done once here.
+  if (const std::int64_t bad = m.nonfinite_weights())
+    out.warnings.push_back(std::to_string(bad) + " weights are NaN or infinite: every output they reach will be too");
   return out;
 }
 

@@ -90,6 +90,7 @@ void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2O
   Options mo;
   mo.backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
   mo.threads = o.threads;
+  mo.count_nonfinite_weights = false;  // counted once for the whole model: GPT2Model::nonfinite_weights
   forward(attention_config(c), w.attn, in, mo, run.workspaces[li], run.attn[li]);
 
   const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous
@@ -196,6 +197,22 @@ std::int64_t GPT2Model::parameter_count() const {
          b.attn.out_proj_bias.numel();
     n += b.c_fc_weight.numel() + b.c_fc_bias.numel() + b.c_proj_weight.numel() + b.c_proj_bias.numel();
   }
+  return n;
+}
+
+std::int64_t GPT2Model::nonfinite_weights() const {
+  std::int64_t n = 0;
+  auto count = [&](const Tensor<float>& t) {
+    for (float x : t.data) n += !std::isfinite(x);
+  };
+  for (const Tensor<float>* t : {&weights.wte, &weights.wpe, &weights.ln_f_weight, &weights.ln_f_bias, &weights.lm_head})
+    count(*t);
+  for (const GPT2Block& b : weights.h)
+    for (const Tensor<float>* t :
+         {&b.ln_1_weight, &b.ln_1_bias, &b.attn.in_proj_weight, &b.attn.in_proj_bias, &b.attn.out_proj_weight,
+          &b.attn.out_proj_bias, &b.ln_2_weight, &b.ln_2_bias, &b.c_fc_weight, &b.c_fc_bias, &b.c_proj_weight,
+          &b.c_proj_bias})
+      count(*t);
   return n;
 }
 

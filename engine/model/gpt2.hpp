@@ -57,6 +57,7 @@ struct GPT2Model {
   GPT2Weights weights;
   std::string storage_dtype = "float32";  // what the checkpoint stored ("float16", "bfloat16", …)
   std::int64_t parameter_count() const;   // tied head counted once, as Hugging Face counts it
+  std::int64_t nonfinite_weights() const;  // NaN/Inf among the weights (the loader warns about them)
 };
 
 // Checks every weight's shape against the config; throws ShapeError naming the tensor by its

@@ -64,7 +64,7 @@ bool save_screenshot(const std::string& path, int w, int h) {
 int main(int argc, char** argv) {
   // ---- Setup: arguments ----
   CLI::App cli{"mha-studio: multi-head attention, live, stage by stage"};
-  std::string scenario_file, screenshot, tab_name;
+  std::string scenario_file, screenshot, tab_name, attention_file;
   int frames = 3, width = 1280, height = 720;
   float font_scale = 0;
   bool no_autosave = false;
@@ -73,7 +73,11 @@ int main(int argc, char** argv) {
   cli.add_option("--frames", frames, "Frames to draw before the screenshot (default 3)");
   cli.add_option("--font-scale", font_scale, "Presenter font scale, 1 to 3");
   cli.add_option("--tab", tab_name,
-                 "Open on this view: Pipeline, Reshape, Heads, Mask, Compare, Complexity, \"Large L\"");
+                 "Open on this view: Pipeline, Reshape, Heads, Mask, Compare, Complexity, \"Large L\", "
+                 "\"Attention file\"");
+  cli.add_option("--attention", attention_file,
+                 "Open attention weights saved elsewhere (.npy: (T,T), (H,T,T), (N,H,T,T) or (layers,N,H,T,T)) "
+                 "in the Attention file view, read-only");
   std::int64_t large_len = 1024;
   cli.add_option("--large-len", large_len,
                  "L = S of the Large L view (default 1024; 256 to 16384 in its menu)")
@@ -220,6 +224,10 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < kTabCount; ++i)
     if (tab_name == kTabNames[i]) env.select_tab = i;
+  if (!attention_file.empty()) {
+    open_attention_file(attention_file);
+    if (tab_name.empty()) env.select_tab = kAttentionFileTab;
+  }
   if (env.select_tab < 0) env.select_tab = state.scenario.view.tab;
   if (stats) env.select_tab = FrameStats::kTab;  // the tab the replay measures, whatever was open
   state.committed = state.scenario;

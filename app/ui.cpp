@@ -11,8 +11,8 @@
 
 namespace mha::app {
 
-const char* const kTabNames[kTabCount] = {"Pipeline", "Reshape",    "Heads",  "Mask",
-                                          "Compare",  "Complexity", "Large L"};
+const char* const kTabNames[kTabCount] = {"Pipeline", "Reshape",    "Heads",   "Mask",
+                                          "Compare",  "Complexity", "Large L", "Attention file"};
 
 std::vector<std::string> list_presets(const std::string& dir) {
   std::vector<std::string> out;
@@ -222,6 +222,8 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
         ImGui::BeginChild("view-body");
         if (i == 6) {  // Large L needs no CPU trace: it computes its own rows on the GPU
           draw_large(state, textures, env.large_gpu, &env.large_len, &env.large_causal);
+        } else if (i == kAttentionFileTab) {  // a file's weights, independent of the scenario
+          draw_attention_file(textures);
         } else if (!state.result.valid()) {
           ImGui::TextWrapped("No result to show yet. The controls on the left say what is wrong.");
         } else {

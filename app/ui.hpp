@@ -25,7 +25,8 @@ struct UiEnv {
   bool large_causal = false;
 };
 
-constexpr int kTabCount = 7;
+constexpr int kTabCount = 8;
+constexpr int kAttentionFileTab = 7;  // the last tab: a saved attention tensor, read-only
 // "Pipeline", "Reshape", "Heads", "Mask", "Compare", "Complexity", "Large L"
 extern const char* const kTabNames[kTabCount];
 

@@ -4,8 +4,11 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "io/npy.hpp"
 #include "masks.hpp"
 #include "model_cache.hpp"
+#include "panels/panels.hpp"
+#include "temp_dir.hpp"
 #include "ui_harness.hpp"
 
 using namespace mha::app;
@@ -106,4 +109,40 @@ TEST_CASE("back to random init keeps the course's single module", "[ui][model]")
   CHECK(back.model == kModel);
   CHECK(back.layer == 2);
   CHECK(back.embed_dim == 32);
+}
+
+TEST_CASE("attention weights saved elsewhere open read-only in the Attention file view", "[ui][model]") {
+  HeadlessUi ui;
+  AppState state;
+  state.scenario = model_scenario(0);
+  state.committed = state.scenario;
+  state.recompute();
+  ui.settle(state);
+  // (layers, N, H, T, T) = (2, 1, 4, 5, 5): causal rows, uniform over the visible keys.
+  mha::Tensor<float> w({2, 1, 4, 5, 5});
+  for (std::int64_t m = 0; m < 2 * 4; ++m)
+    for (std::int64_t i = 0; i < 5; ++i)
+      for (std::int64_t j = 0; j <= i; ++j) w.data[std::size_t((m * 5 + i) * 5 + j)] = 1.0f / float(i + 1);
+  mha::test::TempDir tmp("mha_attention_");
+  const std::string path = tmp.file("attention.npy");
+  mha::write_npy(path, mha::to_array(w));
+  const Scenario before = state.scenario;
+  open_attention_file(path);
+  AttentionFileInfo info = attention_file_info();
+  CHECK(info.error.empty());
+  CHECK(info.layers == 2);
+  CHECK(info.H == 4);
+  CHECK(info.T == 5);
+  CHECK(info.warnings.empty());
+  ui.env.select_tab = kAttentionFileTab;
+  for (int f = 0; f < 4; ++f) REQUIRE(ui.frame(state, ImVec2(400, 300), f == 1) > 0);
+  // A file that is not attention: the reason, and the file on screen stays.
+  mha::write_npy(tmp.file("bad.npy"), mha::to_array(mha::Tensor<float>({2, 3})));
+  open_attention_file(tmp.file("bad.npy"));
+  info = attention_file_info();
+  CHECK_THAT(info.error, Catch::Contains("bad.npy"));
+  CHECK(info.T == 5);
+  Scenario after = state.scenario;
+  after.view = before.view;  // the tab shown is view state; nothing else of the scenario moves
+  CHECK(mha::app::to_json(after) == mha::app::to_json(before));
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "app_state.hpp"
 #include "textures.hpp"
@@ -21,6 +22,16 @@ void draw_mask_editor(AppState& state, Textures& tex);  // presets, click/drag, 
 void draw_inspector(AppState& state);                   // right column: one weight, term by term
 void draw_compare(AppState& state, Textures& tex);      // difference of two heads / before-after
 void draw_complexity(AppState& state);                  // FLOPs and memory per stage, growth with L
+void draw_attention_file(Textures& tex);                // a saved attention tensor, read-only
+// Opens a .npy in the Attention file view, as its Open button does (a bad file: the reason shows
+// there and the file on screen stays). attention_file_info: what it holds now.
+void open_attention_file(const std::string& path);
+struct AttentionFileInfo {
+  std::int64_t N = 0, H = 0, T = 0, layers = 0;
+  std::vector<std::string> warnings;
+  std::string error;
+};
+AttentionFileInfo attention_file_info();
 
 // Large L (large.cpp): one head's weights at L = S = *len (a causal mask with *causal) from GPU row
 // statistics, tiles recomputed into a texture on `gpu` (null or unavailable: the reason and the CPU heatmap).

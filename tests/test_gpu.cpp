@@ -29,7 +29,7 @@ namespace {
 // The GPU path sums in the reference's order (fma in the projections, plain sums in the per-head
 // products), but its softmax reduces the row max and sum in a tree, and GPU exp / division may
 // differ from the C library's by a few ulp. On llvmpipe the largest difference over the table
-// is 5.9e-7 (teaching, at a value of 0.07); see README, "GPU path".
+// is 5.9e-7 (teaching, at a value of 0.07); see docs/architecture.md, "GPU".
 constexpr double kAtol = 1e-6, kRtol = 1e-6;
 // Inputs of 1e30 (nonfinite_inputs) give outputs near 1e26 from sums that cancel, where the GPU's
 // summation order shows at 3.7e-6 relative: that case is held to the Eigen path's rtol, 1e-5.

@@ -57,7 +57,7 @@ struct SelfCheckReport {
 
 // Backend::automatic runs on the GPU from this many multiply-adds per forward (projections +
 // scores + weights·v) on a hardware GPU. NOT measured: no hardware GPU was available while this was
-// written (README, "GPU path"). On software renderers (llvmpipe) auto never picks the GPU: the
+// written (docs/architecture.md, "GPU"). On software renderers (llvmpipe) auto never picks the GPU: the
 // Eigen path won at every size measured there.
 constexpr double kAutoMinMultiplyAdds = 2e8;
 

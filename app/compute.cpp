@@ -73,7 +73,8 @@ ModelRun run_model_forward(const Scenario& s) {
   const std::int64_t T = std::int64_t(r.tokens.ids.size());
   if (T == 0) throw ConfigError("sizes", "type a sentence: the model needs at least one token");
   if (T > m.config.n_positions)
-    throw ConfigError("sizes", "the sentence has " + std::to_string(T) + " tokens; this model takes at most " +
+    throw ConfigError("sizes", "the sentence has " + std::to_string(T) +
+                                   " tokens; this model takes at most " +
                                    std::to_string(m.config.n_positions));
   if (s.layer < 0 || s.layer >= m.config.n_layer)
     throw ConfigError("sizes", "layer " + std::to_string(s.layer) + ": the model has " +

@@ -23,11 +23,11 @@
 #include "app_state.hpp"
 #include "errors.hpp"
 #include "fonts.hpp"
-#include "model_cache.hpp"
 #include "frame_stats.hpp"
 #include "gl_textures.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "io/npy.hpp"
+#include "model_cache.hpp"
 #include "panels/panels.hpp"
 #include "soak.hpp"
 #include "ui.hpp"
@@ -75,9 +75,10 @@ int main(int argc, char** argv) {
   cli.add_option("--tab", tab_name,
                  "Open on this view: Pipeline, Reshape, Heads, Mask, Compare, Complexity, \"Large L\", "
                  "\"Attention file\"");
-  cli.add_option("--attention", attention_file,
-                 "Open attention weights saved elsewhere (.npy: (T,T), (H,T,T), (N,H,T,T) or (layers,N,H,T,T)) "
-                 "in the Attention file view, read-only");
+  cli.add_option(
+      "--attention", attention_file,
+      "Open attention weights saved elsewhere (.npy: (T,T), (H,T,T), (N,H,T,T) or (layers,N,H,T,T)) "
+      "in the Attention file view, read-only");
   std::int64_t large_len = 1024;
   cli.add_option("--large-len", large_len,
                  "L = S of the Large L view (default 1024; 256 to 16384 in its menu)")

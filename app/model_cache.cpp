@@ -54,7 +54,8 @@ std::vector<std::string> shipped_models() {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(models_dir(), ec))
-    if (e.is_directory() && fs::exists(e.path() / "config.json")) names.push_back(e.path().filename().string());
+    if (e.is_directory() && fs::exists(e.path() / "config.json"))
+      names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -108,7 +109,8 @@ ModelTokens model_tokens(const std::string& model, const std::string& sentence) 
   }
   const std::shared_ptr<const ModelEntry> e = model_entry(model);
   if (!e->tokenizer)
-    throw ConfigError("model", "model \"" + model + "\" has no tokenizer (vocab.json + merges.txt or tokenizer.json)");
+    throw ConfigError("model",
+                      "model \"" + model + "\" has no tokenizer (vocab.json + merges.txt or tokenizer.json)");
   ModelTokens t;
   t.ids = e->tokenizer->encode(sentence);
   for (std::int32_t id : t.ids) t.labels.push_back(e->tokenizer->display_piece(id));

@@ -75,8 +75,8 @@ struct Scenario {
   // replaces the causal mask at `layer` only (a what-if: the layers after it see the change).
   std::string model;
   std::int64_t layer = 0;
-  std::string sentence;          // whitespace tokens label queries (sets L when non-empty)
-  std::string source_sentence;   // cross-attention: tokens of the keys (sets S when non-empty)
+  std::string sentence;         // whitespace tokens label queries (sets L when non-empty)
+  std::string source_sentence;  // cross-attention: tokens of the keys (sets S when non-empty)
   FullyMasked fully_masked = FullyMasked::nan;
   MaskSpec mask;
   // Edited, pasted or loaded tensors replace the generated ones (batch-first, shapes must fit).

@@ -163,9 +163,9 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   }
   // PgUp / PgDn: the model's layer shown in every view.
   if (!io.WantTextInput && state.scenario.has_model()) {
-    const int step = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown))  ? 1
+    const int step = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown)) ? 1
                      : ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp)) ? -1
-                                                                                 : 0;
+                                                                                : 0;
     try {
       if (step && set_layer(state.scenario, state.scenario.layer + step)) state.edited("layer");
     } catch (const Error& e) {

@@ -97,12 +97,13 @@ void sgemm_rows(const float* A, const float* B, float* C, std::int64_t n, std::i
   active().sgemm(A, B, C, n, r0, r1);
 }
 
-void conv1d_columns(const float* x, const float* W, const float* b, float* y, std::int64_t rows, std::int64_t in,
-                    std::int64_t out, std::int64_t c0, std::int64_t c1, bool gelu) {
+void conv1d_columns(const float* x, const float* W, const float* b, float* y, std::int64_t rows,
+                    std::int64_t in, std::int64_t out, std::int64_t c0, std::int64_t c1, bool gelu) {
   active().conv1d(x, W, b, y, rows, in, out, c0, c1, gelu);
 }
 
-void gemv_rows(const float* A, const float* x, float* y, std::int64_t cols, std::int64_t r0, std::int64_t r1) {
+void gemv_rows(const float* A, const float* x, float* y, std::int64_t cols, std::int64_t r0,
+               std::int64_t r1) {
   active().gemv(A, x, y, cols, r0, r1);
 }
 

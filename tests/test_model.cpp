@@ -6,15 +6,15 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "errors.hpp"
 #include "fixtures.hpp"
 #include "io/hf_checkpoint.hpp"
 #include "io/npy.hpp"
-#include "io/tokenizer_files.hpp"
 #include "io/safetensors.hpp"
+#include "io/tokenizer_files.hpp"
 #include "masks.hpp"
 #include "model/gpt2.hpp"
 #include "model/roles.hpp"
@@ -92,10 +92,12 @@ TEST_CASE("GPT-2 forward equals torch stage by stage on every layer", "[model]")
       for (std::int64_t l = 0; l < m.config.n_layer; ++l) {
         const std::string at = where + ", layer " + std::to_string(l) + ": ";
         check(layer_of(run.residual, l), layer_of(expected(variant, "residual"), l), at + "residual");
-        check(stage(run, l, "query"), layer_of(expected(variant, "ln_1"), l), at + "ln_1 (the attention's query)");
+        check(stage(run, l, "query"), layer_of(expected(variant, "ln_1"), l),
+              at + "ln_1 (the attention's query)");
         for (const char* s : {"q", "k", "v", "attn_weights", "context"})
           check(stage(run, l, s), layer_of(expected(variant, s), l), at + s);
-        check(stage(run, l, "output"), layer_of(expected(variant, "attn_output"), l), at + "attention output");
+        check(stage(run, l, "output"), layer_of(expected(variant, "attn_output"), l),
+              at + "attention output");
         check(layer_of(run.resid_mid, l), layer_of(expected(variant, "resid_mid"), l), at + "resid_mid");
         check(layer_of(run.ln_2, l), layer_of(expected(variant, "ln_2"), l), at + "ln_2");
         check(layer_of(run.mlp_hidden, l), layer_of(expected(variant, "mlp_hidden"), l), at + "mlp_hidden");
@@ -107,7 +109,8 @@ TEST_CASE("GPT-2 forward equals torch stage by stage on every layer", "[model]")
       check(run.logits, expected(variant, "logits"), where + ": logits");
       REQUIRE(run.top_k.size() == 5);
       const Tensor<float> logits = expected(variant, "logits");
-      CHECK(run.top_k[0].id == std::max_element(logits.data.begin(), logits.data.end()) - logits.data.begin());
+      CHECK(run.top_k[0].id ==
+            std::max_element(logits.data.begin(), logits.data.end()) - logits.data.begin());
       for (std::size_t i = 1; i < run.top_k.size(); ++i)
         CHECK(run.top_k[i - 1].probability >= run.top_k[i].probability);
     }
@@ -148,7 +151,8 @@ TEST_CASE("GPT-2 recompute from a layer equals a full forward with the same mask
   const GPT2Run full = gpt2_forward(m, ids, o);
 
   CHECK(run.attn[0].trace["attn_weights"].contiguous().data == layer0_weights.data);  // not recomputed
-  CHECK(run.attn[1].trace["attn_weights"].contiguous().data == full.attn[1].trace["attn_weights"].contiguous().data);
+  CHECK(run.attn[1].trace["attn_weights"].contiguous().data ==
+        full.attn[1].trace["attn_weights"].contiguous().data);
   CHECK(run.logits.data == full.logits.data);
   CHECK(run.logits.data != before_logits.data);
   CHECK(run.attn[1].trace["attn_weights"].at({0, 0, 5, 1}) == 0.0f);
@@ -189,11 +193,12 @@ TEST_CASE("GPT-2 loader refuses malformed folders, naming the file, tensor and r
   SECTION("another architecture or a config that disagrees with the tensors") {
     fs::path d = fresh("f32");
     edit_config(d, [](nlohmann::json& j) { j["model_type"] = "llama"; });
-    CHECK_THAT(load_error(d.string()), Catch::Contains("model_type is \"llama\"") &&
-                                           Catch::Contains("GPT-2 checkpoints only"));
+    CHECK_THAT(load_error(d.string()),
+               Catch::Contains("model_type is \"llama\"") && Catch::Contains("GPT-2 checkpoints only"));
     d = fresh("f32");
     edit_config(d, [](nlohmann::json& j) { j["n_embd"] = 48; });
-    CHECK_THAT(load_error(d.string()), Catch::Contains("wte.weight") && Catch::Contains("disagrees with config.json"));
+    CHECK_THAT(load_error(d.string()),
+               Catch::Contains("wte.weight") && Catch::Contains("disagrees with config.json"));
     d = fresh("f32");
     edit_config(d, [](nlohmann::json& j) { j["n_layer"] = 4; });
     CHECK_THAT(load_error(d.string()), Catch::Contains("no tensor 'h.3.ln_1.weight'"));
@@ -218,24 +223,28 @@ TEST_CASE("GPT-2 loader refuses malformed folders, naming the file, tensor and r
     fs::remove(d / "model.safetensors");
     write_text(d / "pytorch_model.bin", std::string("PK\x03\x04", 4) + std::string(100, 'x'));
     CHECK_THAT(load_error(d.string()), Catch::Contains("torch.save file") &&
-                                           Catch::Contains("safetensors.torch") && Catch::Contains("save_file"));
+                                           Catch::Contains("safetensors.torch") &&
+                                           Catch::Contains("save_file"));
     // A pickle under the safetensors name, and the same file through the single-module reader.
     write_text(d / "model.safetensors", std::string("\x80\x02\x8a\x0a", 4) + std::string(100, 'x'));
     CHECK_THAT(load_error(d.string()), Catch::Contains("torch.save file (pickle)"));
-    CHECK_THROWS_WITH(read_safetensors((d / "model.safetensors").string()), Catch::Contains("torch.save file"));
+    CHECK_THROWS_WITH(read_safetensors((d / "model.safetensors").string()),
+                      Catch::Contains("torch.save file"));
   }
   SECTION("damaged weights: overlap, duplicates, truncation, shards") {
     fs::path d = fresh("f32");
     // Two tensors pointing at the same bytes.
     auto tensors = read_safetensors((d / "model.safetensors").string());
-    std::string header = "{\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                         "\"transformer.wpe.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}";
+    std::string header =
+        "{\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"transformer.wpe.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}";
     std::string len(8, '\0');
     for (int i = 0; i < 8; ++i) len[std::size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
     write_text(d / "model.safetensors", len + header + std::string(12, '\0'));
     CHECK_THAT(load_error(d.string()), Catch::Contains("overlap"));
-    header = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-             "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+    header =
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
     for (int i = 0; i < 8; ++i) len[std::size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
     write_text(d / "model.safetensors", len + header + std::string(8, '\0'));
     CHECK_THAT(load_error(d.string()), Catch::Contains("'a' appears twice"));
@@ -244,8 +253,8 @@ TEST_CASE("GPT-2 loader refuses malformed folders, naming the file, tensor and r
     CHECK_THAT(load_error(d.string()), Catch::Contains("truncated"));
     d = fresh("bf16");
     fs::remove(d / "model-00002-of-00002.safetensors");
-    CHECK_THAT(load_error(d.string()), Catch::Contains("model-00002-of-00002.safetensors") &&
-                                           Catch::Contains("not in the folder"));
+    CHECK_THAT(load_error(d.string()),
+               Catch::Contains("model-00002-of-00002.safetensors") && Catch::Contains("not in the folder"));
     d = fresh("bf16");
     write_text(d / "model.safetensors.index.json", "{\"weight_map\": {\"x\": \"../etc/passwd\"}}");
     CHECK_THAT(load_error(d.string()), Catch::Contains("is not a file in this folder"));

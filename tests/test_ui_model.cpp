@@ -46,7 +46,9 @@ TEST_CASE("a GPT-2 folder as the scenario's model: sizes, tokens and every panel
     CHECK(d.H == 4);
     CHECK(d.L == 15);  // the model's tokenizer, not whitespace
     CHECK(state.scenario.embed_dim == 32);
-    CHECK(state.result.query_tokens[1] == "\xE2\x90\xA3" "cat");  // "␣cat"
+    CHECK(state.result.query_tokens[1] ==
+          "\xE2\x90\xA3"
+          "cat");  // "␣cat"
     CHECK(state.result.model->layer == layer);
     CHECK(state.result.model->top_k.size() == 5);
     CHECK(state.result.model->untrained);
@@ -72,7 +74,8 @@ TEST_CASE("a what-if mask at one layer moves the prediction; undo brings it back
   Scenario& s = state.scenario;
   const std::int64_t T = s.L();
   s.mask.preset = MaskPreset::custom;
-  for (std::int64_t i = 2; i < T; ++i) s.mask.cells[std::size_t(i * T + 1)] = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 2; i < T; ++i)
+    s.mask.cells[std::size_t(i * T + 1)] = -std::numeric_limits<float>::infinity();
   state.edited("mask paint");
   ui.settle(state);
   REQUIRE(state.result.model);

@@ -30,9 +30,8 @@ struct AttentionFileView {
 AttentionFileView g_file;
 
 void pick_layer(AttentionFileView& v, int layer) {
-  v.shown = exporter::attention_map(v.file, v.shown && v.shown->layers ? std::optional<std::int64_t>(layer)
-                                                                       : std::nullopt,
-                                    v.shown_path);
+  v.shown = exporter::attention_map(
+      v.file, v.shown && v.shown->layers ? std::optional<std::int64_t>(layer) : std::nullopt, v.shown_path);
   v.layer = int(v.shown->layer);
   ++v.version;
 }
@@ -121,7 +120,8 @@ void draw_attention_file(Textures& tex) {
     ImGui::SliderInt("batch item", &v.batch, 0, int(d.N) - 1);
   }
   v.batch = std::clamp(v.batch, 0, int(d.N) - 1);
-  ImGui::TextDisabled("%s: N=%lld H=%lld T=%lld", v.shown_path.c_str(), (long long)d.N, (long long)d.H, (long long)d.L);
+  ImGui::TextDisabled("%s: N=%lld H=%lld T=%lld", v.shown_path.c_str(), (long long)d.N, (long long)d.H,
+                      (long long)d.L);
   for (const std::string& w : v.shown->warnings) ImGui::TextWrapped("warning: %s", w.c_str());
 
   const Stage<float>& s = r.trace["attn_weights"];  // (N, H, T, T), contiguous

@@ -162,8 +162,9 @@ void draw_compare(AppState& state, Textures& tex) {
   }
   const int mode = view.compare_mode == 2 && model && model->untrained ? 2 : view.compare_mode == 1 ? 1 : 0;
   // The result subtracted in modes 1 and 2 (mode 0 subtracts a head of the same result).
-  const std::shared_ptr<const ForwardResult<float>> other =
-      mode == 1 ? state.previous.forward : mode == 2 ? model->untrained : nullptr;
+  const std::shared_ptr<const ForwardResult<float>> other = mode == 1   ? state.previous.forward
+                                                            : mode == 2 ? model->untrained
+                                                                        : nullptr;
 
   const int si = stage_index(view.stage);
   ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
@@ -224,8 +225,9 @@ void draw_compare(AppState& state, Textures& tex) {
   // Mode 0 shows A - B; mode 1 after - before, i.e. B - A: swap the rebuild's operands.
   const Side& first = mode == 0 ? A : B;
   const Side& second = mode == 0 ? B : A;
-  const std::uint64_t gen = state.result.generation,
-                      prev_gen = mode == 1 ? state.previous.generation : mode == 2 ? ~gen : 0;
+  const std::uint64_t gen = state.result.generation, prev_gen = mode == 1   ? state.previous.generation
+                                                                : mode == 2 ? ~gen
+                                                                            : 0;
   const std::uint64_t key = mix({std::uint64_t(mode), gen, prev_gen, std::uint64_t(std::uintptr_t(&f)),
                                  std::uint64_t(std::uintptr_t(before)), std::uint64_t(si), std::uint64_t(b),
                                  std::uint64_t(ha), std::uint64_t(mode == 0 ? hb : 0)});
@@ -302,7 +304,7 @@ void draw_compare(AppState& state, Textures& tex) {
     const std::string b_name = mode == 0 ? "head " + std::to_string(hb) : mode == 1 ? "before" : "untrained";
     req.choices.push_back({"difference map",
                            "mha-" + sa.stage + "-batch" + std::to_string(b) +
-                               (mode == 0   ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
+                               (mode == 0 ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
                                 : mode == 1 ? "-head" + std::to_string(ha) + "-after-minus-before"
                                             : "-head" + std::to_string(ha) + "-trained-minus-untrained"),
                            [after, prev, sa, sb, a_name, b_name] {

@@ -13,8 +13,8 @@
 
 #include "errors.hpp"
 #include "io/npy.hpp"
-#include "model_cache.hpp"
 #include "io/state_dict.hpp"
+#include "model_cache.hpp"
 #include "panels.hpp"
 #include "text_parse.hpp"
 
@@ -273,7 +273,8 @@ void model_section(AppState& state) {
   if (ImGui::BeginCombo("##model", s.has_model() ? s.model.c_str() : kRandom)) {
     if (ImGui::Selectable(kRandom, !s.has_model())) choose_model(state, "");
     for (const std::string& name : shipped)
-      if (ImGui::Selectable((name + "  (trained, shipped)").c_str(), s.model == name)) choose_model(state, name);
+      if (ImGui::Selectable((name + "  (trained, shipped)").c_str(), s.model == name))
+        choose_model(state, name);
     if (ImGui::Selectable("Open model folder...")) open_folder = true;
     ImGui::EndCombo();
   }
@@ -286,7 +287,8 @@ void model_section(AppState& state) {
   if (ImGui::BeginPopup("Open model folder")) {
     ImGui::TextUnformatted("A GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt):");
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 20);
-    const bool enter = ImGui::InputText("##folder", folder, sizeof folder, ImGuiInputTextFlags_EnterReturnsTrue);
+    const bool enter =
+        ImGui::InputText("##folder", folder, sizeof folder, ImGuiInputTextFlags_EnterReturnsTrue);
     if ((ImGui::Button("Open") || enter) && folder[0]) {
       std::string path = folder;
       if (path.find('/') == std::string::npos) path = "./" + path;  // a folder, not a shipped name
@@ -301,7 +303,8 @@ void model_section(AppState& state) {
   if (m && m->n_layer > 1) {
     int layer = int(s.layer);
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-    if (ImGui::SliderInt("layer", &layer, 0, int(m->n_layer) - 1) && set_layer(s, layer)) state.edited("layer");
+    if (ImGui::SliderInt("layer", &layer, 0, int(m->n_layer) - 1) && set_layer(s, layer))
+      state.edited("layer");
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("PgUp / PgDn: the layer whose attention every view shows");
   }
   if (m && !m->top_k.empty()) {
@@ -309,13 +312,15 @@ void model_section(AppState& state) {
     const float w = ImGui::GetContentRegionAvail().x;
     for (std::size_t i = 0; i < m->top_k.size(); ++i) {
       char text[96];
-      std::snprintf(text, sizeof text, "%s  %.1f%%", m->top_k_labels[i].c_str(), 100 * m->top_k[i].probability);
+      std::snprintf(text, sizeof text, "%s  %.1f%%", m->top_k_labels[i].c_str(),
+                    100 * m->top_k[i].probability);
       ImGui::ProgressBar(float(m->top_k[i].probability), ImVec2(w, 0), text);
     }
     if (s.mask.preset != MaskPreset::causal)
-      ImGui::TextWrapped("What-if: layer %lld's mask is edited (not GPT-2's computation); the layers after it "
-                         "and this prediction follow.",
-                         (long long)s.layer);
+      ImGui::TextWrapped(
+          "What-if: layer %lld's mask is edited (not GPT-2's computation); the layers after it "
+          "and this prediction follow.",
+          (long long)s.layer);
   }
 }
 

@@ -398,9 +398,10 @@ void draw_heads(AppState& state, Textures& tex) {
           "Cell values stay the weights themselves.");
   }
   // With a model: each head's measured role, and the heads ordered by one of the scores.
-  const RoleTable* roles = state.result.model && state.result.model->roles && !state.result.model->roles->heads.empty()
-                               ? state.result.model->roles.get()
-                               : nullptr;
+  const RoleTable* roles =
+      state.result.model && state.result.model->roles && !state.result.model->roles->heads.empty()
+          ? state.result.model->roles.get()
+          : nullptr;
   const std::int64_t layer = state.result.model ? state.result.model->layer : 0;
   if (roles) {
     same_line_if_fits(labelled("order heads by", font * 8));

@@ -39,7 +39,8 @@ inline int stage_index(const std::string& name) {
 }
 
 // ViewState::head_order: the Heads view's order of heads with a model, best score first.
-inline constexpr const char* kHeadOrderNames = "index\0prev-token\0induction\0first-token\0duplicate\0focus (low entropy)\0";
+inline constexpr const char* kHeadOrderNames =
+    "index\0prev-token\0induction\0first-token\0duplicate\0focus (low entropy)\0";
 inline double head_order_score(const HeadRole& r, int order) {
   switch (order) {
     case 1: return r.prev_token;

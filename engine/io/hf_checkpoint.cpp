@@ -66,8 +66,9 @@ Tensor<float> take(const TensorView& v, const std::string& name, const Shape& wa
                               " is not a weight type (F32, F16, BF16 or F64)");
   const Shape stored = transpose ? Shape{want[1], want[0]} : want;
   if (v.shape != stored)
-    throw ShapeError(name, name + ": shape " + shape_str(v.shape) + " disagrees with config.json, which implies " +
-                               shape_str(stored) + (transpose ? " (Conv1D weights are stored [in, out])" : ""));
+    throw ShapeError(name, name + ": shape " + shape_str(v.shape) +
+                               " disagrees with config.json, which implies " + shape_str(stored) +
+                               (transpose ? " (Conv1D weights are stored [in, out])" : ""));
   Tensor<float> t(want);
   if (!transpose) {
     convert_elements(v.dtype, v.data, t.numel(), t.ptr());
@@ -78,7 +79,8 @@ Tensor<float> take(const TensorView& v, const std::string& name, const Shape& wa
   convert_elements(v.dtype, v.data, t.numel(), tmp.data());
   const std::int64_t rows = stored[0], cols = stored[1];
   for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) t.data[std::size_t(j * rows + i)] = tmp[std::size_t(i * cols + j)];
+    for (std::int64_t j = 0; j < cols; ++j)
+      t.data[std::size_t(j * rows + i)] = tmp[std::size_t(i * cols + j)];
   return t;
 }
 
@@ -104,15 +106,18 @@ GPT2Config read_gpt2_config(const std::string& path) {
   }
   const std::string act = get_string(j, path, "activation_function", "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-    fail(path, "activation_function \"" + act + "\" is not GPT-2's gelu_new (tanh approximation): not supported");
+    fail(path,
+         "activation_function \"" + act + "\" is not GPT-2's gelu_new (tanh approximation): not supported");
   if (j.contains("tie_word_embeddings")) {
     if (!j["tie_word_embeddings"].is_boolean()) fail(path, "\"tie_word_embeddings\" must be true or false");
     c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
   }
-  for (const char* key : {"scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
+  for (const char* key :
+       {"scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
     const bool expected = std::string(key) == "scale_attn_weights";
     if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>() != expected)
-      fail(path, std::string("\"") + key + "\" = " + j[key].dump() + " changes GPT-2's attention: not supported");
+      fail(path,
+           std::string("\"") + key + "\" = " + j[key].dump() + " changes GPT-2's attention: not supported");
   }
   try {
     validate(c);
@@ -133,8 +138,9 @@ LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress) {
   }
   const fs::path dir(folder);
   if (!fs::exists(dir / "config.json"))
-    fail(folder, "has no config.json (a Hugging Face GPT-2 folder holds config.json, model.safetensors, "
-                 "vocab.json and merges.txt)");
+    fail(folder,
+         "has no config.json (a Hugging Face GPT-2 folder holds config.json, model.safetensors, "
+         "vocab.json and merges.txt)");
   GPT2Model& m = out.model;
   m.config = read_gpt2_config((dir / "config.json").string());
   const GPT2Config& c = m.config;
@@ -172,9 +178,10 @@ LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress) {
     for (const char* bin : {"pytorch_model.bin", "model.bin", "model.pt", "pytorch_model.pt", "model.pth"})
       if (fs::exists(dir / bin)) {
         const std::string p = (dir / bin).string();
-        fail(p, "this is a torch.save file, which MHA Studio does not read (loading it would run pickle "
-                "code). Convert it once to safetensors with:\n  " +
-                    torch_save_converter(p));
+        fail(p,
+             "this is a torch.save file, which MHA Studio does not read (loading it would run pickle "
+             "code). Convert it once to safetensors with:\n  " +
+                 torch_save_converter(p));
       }
     fail(folder, "has no model.safetensors (nor model.safetensors.index.json with its shards)");
   }
@@ -237,19 +244,22 @@ LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress) {
       // Tied: the head is wte. A saved copy that differs would be silently replaced: say so.
       const Tensor<float> head = take(*views["lm_head.weight"], "lm_head.weight", {V, C}, false);
       if (head.data != w.wte.data)
-        out.warnings.push_back("lm_head.weight differs from wte.weight but config.json ties them "
-                               "(tie_word_embeddings): wte is used, as Hugging Face does");
+        out.warnings.push_back(
+            "lm_head.weight differs from wte.weight but config.json ties them "
+            "(tie_word_embeddings): wte is used, as Hugging Face does");
     }
   } else if (!c.tie_word_embeddings) {
-    throw FileError("lm_head.weight", folder + ": config.json unties the LM head (tie_word_embeddings: false) "
-                                               "but the weights have no lm_head.weight");
+    throw FileError("lm_head.weight", folder +
+                                          ": config.json unties the LM head (tie_word_embeddings: false) "
+                                          "but the weights have no lm_head.weight");
   }
   for (const auto& [name, v] : views)
     if (!used.count(name)) out.warnings.push_back("tensor '" + name + "' is not a GPT-2 weight: ignored");
   validate(m);
   // Each layer's forward skips this count (Options::count_nonfinite_weights): it is done once here.
   if (const std::int64_t bad = m.nonfinite_weights())
-    out.warnings.push_back(std::to_string(bad) + " weights are NaN or infinite: every output they reach will be too");
+    out.warnings.push_back(std::to_string(bad) +
+                           " weights are NaN or infinite: every output they reach will be too");
   return out;
 }
 

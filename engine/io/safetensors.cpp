@@ -160,7 +160,8 @@ std::map<std::string, TensorView> parse_views(const unsigned char* bytes, std::s
   std::vector<std::pair<const TensorView*, const std::string*>> by_offset;
   for (const auto& [tensor, v] : tensors)
     if (v.nbytes > 0) by_offset.emplace_back(&v, &tensor);
-  std::sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) { return a.first->data < b.first->data; });
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto& a, const auto& b) { return a.first->data < b.first->data; });
   for (std::size_t i = 1; i < by_offset.size(); ++i)
     if (by_offset[i - 1].first->data + by_offset[i - 1].first->nbytes > by_offset[i].first->data)
       fail(name, "tensors '" + *by_offset[i - 1].second + "' and '" + *by_offset[i].second +
@@ -181,7 +182,8 @@ Array to_owned(const TensorView& v) {
 std::string torch_save_converter(const std::string& path) {
   const std::string out = (std::filesystem::path(path).parent_path() / "model.safetensors").string();
   return "python3 -c \"import torch, safetensors.torch as st; d = torch.load('" + path +
-         "', map_location='cpu'); st.save_file({k: v.clone().contiguous() for k, v in d.items()}, '" + out + "')\"";
+         "', map_location='cpu'); st.save_file({k: v.clone().contiguous() for k, v in d.items()}, '" + out +
+         "')\"";
 }
 
 void refuse_torch_save(const std::string& path, const unsigned char* head, std::size_t size) {
@@ -194,10 +196,11 @@ void refuse_torch_save(const std::string& path, const unsigned char* head, std::
   // A legacy torch.save file starts with a pickle: protocol opcode 0x80 then the protocol 2..5.
   const bool pickle = size >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
   if (!zip && !pickle) return;
-  throw FileError(path, path + ": this is a torch.save file (" + (zip ? "zip archive" : "pickle") +
-                            "), which MHA Studio does not read (loading it would run pickle code). Convert it "
-                            "once to safetensors with:\n  " +
-                            torch_save_converter(path));
+  throw FileError(path,
+                  path + ": this is a torch.save file (" + (zip ? "zip archive" : "pickle") +
+                      "), which MHA Studio does not read (loading it would run pickle code). Convert it "
+                      "once to safetensors with:\n  " +
+                      torch_save_converter(path));
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
@@ -206,7 +209,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(path, std::string("cannot read: ") + (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file"));
+    fail(path,
+         std::string("cannot read: ") + (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file"));
   }
   size_ = std::size_t(st.st_size);
   if (size_ > 0) {

@@ -264,7 +264,8 @@ void conv1d(const float* x, const float* W, const float* b, float* y, std::int64
             std::int64_t out, std::int64_t c0, std::int64_t c1, bool gelu) {
   if (c1 <= c0 || rows <= 0) return;
   StridedMap<float> Y(y + c0, rows, c1 - c0, Eigen::OuterStride<>(out));
-  Y.noalias() = ConstMap<float>(x, rows, in) * ConstStridedMap<float>(W + c0, in, c1 - c0, Eigen::OuterStride<>(out));
+  Y.noalias() =
+      ConstMap<float>(x, rows, in) * ConstStridedMap<float>(W + c0, in, c1 - c0, Eigen::OuterStride<>(out));
   if (b) Y.rowwise() += ConstVector<float>(b + c0, c1 - c0);
   if (gelu) {
     // gelu_new(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), with Eigen's vectorised tanh.

@@ -65,8 +65,8 @@ void conv1d(const float* x, const Tensor<float>& W, const Tensor<float>& b, floa
   const int threads = detail::thread_count(o.threads, 2.0 * double(rows) * double(in) * double(out));
   // Column blocks of 16 (a whole AVX-512 register), one range per thread.
   detail::parallel_ranges(threads, (out + 15) / 16, [&](int, std::int64_t b0, std::int64_t b1) {
-    conv1d_columns(x, W.ptr(), b.empty() ? nullptr : b.ptr(), y, rows, in, out, b0 * 16, std::min(b1 * 16, out),
-                   gelu);
+    conv1d_columns(x, W.ptr(), b.empty() ? nullptr : b.ptr(), y, rows, in, out, b0 * 16,
+                   std::min(b1 * 16, out), gelu);
   });
 }
 
@@ -95,7 +95,8 @@ void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2O
 
   const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous
   float* mid = run.resid_mid.ptr() + l * T * C;
-  for (std::int64_t k = 0; k < T * C; ++k) mid[k] = x[k] + (*attn_out.storage)[std::size_t(attn_out.offset + k)];
+  for (std::int64_t k = 0; k < T * C; ++k)
+    mid[k] = x[k] + (*attn_out.storage)[std::size_t(attn_out.offset + k)];
 
   float* ln2 = run.ln_2.ptr() + l * T * C;
   layer_norm(mid, w.ln_2_weight, w.ln_2_bias, ln2, T, C, c.layer_norm_epsilon);
@@ -112,8 +113,8 @@ void head_forward(const GPT2Model& m, GPT2Run& run, const GPT2Options& o) {
   const GPT2Config& c = m.config;
   const std::int64_t T = std::int64_t(run.input_ids.size()), C = c.n_embd, V = c.vocab_size;
   run.ln_f = Tensor<float>({T, C});
-  layer_norm(run.residual.ptr() + c.n_layer * T * C, m.weights.ln_f_weight, m.weights.ln_f_bias, run.ln_f.ptr(),
-             T, C, c.layer_norm_epsilon);
+  layer_norm(run.residual.ptr() + c.n_layer * T * C, m.weights.ln_f_weight, m.weights.ln_f_bias,
+             run.ln_f.ptr(), T, C, c.layer_norm_epsilon);
   const Tensor<float>& head = m.weights.lm_head.empty() ? m.weights.wte : m.weights.lm_head;  // (V, C)
   const float* last = run.ln_f.ptr() + (T - 1) * C;
   run.logits = Tensor<float>({V});
@@ -151,13 +152,14 @@ void head_forward(const GPT2Model& m, GPT2Run& run, const GPT2Options& o) {
 void check_ids(const GPT2Config& c, const std::vector<std::int32_t>& ids) {
   if (ids.empty()) throw ConfigError("input_ids", "the text has no tokens: type at least one word");
   if (std::int64_t(ids.size()) > c.n_positions)
-    throw ConfigError("input_ids", "the text has " + std::to_string(ids.size()) +
-                                       " tokens, more than the model's n_positions = " +
-                                       std::to_string(c.n_positions));
+    throw ConfigError("input_ids",
+                      "the text has " + std::to_string(ids.size()) +
+                          " tokens, more than the model's n_positions = " + std::to_string(c.n_positions));
   for (std::size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       throw ConfigError("input_ids", "token " + std::to_string(i) + " has id " + std::to_string(ids[i]) +
-                                         ", outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+                                         ", outside the vocabulary [0, " + std::to_string(c.vocab_size) +
+                                         ")");
 }
 
 }  // namespace
@@ -173,8 +175,8 @@ void validate(const GPT2Config& c) {
   positive(c.n_head, "n_head");
   if (c.n_inner < 0) throw ConfigError("n_inner", "n_inner must be positive or null");
   if (c.n_embd % c.n_head != 0)
-    throw ConfigError("n_head", "n_embd = " + std::to_string(c.n_embd) + " is not divisible by n_head = " +
-                                    std::to_string(c.n_head));
+    throw ConfigError("n_head", "n_embd = " + std::to_string(c.n_embd) +
+                                    " is not divisible by n_head = " + std::to_string(c.n_head));
   if (!(c.layer_norm_epsilon > 0) || !std::isfinite(c.layer_norm_epsilon))
     throw ConfigError("layer_norm_epsilon", "layer_norm_epsilon must be a positive number");
 }
@@ -205,7 +207,8 @@ std::int64_t GPT2Model::nonfinite_weights() const {
   auto count = [&](const Tensor<float>& t) {
     for (float x : t.data) n += !std::isfinite(x);
   };
-  for (const Tensor<float>* t : {&weights.wte, &weights.wpe, &weights.ln_f_weight, &weights.ln_f_bias, &weights.lm_head})
+  for (const Tensor<float>* t :
+       {&weights.wte, &weights.wpe, &weights.ln_f_weight, &weights.ln_f_bias, &weights.lm_head})
     count(*t);
   for (const GPT2Block& b : weights.h)
     for (const Tensor<float>* t :
@@ -224,8 +227,8 @@ void validate(const GPT2Model& m) {
   expect(w.wte, {V, C}, "wte.weight");
   expect(w.wpe, {c.n_positions, C}, "wpe.weight");
   if (std::int64_t(w.h.size()) != c.n_layer)
-    throw ShapeError("n_layer", "config.json says n_layer = " + std::to_string(c.n_layer) + ", the weights hold " +
-                                    std::to_string(w.h.size()) + " blocks");
+    throw ShapeError("n_layer", "config.json says n_layer = " + std::to_string(c.n_layer) +
+                                    ", the weights hold " + std::to_string(w.h.size()) + " blocks");
   for (std::int64_t l = 0; l < c.n_layer; ++l) {
     const GPT2Block& b = w.h[std::size_t(l)];
     expect(b.ln_1_weight, {C}, layer_name(l, "ln_1.weight"));

@@ -55,8 +55,8 @@ struct GPT2Weights {
 struct GPT2Model {
   GPT2Config config;
   GPT2Weights weights;
-  std::string storage_dtype = "float32";  // what the checkpoint stored ("float16", "bfloat16", …)
-  std::int64_t parameter_count() const;   // tied head counted once, as Hugging Face counts it
+  std::string storage_dtype = "float32";   // what the checkpoint stored ("float16", "bfloat16", …)
+  std::int64_t parameter_count() const;    // tied head counted once, as Hugging Face counts it
   std::int64_t nonfinite_weights() const;  // NaN/Inf among the weights (the loader warns about them)
 };
 
@@ -84,8 +84,8 @@ struct GPT2Options {
 
 // Every activation of one forward, as llm.c keeps them. T tokens, C = n_embd.
 struct GPT2Run {
-  std::vector<std::int32_t> input_ids;     // (T,)
-  Tensor<float> residual;                  // (n_layer + 1, T, C): input to block l; last: after the last block
+  std::vector<std::int32_t> input_ids;  // (T,)
+  Tensor<float> residual;               // (n_layer + 1, T, C): input to block l; last: after the last block
   std::vector<ForwardResult<float>> attn;  // per layer: the traced attention (query = ln_1 output)
   Tensor<float> resid_mid;                 // (n_layer, T, C): residual + attention output
   Tensor<float> ln_2;                      // (n_layer, T, C)
@@ -100,7 +100,8 @@ struct GPT2Run {
 
 // The whole forward. Throws ConfigError for an empty text, a text longer than n_positions (naming
 // both) or an id outside the vocabulary.
-GPT2Run gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input_ids, const GPT2Options& o = {});
+GPT2Run gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input_ids,
+                     const GPT2Options& o = {});
 // The same into `run`, reusing its buffers where the sizes match (no allocation, no page faults
 // on a repeated forward at the same length). Returns `run`.
 GPT2Run& gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input_ids, const GPT2Options& o,

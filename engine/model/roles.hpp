@@ -33,7 +33,9 @@ std::string role_tag(const HeadRole& r);
 struct RoleTable {
   std::int64_t n_layer = 0, n_head = 0;
   std::vector<HeadRole> heads;  // (n_layer, n_head), layer-major
-  const HeadRole& at(std::int64_t layer, std::int64_t head) const { return heads[std::size_t(layer * n_head + head)]; }
+  const HeadRole& at(std::int64_t layer, std::int64_t head) const {
+    return heads[std::size_t(layer * n_head + head)];
+  }
 };
 
 // The probes: eight ordinary English sentences for prev-token, first-token and entropy; eight

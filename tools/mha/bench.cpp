@@ -47,7 +47,7 @@ struct BenchArgs {
   std::string size = "all", backend = "cpu";
   int repeats = 0, threads = 0, sgemm = 0;
   bool json = false, fresh = false, export_grid = false;
-  std::string model_dir;     // --model: a GPT-2 folder, timed at --tokens
+  std::string model_dir;  // --model: a GPT-2 folder, timed at --tokens
   std::int64_t tokens = 256;
 };
 
@@ -282,10 +282,12 @@ nlohmann::json bench_model(const BenchArgs& a) {
   const double load_ms = ms_between(t0, Clock::now());
   const GPT2Model& m = loaded.model;
   if (a.tokens < 1 || a.tokens > m.config.n_positions)
-    throw ConfigError("--tokens", "--tokens " + std::to_string(a.tokens) + ": this model takes 1 to n_positions = " +
-                                      std::to_string(m.config.n_positions));
+    throw ConfigError("--tokens",
+                      "--tokens " + std::to_string(a.tokens) +
+                          ": this model takes 1 to n_positions = " + std::to_string(m.config.n_positions));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(a.tokens));
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t((i * 7919 + 13) % std::size_t(m.config.vocab_size));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    ids[i] = std::int32_t((i * 7919 + 13) % std::size_t(m.config.vocab_size));
   GPT2Options o;
   o.threads = a.threads;
   const int repeats = a.repeats > 0 ? a.repeats : (a.tokens <= 64 ? 20 : a.tokens <= 256 ? 5 : 3);
@@ -354,13 +356,14 @@ std::function<int()> add_bench(CLI::App& app) {
       if (a->json)
         std::printf("%s\n", j.dump().c_str());
       else
-        std::printf("GPT-2 %s (%lld parameters, %lld layers, %s kernels): load %.0f ms; forward at %lld tokens, "
-                    "every trace kept: median %.1f ms (min %.1f, max %.1f, %d runs, first %.1f), %.2f GFLOP, "
-                    "%.1f GFLOP/s, peak RSS %.0f MiB\n",
-                    a->model_dir.c_str(), (long long)j["parameters"], (long long)j["n_layer"], cpu_kernels(),
-                    double(j["load_ms"]), (long long)a->tokens, double(j["median_ms"]), double(j["min_ms"]),
-                    double(j["max_ms"]), int(j["repeats"]), double(j["first_ms"]), double(j["gflop"]),
-                    double(j["gflops"]), double(j["peak_rss_bytes"]) / 1048576.0);
+        std::printf(
+            "GPT-2 %s (%lld parameters, %lld layers, %s kernels): load %.0f ms; forward at %lld tokens, "
+            "every trace kept: median %.1f ms (min %.1f, max %.1f, %d runs, first %.1f), %.2f GFLOP, "
+            "%.1f GFLOP/s, peak RSS %.0f MiB\n",
+            a->model_dir.c_str(), (long long)j["parameters"], (long long)j["n_layer"], cpu_kernels(),
+            double(j["load_ms"]), (long long)a->tokens, double(j["median_ms"]), double(j["min_ms"]),
+            double(j["max_ms"]), int(j["repeats"]), double(j["first_ms"]), double(j["gflop"]),
+            double(j["gflops"]), double(j["peak_rss_bytes"]) / 1048576.0);
       return 0;
     }
     if (a->export_grid) {

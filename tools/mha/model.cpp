@@ -30,7 +30,8 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
       if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
       ids.push_back(std::int32_t(v));
     } catch (const std::exception&) {
-      throw ConfigError("--token-ids", "--token-ids: \"" + item + "\" is not a token id (expected e.g. 464,3797,3332)");
+      throw ConfigError("--token-ids",
+                        "--token-ids: \"" + item + "\" is not a token id (expected e.g. 464,3797,3332)");
     }
   }
   return ids;
@@ -63,7 +64,8 @@ int run_compute(const ComputeModelArgs& a) {
               (long long)m.config.n_embd, in.ids.size());
   for (const std::string& t : in.tokens) std::printf(" %s", t.c_str());
   std::printf("\nnext token, top %zu:\n", run.top_k.size());
-  for (const TokenProb& t : run.top_k) std::printf("  %-16s %6.2f %%\n", describe(in, t).c_str(), 100 * t.probability);
+  for (const TokenProb& t : run.top_k)
+    std::printf("  %-16s %6.2f %%\n", describe(in, t).c_str(), 100 * t.probability);
   for (const std::string& w : in.loaded.warnings) std::printf("warning: %s\n", w.c_str());
   if (a.out_dir.empty()) return 0;
   const bool all = in.layers.size() > 1;
@@ -79,22 +81,27 @@ int run_compute(const ComputeModelArgs& a) {
     std::ofstream(dir / "trace.json") << meta.dump(2) << "\n";
   }
   std::printf("wrote %s: %s output.npy, attn_weights.npy (1, H, T, T), trace.json, trace/*.npy\n",
-              a.out_dir.c_str(), all ? "layer_<i>/ for every layer:" : ("layer " + std::to_string(in.layers[0]) + ":").c_str());
+              a.out_dir.c_str(),
+              all ? "layer_<i>/ for every layer:" : ("layer " + std::to_string(in.layers[0]) + ":").c_str());
   return 0;
 }
 
 int run_model_info(const std::string& folder, bool roles) {
   const auto t0 = std::chrono::steady_clock::now();
   const LoadedModel loaded = load_gpt2(folder);
-  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const GPT2Config& c = loaded.model.config;
   std::printf("%s\n", folder.c_str());
-  std::printf("  architecture   GPT-2 (GPT2LMHeadModel): pre-LayerNorm blocks, causal self-attention, gelu_new MLP\n");
+  std::printf(
+      "  architecture   GPT-2 (GPT2LMHeadModel): pre-LayerNorm blocks, causal self-attention, gelu_new "
+      "MLP\n");
   std::printf("  layers         %lld\n  heads          %lld (head_dim %lld)\n  n_embd         %lld\n",
               (long long)c.n_layer, (long long)c.n_head, (long long)c.head_dim(), (long long)c.n_embd);
   std::printf("  n_inner        %lld\n  n_positions    %lld\n  vocab_size     %lld\n", (long long)c.inner(),
               (long long)c.n_positions, (long long)c.vocab_size);
-  std::printf("  lm_head        %s\n", loaded.model.weights.lm_head.empty() ? "tied to wte" : "untied (lm_head.weight)");
+  std::printf("  lm_head        %s\n",
+              loaded.model.weights.lm_head.empty() ? "tied to wte" : "untied (lm_head.weight)");
   std::printf("  parameters     %lld\n  dtype          %s (computed in float32)\n",
               (long long)loaded.model.parameter_count(), loaded.model.storage_dtype.c_str());
   for (const std::string& f : loaded.weight_files) std::printf("  weights        %s\n", f.c_str());
@@ -108,7 +115,9 @@ int run_model_info(const std::string& folder, bool roles) {
   std::printf("  load time      %.0f ms\n", load_ms);
   for (const std::string& w : loaded.warnings) std::printf("warning: %s\n", w.c_str());
   if (!roles) return 0;
-  if (!tok) throw ConfigError("--roles", "--roles runs the probe sentences through the model's tokenizer; the folder has none");
+  if (!tok)
+    throw ConfigError("--roles",
+                      "--roles runs the probe sentences through the model's tokenizer; the folder has none");
   const RoleTable table = head_roles(loaded.model, *tok);
   std::printf("\n%s", format_role_table(table).c_str());
   return 0;
@@ -139,12 +148,14 @@ ModelInput load_model_input(const ModelArgs& a, const char* default_layer) {
   in.ids = a.text.empty() ? parse_ids(a.token_ids) : in.tokenizer->encode(a.text);
   if (in.ids.empty()) throw ConfigError("--text", "the text has no tokens");
   if (std::int64_t(in.ids.size()) > c.n_positions)
-    throw ConfigError("--text", "the text has " + std::to_string(in.ids.size()) +
-                                    " tokens; this model takes at most n_positions = " + std::to_string(c.n_positions));
+    throw ConfigError("--text",
+                      "the text has " + std::to_string(in.ids.size()) +
+                          " tokens; this model takes at most n_positions = " + std::to_string(c.n_positions));
   for (std::size_t i = 0; i < in.ids.size(); ++i) {
     if (in.ids[i] >= c.vocab_size)
-      throw ConfigError("--token-ids", "token id " + std::to_string(in.ids[i]) + " is outside the vocabulary (" +
-                                           std::to_string(c.vocab_size) + " tokens)");
+      throw ConfigError("--token-ids", "token id " + std::to_string(in.ids[i]) +
+                                           " is outside the vocabulary (" + std::to_string(c.vocab_size) +
+                                           " tokens)");
     in.tokens.push_back(in.tokenizer ? in.tokenizer->display_piece(in.ids[i]) : std::to_string(in.ids[i]));
   }
   const std::string layer = a.layer.empty() ? default_layer : a.layer;
@@ -169,11 +180,13 @@ ModelInput load_model_input(const ModelArgs& a, const char* default_layer) {
 std::function<int()> add_model_info(CLI::App& app) {
   auto folder = std::make_shared<std::string>();
   auto roles = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("model-info", "A GPT-2 folder's architecture, sizes, parameter count, tokenizer and dtype");
+  CLI::App* cmd = app.add_subcommand(
+      "model-info", "A GPT-2 folder's architecture, sizes, parameter count, tokenizer and dtype");
   cmd->add_option("folder", *folder, "The model folder")->required();
-  cmd->add_flag("--roles", *roles,
-                "Also each head's role scores: previous-token, first-token (sink), induction, duplicate-token, "
-                "mean entropy (docs/model-roles.md defines them)");
+  cmd->add_flag(
+      "--roles", *roles,
+      "Also each head's role scores: previous-token, first-token (sink), induction, duplicate-token, "
+      "mean entropy (docs/model-roles.md defines them)");
   return [folder, roles]() { return run_model_info(*folder, *roles); };
 }
 

@@ -27,16 +27,21 @@ Scenario model_scenario(std::int64_t layer) {
   return s;
 }
 
+// The scenario opened as the app opens one, and its result landed.
+void open_scenario(HeadlessUi& ui, AppState& state, Scenario s) {
+  state.scenario = std::move(s);
+  state.committed = state.scenario;
+  state.recompute();
+  ui.settle(state);
+}
+
 }  // namespace
 
 TEST_CASE("a GPT-2 folder as the scenario's model: sizes, tokens and every panel", "[ui][model]") {
   HeadlessUi ui;
   for (std::int64_t layer : {0, 2}) {
     AppState state;
-    state.scenario = model_scenario(layer);
-    state.committed = state.scenario;
-    state.recompute();
-    ui.settle(state);
+    open_scenario(ui, state, model_scenario(layer));
     REQUIRE(state.errors.empty());
     REQUIRE(state.result.valid());
     REQUIRE(state.result.model);
@@ -62,10 +67,7 @@ TEST_CASE("a GPT-2 folder as the scenario's model: sizes, tokens and every panel
 TEST_CASE("a what-if mask at one layer moves the prediction; undo brings it back", "[ui][model]") {
   HeadlessUi ui;
   AppState state;
-  state.scenario = model_scenario(1);
-  state.committed = state.scenario;
-  state.recompute();
-  ui.settle(state);
+  open_scenario(ui, state, model_scenario(1));
   REQUIRE(state.result.model);
   const auto before = state.result.model->top_k;
   const std::vector<float> weights0 = state.result.forward->trace["attn_weights"].contiguous().data;
@@ -96,10 +98,7 @@ TEST_CASE("a what-if mask at one layer moves the prediction; undo brings it back
 TEST_CASE("back to random init keeps the course's single module", "[ui][model]") {
   HeadlessUi ui;
   AppState state;
-  state.scenario = model_scenario(0);
-  state.committed = state.scenario;
-  state.recompute();
-  ui.settle(state);
+  open_scenario(ui, state, model_scenario(0));
   set_model(state.scenario, "");
   state.edited("model");
   ui.settle(state);
@@ -117,10 +116,7 @@ TEST_CASE("back to random init keeps the course's single module", "[ui][model]")
 TEST_CASE("attention weights saved elsewhere open read-only in the Attention file view", "[ui][model]") {
   HeadlessUi ui;
   AppState state;
-  state.scenario = model_scenario(0);
-  state.committed = state.scenario;
-  state.recompute();
-  ui.settle(state);
+  open_scenario(ui, state, model_scenario(0));
   // (layers, N, H, T, T) = (2, 1, 4, 5, 5): causal rows, uniform over the visible keys.
   mha::Tensor<float> w({2, 1, 4, 5, 5});
   for (std::int64_t m = 0; m < 2 * 4; ++m)

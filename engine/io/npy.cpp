@@ -252,7 +252,7 @@ struct FileCloser {
 
 }  // namespace
 
-std::vector<unsigned char> read_file_bytes(const std::string& path) {
+int open_regular_file(const std::string& path, std::uint64_t* size) {
   // A device, FIFO or folder named in a scenario would block or never end: refuse it up front.
   // O_NONBLOCK keeps open() itself from waiting for a FIFO's writer; it changes nothing for files.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -263,6 +263,12 @@ std::vector<unsigned char> read_file_bytes(const std::string& path) {
     fail(path,
          std::string("cannot read: ") + (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file"));
   }
+  if (size) *size = std::uint64_t(st.st_size);
+  return fd;
+}
+
+std::vector<unsigned char> read_file_bytes(const std::string& path) {
+  const int fd = open_regular_file(path, nullptr);
   std::unique_ptr<std::FILE, FileCloser> f(fdopen(fd, "rb"));
   if (!f) {
     const int err = errno;

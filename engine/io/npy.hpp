@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ Array parse_npy(const unsigned char* bytes, std::size_t size, const std::string&
 void write_npy(const std::string& path, const Array& a);
 
 // File helpers shared by the readers and writers of every file format in engine/io.
+// open_regular_file: a read-only descriptor (the caller closes it) and the file's size; a missing
+// file, a folder, a FIFO or a device is a FileError naming the path, and nothing blocks.
+int open_regular_file(const std::string& path, std::uint64_t* size);
 // read_file_bytes: the whole file; FileError "<path>: cannot open: <strerror>" when it fails.
 std::vector<unsigned char> read_file_bytes(const std::string& path);
 // write_file_atomic: writes and fsyncs path + ".tmp", renames it over `path`, fsyncs the folder, so a

@@ -3,9 +3,7 @@
 // crash or a huge allocation. Format reference: the huggingface/safetensors README.
 #include "io/safetensors.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -204,15 +202,9 @@ void refuse_torch_save(const std::string& path, const unsigned char* head, std::
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path,
-         std::string("cannot read: ") + (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file"));
-  }
-  size_ = std::size_t(st.st_size);
+  std::uint64_t size = 0;
+  const int fd = open_regular_file(path, &size);
+  size_ = std::size_t(size);
   if (size_ > 0) {
     map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     const int err = errno;

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include "data_dir.hpp"
 #include "errors.hpp"
 
 namespace mha::app {
@@ -41,7 +42,7 @@ std::string export_choice(const FigureChoice& choice, const ExportOptions& optio
       return "";
     }
     exporter::StageFigure fig = choice.make();
-    fig.spec.font_path = MHA_DEFAULT_FONT;
+    fig.spec.font_path = platform::default_font().path;
     fig.spec.show_values = options.values;
     fig.spec.transparent = options.transparent;
     exporter::write_figure(fig, options.format, path);

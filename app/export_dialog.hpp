@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "studio_names.hpp"
 #include "heatmap_export.hpp"
 #include "stage_export.hpp"
 

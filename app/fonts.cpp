@@ -3,8 +3,9 @@
 
 #include <imgui.h>
 
-#include <cstdlib>
 #include <filesystem>
+
+#include "data_dir.hpp"
 
 namespace fs = std::filesystem;
 
@@ -29,22 +30,19 @@ std::string load_fonts(const std::string& assets_dir, float pixels) {
     io.Fonts->Build();
     return "";
   }
+  // The system's DejaVu Sans (or its nearest) through fontconfig, else ImGui's built-in font.
+  const platform::FontLookup system = platform::default_font();
+  if (!system.path.empty() &&
+      io.Fonts->AddFontFromFileTTF(system.path.c_str(), pixels, &cfg, ranges.Data)) {
+    io.Fonts->Build();
+    return "font " + ttf.string() + " not found: using " + system.path + " (fontconfig)";
+  }
   cfg.SizePixels = pixels;
   io.Fonts->AddFontDefault(&cfg);
   io.Fonts->Build();
   return "font " + ttf.string() + " not found: using ImGui's built-in font";
 }
 
-std::string find_assets_dir(const char* argv0) {
-  if (const char* env = std::getenv("MHA_ASSETS_DIR")) return env;
-  std::error_code ec;
-  const fs::path exe = fs::canonical(fs::path(argv0), ec);
-  if (!ec) {
-    for (const fs::path& p : {exe.parent_path() / "assets", exe.parent_path().parent_path() / "assets",
-                              exe.parent_path().parent_path() / "share" / "mha-studio" / "assets"})
-      if (fs::exists(p / "presets")) return p.string();
-  }
-  return MHA_SOURCE_ASSETS_DIR;  // the source tree this binary was built from
-}
+std::string find_assets_dir() { return platform::assets_dir(); }
 
 }  // namespace mha::app

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "studio_names.hpp"
 
 namespace mha::app {
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "scenario.hpp"  // to_string(Colormap)
+#include "studio_names.hpp"
 
 namespace mha::app {
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "colormap.hpp"
+#include "studio_names.hpp"
 #include "textures.hpp"
 
 namespace mha::app {

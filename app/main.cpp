@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "cli_usage.hpp"
 #include "errors.hpp"
 #include "fonts.hpp"
 #include "frame_stats.hpp"
@@ -28,6 +29,7 @@
 #include "gpu/gpu_backend.hpp"
 #include "io/npy.hpp"
 #include "model_cache.hpp"
+#include "studio_names.hpp"
 #include "panels/panels.hpp"
 #include "soak.hpp"
 #include "ui.hpp"
@@ -63,7 +65,8 @@ bool save_screenshot(const std::string& path, int w, int h) {
 
 int main(int argc, char** argv) {
   // ---- Setup: arguments ----
-  CLI::App cli{"mha-studio: multi-head attention, live, stage by stage"};
+  CLI::App cli{"mha-studio: multi-head attention, live, stage by stage", "mha-studio"};
+  mha::platform::add_version_flag(cli);
   std::string scenario_file, screenshot, tab_name, attention_file;
   int frames = 3, width = 1280, height = 720;
   float font_scale = 0;
@@ -110,8 +113,11 @@ int main(int argc, char** argv) {
   cli.add_option("--dump-state", dump_state,
                  "Once the edits are done and autosaved, write the scenario as JSON to this file");
   cli.add_flag("--exit-after-dump", exit_after_dump, "Exit once --dump-state is written");
-  CLI11_PARSE(cli, argc, argv);
-  const std::string assets = find_assets_dir(argv[0]);
+  if (const int status = mha::platform::parse_command_line(cli, argc, argv); status >= 0) return status;
+  const std::string assets = find_assets_dir();
+  if (assets.empty())
+    std::fprintf(stderr, "mha-studio: no assets folder (presets, fonts, models) next to the program; "
+                         "set MHA_ASSETS_DIR\n");
   set_models_dir(assets + "/models");
 
   // ---- Setup: window and GL context ----

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "studio_names.hpp"
 #include "ui.hpp"
 
 namespace mha::app {

@@ -392,7 +392,7 @@ std::vector<std::uint8_t> render_png(const ExportSpec& s) {
       for (int c = 0; c < p.cols; ++c) {
         const bool blocked = p.blocked && p.blocked(r, c);
         const std::uint32_t col =
-            blocked ? app::kMaskedColor : app::value_rgba(s.colormap, value_at(p, r, c), s.vmin, s.vmax);
+            blocked ? render::kMaskedColor : render::value_rgba(s.colormap, value_at(p, r, c), s.vmin, s.vmax);
         const int x = g.x + c * cell, y = g.y + r * cell;
         cv.fill(x, y, cell, cell, col);
         // Two hatch lines (x + y = cell/2 and 3·cell/2) keep masked cells from reading as "low"
@@ -433,16 +433,16 @@ std::vector<std::uint8_t> render_png(const ExportSpec& s) {
       if (pl.nan_rows[k][std::size_t(r)]) {
         const int x = g.x + g.w + 3;
         if (cell >= line)
-          cv.text(f, x, g.y + r * cell + cell / 2 - line / 2 + f.ascent(), "NaN", app::kNanColor);
+          cv.text(f, x, g.y + r * cell + cell / 2 - line / 2 + f.ascent(), "NaN", render::kNanColor);
         else
-          cv.fill(x, g.y + r * cell, kPad / 2, cell, app::kNanColor);
+          cv.fill(x, g.y + r * cell, kPad / 2, cell, render::kNanColor);
       }
   }
 
   // Colorbar: the top row is exactly vmax's colour and the bottom row vmin's, like the tick lines.
   const Rect& cb = L.colorbar;
   for (int y = 0; y < cb.h; ++y)
-    cv.fill(cb.x, cb.y + y, cb.w, 1, app::colormap_rgba(s.colormap, 1.0f - float(y) / float(cb.h - 1)));
+    cv.fill(cb.x, cb.y + y, cb.w, 1, render::colormap_rgba(s.colormap, 1.0f - float(y) / float(cb.h - 1)));
   cv.outline(cb, kBorder);
   for (int t = 0; t < kTicks; ++t) {
     const float frac = float(t) / (kTicks - 1);
@@ -496,7 +496,7 @@ std::string render_svg(const ExportSpec& s) {
         const bool blocked = p.blocked && p.blocked(r, c);
         const float v = value_at(p, r, c);
         const std::uint32_t col =
-            blocked ? app::kMaskedColor : app::value_rgba(s.colormap, v, s.vmin, s.vmax);
+            blocked ? render::kMaskedColor : render::value_rgba(s.colormap, v, s.vmin, s.vmax);
         const int x = g.x + c * cell, y = g.y + r * cell;
         put("<rect class=\"cell\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x, y, cell,
             cell, hex(col).c_str());
@@ -544,10 +544,10 @@ std::string render_svg(const ExportSpec& s) {
       if (pl.nan_rows[k][std::size_t(r)]) {
         if (cell >= line)
           put("<text class=\"nan\" x=\"%d\" y=\"%d\" fill=\"%s\">NaN</text>\n", g.x + g.w + 3,
-              g.y + r * cell + cell / 2 - line / 2 + f.ascent(), hex(app::kNanColor).c_str());
+              g.y + r * cell + cell / 2 - line / 2 + f.ascent(), hex(render::kNanColor).c_str());
         else
           put("<rect class=\"nan\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n",
-              g.x + g.w + 3, g.y + r * cell, kPad / 2, cell, hex(app::kNanColor).c_str());
+              g.x + g.w + 3, g.y + r * cell, kPad / 2, cell, hex(render::kNanColor).c_str());
       }
     o += "</g>\n";
   }
@@ -558,7 +558,7 @@ std::string render_svg(const ExportSpec& s) {
   for (int i = 0; i < kStripes; ++i) {
     const double y0 = cb.y + cb.h * double(i) / kStripes, y1 = cb.y + cb.h * double(i + 1) / kStripes;
     put("<rect x=\"%d\" y=\"%g\" width=\"%d\" height=\"%g\" fill=\"%s\"/>\n", cb.x, y0, cb.w, y1 - y0,
-        hex(app::colormap_rgba(s.colormap, 1.0f - (float(i) + 0.5f) / kStripes)).c_str());
+        hex(render::colormap_rgba(s.colormap, 1.0f - (float(i) + 0.5f) / kStripes)).c_str());
   }
   put("<rect x=\"%g\" y=\"%g\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"%s\"/>\n", cb.x - 0.5,
       cb.y - 0.5, cb.w + 1, cb.h + 1, hex(kBorder).c_str());

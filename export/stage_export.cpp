@@ -147,8 +147,8 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
   // finite range over what is shown, symmetric about 0 on the diverging map.
   ExportSpec& s = fig.spec;
   s.colormap = sl.colormap           ? *sl.colormap
-               : is_weights(st.name) ? app::Colormap::viridis
-                                     : app::Colormap::diverging;
+               : is_weights(st.name) ? render::Colormap::viridis
+                                     : render::Colormap::diverging;
   if (is_weights(st.name)) {
     s.vmin = 0;
     s.vmax = 1;
@@ -161,7 +161,7 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
           if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
         }
     if (lo > hi) lo = hi = 0;
-    if (s.colormap == app::Colormap::diverging) hi = std::max(std::fabs(lo), std::fabs(hi)), lo = -hi;
+    if (s.colormap == render::Colormap::diverging) hi = std::max(std::fabs(lo), std::fabs(hi)), lo = -hi;
     if (lo == hi) lo -= 1, hi += 1;  // a constant map still gets a readable colorbar
     s.vmin = lo;
     s.vmax = hi;
@@ -328,7 +328,7 @@ StageFigure difference_figure(const ForwardResult<float>& a, const StageSlice& s
     };
   }
   fig.spec.panels.push_back(std::move(p));
-  fig.spec.colormap = app::Colormap::diverging;
+  fig.spec.colormap = render::Colormap::diverging;
   fig.spec.vmax = m > 0 ? m : 1.0f;  // identical maps still get a readable colorbar
   fig.spec.vmin = -fig.spec.vmax;
   char max_text[32];

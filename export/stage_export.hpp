@@ -19,7 +19,7 @@ struct StageSlice {
   std::string stage = "attn_weights";
   int batch_index = 0;
   int head = 0;  // an index, kAllHeads or kHeadAverage; ignored for stages without a head axis
-  std::optional<app::Colormap> colormap;              // default: viridis for weights, diverging otherwise
+  std::optional<render::Colormap> colormap;              // default: viridis for weights, diverging otherwise
   std::vector<std::string> query_labels, key_labels;  // tokens; empty: indices
 };
 

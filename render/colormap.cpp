@@ -7,7 +7,7 @@
 #include <array>
 #include <cmath>
 
-namespace mha::app {
+namespace mha::render {
 
 namespace {
 
@@ -73,4 +73,14 @@ std::uint32_t value_rgba(Colormap c, float v, float vmin, float vmax) {
   return colormap_rgba(c, span > 0 ? (v - vmin) / span : 0.5f);
 }
 
-}  // namespace mha::app
+const char* to_string(Colormap c) {
+  switch (c) {
+    case Colormap::viridis: return "viridis";
+    case Colormap::magma: return "magma";
+    case Colormap::cividis: return "cividis";
+    case Colormap::diverging: return "diverging";
+  }
+  return "viridis";
+}
+
+}  // namespace mha::render

@@ -5,9 +5,10 @@
 
 #include <cstdint>
 
-namespace mha::app {
+namespace mha::render {
 
 enum class Colormap { viridis, magma, cividis, diverging };
+const char* to_string(Colormap c);  // its name in scenario files and the CLI: "viridis", …
 
 // RGBA8 packed as ImGui wants it (IM_COL32: R in the low byte), alpha 255. t is clamped to [0, 1].
 std::uint32_t colormap_rgba(Colormap c, float t);
@@ -16,4 +17,4 @@ std::uint32_t value_rgba(Colormap c, float v, float vmin, float vmax);
 constexpr std::uint32_t kMaskedColor = 0xFF6E6E6E;  // grey: blocked cells, never "low"
 constexpr std::uint32_t kNanColor = 0xFFFF00FF;     // magenta: NaN (fully masked row)
 
-}  // namespace mha::app
+}  // namespace mha::render

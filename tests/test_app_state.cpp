@@ -13,6 +13,7 @@
 #include "ui_harness.hpp"
 
 using namespace mha::app;
+using namespace mha::studio;
 
 namespace {
 void wait_idle(AppState& s) {

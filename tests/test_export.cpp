@@ -93,10 +93,10 @@ TEST_CASE("export PNG: size, cell colours, masked cells, labels and colorbar, de
   for (int row = 0; row < 4; ++row)
     for (int col = 0; col <= row; ++col) {
       const float v = w.at({0, 1, row, col});
-      CHECK(near(centre(row, col), app::value_rgba(app::Colormap::viridis, v, 0, 1)));
+      CHECK(near(centre(row, col), render::value_rgba(render::Colormap::viridis, v, 0, 1)));
     }
-  CHECK(near(centre(0, 3), app::kMaskedColor));  // causal: query 0 cannot see key 3
-  CHECK(near(centre(2, 3), app::kMaskedColor));
+  CHECK(near(centre(0, 3), render::kMaskedColor));  // causal: query 0 cannot see key 3
+  CHECK(near(centre(2, 3), render::kMaskedColor));
 
   CHECK(ink(im, lay.row_label_areas[0], 0xFFFFFFFFu) > 20);
   CHECK(ink(im, lay.col_label_areas[0], 0xFFFFFFFFu) > 20);
@@ -104,15 +104,15 @@ TEST_CASE("export PNG: size, cell colours, masked cells, labels and colorbar, de
   CHECK(ink(im, lay.title, 0xFFFFFFFFu) > 20);
   // The colorbar: vmax's colour at the top, vmin's at the bottom.
   const Rect& cb = lay.colorbar;
-  CHECK(near(im.at(cb.x + cb.w / 2, cb.y), app::colormap_rgba(app::Colormap::viridis, 1)));
-  CHECK(near(im.at(cb.x + cb.w / 2, cb.y + cb.h - 1), app::colormap_rgba(app::Colormap::viridis, 0)));
+  CHECK(near(im.at(cb.x + cb.w / 2, cb.y), render::colormap_rgba(render::Colormap::viridis, 1)));
+  CHECK(near(im.at(cb.x + cb.w / 2, cb.y + cb.h - 1), render::colormap_rgba(render::Colormap::viridis, 0)));
 
   CHECK(render_png(fig.spec) == png);  // same spec, same bytes
 
   fig.spec.transparent = true;
   const Image t = decode(render_png(fig.spec));
   CHECK((t.at(0, 0) >> 24) == 0);
-  CHECK(near(centre(0, 0), app::value_rgba(app::Colormap::viridis, w.at({0, 1, 0, 0}), 0, 1)));
+  CHECK(near(centre(0, 0), render::value_rgba(render::Colormap::viridis, w.at({0, 1, 0, 0}), 0, 1)));
 }
 
 TEST_CASE("export grid: all heads and their average; L = 512 labels thin out", "[export]") {
@@ -131,7 +131,7 @@ TEST_CASE("export grid: all heads and their average; L = 512 labels thin out", "
   const Stage<float>& avg = r.trace["attn_weights_avg"];
   const Rect& g = lay.grids[2];
   CHECK(near(im.at(g.x + 3 * lay.cell + lay.cell / 2, g.y + 3 * lay.cell + lay.cell / 2),
-             app::value_rgba(app::Colormap::viridis, avg.at({2, 3, 3}), 0, 1)));
+             render::value_rgba(render::Colormap::viridis, avg.at({2, 3, 3}), 0, 1)));
 
   // L = 512: one pixel per cell, labels every 16 or so, all drawn inside the figure.
   std::vector<float> big(512 * 512, 0.25f);
@@ -199,7 +199,7 @@ TEST_CASE("export CSV and stage errors", "[export]") {
   sl.head = kHeadAverage;
   sl.query_labels = {"q0", "q,1", "q2", "q3"};
   StageFigure fig = stage_figure(r, sl);
-  CHECK(fig.spec.colormap == app::Colormap::diverging);
+  CHECK(fig.spec.colormap == render::Colormap::diverging);
   CHECK(fig.spec.vmin == -fig.spec.vmax);
   const std::string csv = render_csv(fig.spec.panels[0]);
   CHECK(csv.rfind(",0,1,2,3\nq0,", 0) == 0);
@@ -250,14 +250,14 @@ TEST_CASE("export the merged mask: -inf cells hatched in the masked colour, othe
       const bool blocked = j > i || j == 2;
       INFO("query " << i << " key " << j);
       if (blocked)
-        CHECK(near(centre(i, j), app::kMaskedColor));
+        CHECK(near(centre(i, j), render::kMaskedColor));
       else
-        CHECK(near(centre(i, j), app::value_rgba(fig.spec.colormap, 0.0f, fig.spec.vmin, fig.spec.vmax)));
+        CHECK(near(centre(i, j), render::value_rgba(fig.spec.colormap, 0.0f, fig.spec.vmin, fig.spec.vmax)));
     }
   // Hatching: a blocked cell's corner area has dark lines, an open cell has none.
   const Rect blocked_cell{lay.grids[0].x + 3 * lay.cell + 2, lay.grids[0].y + 2, lay.cell - 4, lay.cell - 4};
   const Rect open_cell{lay.grids[0].x + 2, lay.grids[0].y + 2, lay.cell - 4, lay.cell - 4};
-  CHECK(ink(im, blocked_cell, app::kMaskedColor) > 10);
+  CHECK(ink(im, blocked_cell, render::kMaskedColor) > 10);
   CHECK(ink(im, open_cell, centre(0, 0)) == 0);
   const std::string svg = render_svg(fig.spec);
   std::size_t hatches = 0;
@@ -285,7 +285,7 @@ TEST_CASE("export difference map: head minus head, diverging, symmetric, max |di
     for (int j = 0; j <= i; ++j) m = std::max(m, std::fabs(w.at({1, 0, i, j}) - w.at({1, 1, i, j})));
   REQUIRE(m > 0);
   CHECK(fig.max_abs_diff == m);
-  CHECK(fig.spec.colormap == app::Colormap::diverging);
+  CHECK(fig.spec.colormap == render::Colormap::diverging);
   CHECK(fig.spec.vmax == m);
   CHECK(fig.spec.vmin == -m);
   char max_text[32];
@@ -302,8 +302,8 @@ TEST_CASE("export difference map: head minus head, diverging, symmetric, max |di
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j <= i; ++j)
       CHECK(near(centre(i, j),
-                 app::value_rgba(app::Colormap::diverging, w.at({1, 0, i, j}) - w.at({1, 1, i, j}), -m, m)));
-  CHECK(near(centre(0, 3), app::kMaskedColor));  // blocked in both heads
+                 render::value_rgba(render::Colormap::diverging, w.at({1, 0, i, j}) - w.at({1, 1, i, j}), -m, m)));
+  CHECK(near(centre(0, 3), render::kMaskedColor));  // blocked in both heads
 
   // The same head minus itself: all zero, a readable colorbar all the same.
   StageFigure same = difference_figure(r, a, "head 0", r, a, "head 0");

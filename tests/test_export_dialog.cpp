@@ -12,6 +12,7 @@
 #include "ui_harness.hpp"
 
 using namespace mha::app;
+using namespace mha::studio;
 using mha::test::TempDir;
 
 namespace {

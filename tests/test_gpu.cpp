@@ -440,15 +440,19 @@ TEST_CASE("no context: every forward falls back with the reason", "[gpu]") {
   CHECK_THAT(r.fallback_reason, Catch::Contains("cannot be made current"));
 }
 
-// Every case above on backends built with other TILE and LOCAL_SIZE: TILE 2 makes every dimension
-// many ragged tiles; 3, 7 and 96 are no powers of two (the reductions fold odd counts); 32 x 32
-// and 1024 are the largest work-groups GL guarantees. Each backend also passes its own self-check
-// first, whose problems grow with the sizes (S past LOCAL_SIZE, L and d_k past TILE).
+// Every case above on backends built with other TILE, LOCAL_SIZE and product tiles (MM_TILE /
+// MM_WORK / MM_DEPTH): TILE 2 and MM_TILE 3 make every dimension many ragged tiles; 3, 5, 7, 12 and
+// 96 are no powers of two (the reductions fold odd counts, the products' loads stride unevenly); 32
+// x 32 and 1024 are the largest work-groups GL guarantees; MM_WORK 1 is one output per invocation
+// and MM_WORK = MM_TILE one invocation per work-group. Each backend also passes its own self-check
+// first, whose problems grow with the sizes (S past LOCAL_SIZE, L and d_k past TILE and MM_TILE).
 TEST_CASE("the GPU cases under other work-group and tile sizes", "[gpu][sizes]") {
   if (!headless_or_skip()) return;
-  const gpu::LaunchSizes sizes[] = {{4, 32}, {7, 96}, {2, 3}, {32, 1024}};
+  const gpu::LaunchSizes sizes[] = {
+      {4, 32, 8, 2, 3}, {7, 96, 12, 3, 5}, {2, 3, 3, 1, 1}, {32, 1024, 32, 2, 32}, {16, 256, 8, 8, 7}};
   for (const gpu::LaunchSizes& s : sizes) {
-    DYNAMIC_SECTION("TILE=" << s.tile << " LOCAL_SIZE=" << s.local_size) {
+    DYNAMIC_SECTION("TILE=" << s.tile << " LOCAL_SIZE=" << s.local_size << " MM_TILE=" << s.product_tile
+                            << " MM_WORK=" << s.product_work << " MM_DEPTH=" << s.product_depth) {
       std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless(s);
       for (const std::string& name : fixture_names()) {
         INFO("fixture " << name);
@@ -469,7 +473,15 @@ TEST_CASE("work-group sizes the device cannot run fall back with the reason", "[
   const Fixture<float> f = load_fixture<float>("teaching");
   const ForwardResult<float> r = run(f, Backend::gpu, gpu.get());
   CHECK(r.backend == Backend::eigen);
-  CHECK_THAT(r.fallback_reason, Catch::Contains("TILE=64, LOCAL_SIZE=256 do not fit this device"));
+  CHECK_THAT(r.fallback_reason, Catch::Contains("TILE=64, LOCAL_SIZE=256, MM_TILE=64 / MM_WORK=4, "
+                                                "MM_DEPTH=16 do not fit this device"));
+  // 64 x 64 invocations for the products; and a product tile that MM_WORK does not divide.
+  gpu = gpu::GpuBackend::headless({16, 256, 256, 4, 16});
+  CHECK_THAT(run(f, Backend::gpu, gpu.get()).fallback_reason, Catch::Contains("MM_TILE=256 / MM_WORK=4"));
+  gpu = gpu::GpuBackend::headless({16, 256, 30, 4, 16});
+  CHECK_THAT(run(f, Backend::gpu, gpu.get()).fallback_reason,
+             Catch::Contains("MM_TILE=30, MM_WORK=4, MM_DEPTH=16: each must be positive and MM_TILE a "
+                             "multiple of MM_WORK"));
 }
 
 TEST_CASE("the self-check: every known-answer case agrees with the reference here, stage by stage",
@@ -594,8 +606,8 @@ std::vector<std::string> shader_rule_violations(const std::string& name, const s
   // Work-group and shared-array sizes come from the injected macros only.
   const std::regex local_size(R"(local_size_[xyz]\s*=\s*(\w+))");
   for (std::sregex_iterator m(text.begin(), text.end(), local_size), end; m != end; ++m)
-    if ((*m)[1] != "TILE" && (*m)[1] != "LOCAL_SIZE")
-      out.push_back("work-group size " + (*m)[0].str() + " is not TILE or LOCAL_SIZE");
+    if ((*m)[1] != "TILE" && (*m)[1] != "LOCAL_SIZE" && (*m)[1] != "MM_THREADS")
+      out.push_back("work-group size " + (*m)[0].str() + " is not TILE, LOCAL_SIZE or MM_THREADS");
   const std::regex shared_decl(R"(\bshared\s+\w+\s+(\w+)\s*((\[[^\]]*\])*)\s*;)");
   bool has_shared = false;
   for (std::sregex_iterator m(text.begin(), text.end(), shared_decl), end; m != end; ++m) {
@@ -604,12 +616,14 @@ std::vector<std::string> shader_rule_violations(const std::string& name, const s
     const std::regex dim(R"(\[([^\]]*)\])");
     for (std::sregex_iterator d(dims.begin(), dims.end(), dim); d != end; ++d)
       if ((*d)[1].str().find("TILE") == std::string::npos &&
-          (*d)[1].str().find("LOCAL_SIZE") == std::string::npos)
+          (*d)[1].str().find("LOCAL_SIZE") == std::string::npos &&
+          (*d)[1].str().find("MM_DEPTH") == std::string::npos)
         out.push_back("shared array " + (*m)[1].str() + (*d)[0].str() +
-                      " is not sized by TILE or LOCAL_SIZE");
+                      " is not sized by TILE, LOCAL_SIZE or MM_DEPTH");
   }
   // Names a loop around a barrier may depend on: the parameters every invocation shares.
-  std::set<std::string> uniform = {"TILE", "LOCAL_SIZE", "int", "min", "max"};
+  std::set<std::string> uniform = {"TILE",    "LOCAL_SIZE", "MM_TILE", "MM_WORK", "MM_DEPTH",
+                                   "MM_THREADS", "int",        "min",     "max"};
   for (const auto& m : gpu::parse_params(name, source).params) uniform.insert(m.name);
   auto uniform_block = [&](const std::string& head) {
     for (const char* w : {"if", "else", "while", "do", "switch"})
@@ -718,8 +732,8 @@ TEST_CASE("shader rules: each broken rule is found", "[gpu][lint]") {
         "control flow that not every invocation takes");
   found(replaced(good, "  part[t] = 1.0;", "  if (t >= n) return;\n  part[t] = 1.0;"), "after a return");
   found(replaced(good, "shared float part[LOCAL_SIZE];", "shared float part[256];"),
-        "is not sized by TILE or LOCAL_SIZE");
-  found(replaced(good, "local_size_x = LOCAL_SIZE", "local_size_x = 64"), "is not TILE or LOCAL_SIZE");
+        "is not sized by TILE, LOCAL_SIZE or MM_DEPTH");
+  found(replaced(good, "local_size_x = LOCAL_SIZE", "local_size_x = 64"), "is not TILE, LOCAL_SIZE or MM_THREADS");
   found(replaced(good, "  memoryBarrierShared();\n  barrier();",
                  "  memoryBarrierShared();\n  if (t == 0) barrier();"),
         "barrier() under a condition");

@@ -141,8 +141,8 @@ TEST_CASE("a scenario file with batch 0 and a per-batch or per-head mask loads, 
           "sizes": {"batch": 0, "tgt_len": 10, "src_len": 10, "embed_dim": 64, "num_heads": 8},
           "mask": {"preset": ")") +
                                preset + R"(", "scope": ")" + scope + R"("}})";
-      const app::Scenario s = app::scenario_from_json(text, "batch0.json");
+      const studio::Scenario s = studio::scenario_from_json(text, "batch0.json");
       CHECK(s.mask.cells.empty());
-      CHECK_THROWS_WITH(app::build_forward(s), Contains("must be positive"));
+      CHECK_THROWS_WITH(studio::build_forward(s), Contains("must be positive"));
     }
 }

@@ -12,7 +12,7 @@
 #include "temp_dir.hpp"
 #include "text_parse.hpp"
 
-using namespace mha::app;
+using namespace mha::studio;
 using Catch::Contains;
 
 namespace {

@@ -20,7 +20,7 @@
 #include "torch_rng.hpp"
 
 using namespace mha;
-using namespace mha::app;
+using namespace mha::studio;
 
 namespace {
 

@@ -17,6 +17,7 @@
 #include "ui_harness.hpp"
 
 using namespace mha::app;
+using namespace mha::studio;
 using mha::test::HeadlessUi;
 
 namespace {

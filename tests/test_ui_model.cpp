@@ -12,6 +12,7 @@
 #include "ui_harness.hpp"
 
 using namespace mha::app;
+using namespace mha::studio;
 using mha::test::HeadlessUi;
 
 namespace {
@@ -143,5 +144,5 @@ TEST_CASE("attention weights saved elsewhere open read-only in the Attention fil
   CHECK(info.T == 5);
   Scenario after = state.scenario;
   after.view = before.view;  // the tab shown is view state; nothing else of the scenario moves
-  CHECK(mha::app::to_json(after) == mha::app::to_json(before));
+  CHECK(mha::studio::to_json(after) == mha::studio::to_json(before));
 }

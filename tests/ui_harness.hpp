@@ -35,7 +35,7 @@ struct HeadlessUi {
   HeadlessUi& operator=(const HeadlessUi&) = delete;
 
   // One frame; `mouse` places the pointer (and presses it when `down`). Returns vertices drawn.
-  int frame(mha::app::AppState& state, ImVec2 mouse = ImVec2(-1, -1), bool down = false) {
+  int frame(mha::studio::AppState& state, ImVec2 mouse = ImVec2(-1, -1), bool down = false) {
     ImGuiIO& io = ImGui::GetIO();
     io.DeltaTime = 1.0f / 60.0f;
     time += io.DeltaTime;
@@ -49,7 +49,7 @@ struct HeadlessUi {
   }
 
   // Frames until the background compute (if any) has landed.
-  void settle(mha::app::AppState& state) {
+  void settle(mha::studio::AppState& state) {
     for (int i = 0; i < 2000 && (state.computer.busy() || state.stale) && state.errors.empty(); ++i) {
       frame(state);
       if (state.computer.busy()) std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -13,6 +13,7 @@
 #include "ui_harness.hpp"
 
 using namespace mha::app;
+using namespace mha::studio;
 
 int main(int argc, char** argv) {
   auto gpu = mha::gpu::GpuBackend::headless();

@@ -17,6 +17,7 @@
 #include "model_cache.hpp"
 #include "panels.hpp"
 #include "text_parse.hpp"
+#include "studio_names.hpp"
 
 namespace mha::app {
 

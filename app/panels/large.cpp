@@ -11,6 +11,7 @@
 #include <string>
 
 #include "compute.hpp"
+#include "studio_names.hpp"
 #include "errors.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "heatmap.hpp"

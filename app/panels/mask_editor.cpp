@@ -21,6 +21,7 @@
 #include "heatmap.hpp"
 #include "panels.hpp"
 #include "text_parse.hpp"
+#include "studio_names.hpp"
 
 namespace mha::app {
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "studio_names.hpp"
 #include "textures.hpp"
 
 namespace mha::gpu {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "data_dir.hpp"
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panels.hpp"
@@ -798,7 +799,7 @@ void draw_reshape(AppState& state, Textures& tex) {
       rs.batch_index = n;
       rs.tokens = labels;
       rs.transparent = transparent;
-      rs.font_path = MHA_DEFAULT_FONT;
+      rs.font_path = platform::default_font().path;
       return exporter::reshape_figure(*fwd, rs).drawing;
     };
     req.choices.push_back(std::move(c));

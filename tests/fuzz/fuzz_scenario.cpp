@@ -11,7 +11,7 @@
 #include "errors.hpp"
 #include "scenario.hpp"
 
-using namespace mha::app;
+using namespace mha::studio;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "cpu_dispatch.hpp"
+#include "data_dir.hpp"
 #include "errors.hpp"
 #include "io/hf_checkpoint.hpp"
 #include "mha.hpp"
@@ -229,7 +230,7 @@ nlohmann::json bench_export(const BenchArgs& a) {
   for (int i = 0; i < repeats; ++i) {
     const Clock::time_point t0 = Clock::now();
     exporter::StageFigure fig = exporter::stage_figure(r, slice);
-    fig.spec.font_path = MHA_DEFAULT_FONT;
+    fig.spec.font_path = platform::default_font().path;
     bytes = exporter::render_png(fig.spec).size();
     ms.push_back(ms_between(t0, Clock::now()));
     const exporter::Layout lay = exporter::layout(fig.spec);

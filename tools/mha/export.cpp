@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "data_dir.hpp"
 #include "errors.hpp"
 #include "io/npy.hpp"
 #include "model/gpt2.hpp"
@@ -24,7 +25,7 @@ namespace mha::cli {
 namespace {
 
 struct ExportArgs : ForwardArgs {
-  std::string stage = "attn_weights", head = "0", format, colormap, out, font = MHA_DEFAULT_FONT;
+  std::string stage = "attn_weights", head = "0", format, colormap, out, font;
   int batch_index = 0, scale = 0;
   bool transparent = false, values = false;
   std::string tokens, key_tokens;  // labels; default: the scenario's sentence, else indices
@@ -135,10 +136,10 @@ int run(const ExportArgs& a) {
   for (std::int64_t j = std::int64_t(slice.key_labels.size());
        !slice.key_labels.empty() && j < r.dims.S_total; ++j)
     slice.key_labels.push_back(j < r.dims.S ? std::to_string(j) : "+" + std::to_string(j - r.dims.S));
-  if (a.colormap == "viridis") slice.colormap = app::Colormap::viridis;
-  if (a.colormap == "magma") slice.colormap = app::Colormap::magma;
-  if (a.colormap == "cividis") slice.colormap = app::Colormap::cividis;
-  if (a.colormap == "diverging") slice.colormap = app::Colormap::diverging;
+  if (a.colormap == "viridis") slice.colormap = render::Colormap::viridis;
+  if (a.colormap == "magma") slice.colormap = render::Colormap::magma;
+  if (a.colormap == "cividis") slice.colormap = render::Colormap::cividis;
+  if (a.colormap == "diverging") slice.colormap = render::Colormap::diverging;
   auto style = [&](exporter::StageFigure& fig) {
     fig.spec.title = title_prefix + fig.spec.title;
     fig.spec.cell_px = a.scale;
@@ -310,6 +311,11 @@ std::function<int()> add_export(CLI::App& app) {
       ->required();
   return [a]() -> int {
     if (a->model.model_dir.empty() && a->attention_file.empty()) check_forward_args(*a);
+    if (a->font.empty()) {  // the shipped font, else fontconfig's match, said on stderr
+      const platform::FontLookup found = platform::default_font();
+      if (!found.note.empty()) std::fprintf(stderr, "mha: %s\n", found.note.c_str());
+      a->font = found.path;
+    }
     return run(*a);
   };
 }

@@ -167,8 +167,8 @@ bool check_forward_args(const ForwardArgs& a) {
 // A scenario file, built exactly as the app builds it (app/compute.cpp). The app computes in float32,
 // on the reference path for tiny problems; --backend, when given, overrides that choice.
 Problem<float> scenario_problem(const ForwardArgs& a) {
-  const app::Scenario s = app::load_scenario(a.scenario_file);
-  app::Built b = app::build_forward(s);
+  const studio::Scenario s = studio::load_scenario(a.scenario_file);
+  studio::Built b = studio::build_forward(s);
   Problem<float> p;
   p.config = b.config;
   p.weights = std::move(b.weights);

@@ -20,7 +20,7 @@
 #include "errors.hpp"
 #include "io/npy.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 namespace {
 
@@ -700,16 +700,6 @@ const char* to_string(MaskConvention c) {
   return "torch_bool";
 }
 
-const char* to_string(Colormap c) {
-  switch (c) {
-    case Colormap::viridis: return "viridis";
-    case Colormap::magma: return "magma";
-    case Colormap::cividis: return "cividis";
-    case Colormap::diverging: return "diverging";
-  }
-  return "viridis";
-}
-
 std::vector<std::string> tokenize(const std::string& sentence) {
   std::vector<std::string> tokens;
   std::string current;
@@ -1033,4 +1023,4 @@ void save_scenario(const std::string& path, const Scenario& s) {
   write_file_atomic(path, std::vector<unsigned char>(text.begin(), text.end()));
 }
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -1,7 +1,7 @@
 // Undo/redo stacks of scenario snapshots.
 #include "history.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 void History::push(const Scenario& before, const std::string& what) {
   undo_.push_back({before, what});
@@ -27,4 +27,4 @@ std::string History::redo(Scenario& current) {
   return e.what;
 }
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -10,7 +10,10 @@
 #include "colormap.hpp"
 #include "mha.hpp"
 
-namespace mha::app {
+namespace mha::studio {
+
+using render::Colormap;
+using render::to_string;
 
 enum class MaskPreset { none, causal, padding, sliding_window, block_diagonal, prefix_lm, random, custom };
 enum class MaskScope { shared, per_batch, per_head };  // (L, S) / (N, L, S) / (N·H, L, S)
@@ -20,7 +23,6 @@ enum class MaskConvention { torch_bool, keep, additive };
 const char* to_string(MaskPreset p);
 const char* to_string(MaskScope s);
 const char* to_string(MaskConvention c);
-const char* to_string(Colormap c);
 
 struct MaskSpec {
   MaskPreset preset = MaskPreset::none;
@@ -123,4 +125,4 @@ Scenario scenario_from_json(const std::string& text, const std::string& name_for
 Scenario load_scenario(const std::string& path);
 void save_scenario(const std::string& path, const Scenario& s);  // atomic: temp file + rename
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace mha::app {
+namespace mha::studio {
 
 // Every number of a numpy/torch printout, in order: "tensor([[0.88, -inf], [nan, 1e-3]])".
 // Words (tensor, dtype=torch.float32, grad_fn=<AddBackward0>) and quoted text ('cuda:0') are
@@ -16,4 +16,4 @@ std::vector<float> parse_numbers(const std::string& text);
 // `error` set ("not a number: ...", or why NaN/+inf are refused) and leaves `value` alone.
 bool parse_mask_value(const std::string& text, float* value, std::string* error);
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -7,7 +7,7 @@
 
 #include "scenario.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 class History {
  public:
@@ -33,4 +33,4 @@ class History {
   std::vector<Entry> undo_, redo_;
 };
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -17,7 +17,7 @@
 #include "model/roles.hpp"
 #include "scenario.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 // What a language model adds to a result: where the shown attention sits in the model, what the
 // model predicts next, what each head does, and the same layer with untrained weights.
@@ -159,4 +159,4 @@ class Computer {
   std::thread worker_;
 };
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -11,7 +11,7 @@
 #include "errors.hpp"
 #include "io/tokenizer_files.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 namespace fs = std::filesystem;
 
@@ -120,4 +120,4 @@ ModelTokens model_tokens(const std::string& model, const std::string& sentence) 
   return t;
 }
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -12,7 +12,7 @@
 #include "history.hpp"
 #include "scenario.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 struct AppState {
   Scenario scenario;  // what the user is editing now
@@ -52,4 +52,4 @@ struct AppState {
   const std::vector<std::string>& key_tokens() const { return result.key_tokens; }
 };
 
-}  // namespace mha::app
+}  // namespace mha::studio

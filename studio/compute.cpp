@@ -12,7 +12,7 @@
 #include "model_cache.hpp"
 #include "torch_rng.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 namespace {
 
@@ -443,4 +443,4 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
   }
 }
 
-}  // namespace mha::app
+}  // namespace mha::studio

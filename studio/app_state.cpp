@@ -5,7 +5,7 @@
 
 #include "errors.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 namespace {
 
@@ -108,4 +108,4 @@ void AppState::tick(double t) {
   }
 }
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
-namespace mha::app {
+namespace mha::studio {
 
 namespace {
 
@@ -94,4 +94,4 @@ bool parse_mask_value(const std::string& text, float* value, std::string* error)
   return true;
 }
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -13,7 +13,7 @@
 #include "model/roles.hpp"
 #include "tokenizer/bpe.hpp"
 
-namespace mha::app {
+namespace mha::studio {
 
 // Where bare model names are looked up (the app sets it from its assets folder).
 void set_models_dir(const std::string& dir);
@@ -43,4 +43,4 @@ struct ModelTokens {
 // Throws as model_entry, and ConfigError for a model without a tokenizer.
 ModelTokens model_tokens(const std::string& model, const std::string& sentence);
 
-}  // namespace mha::app
+}  // namespace mha::studio

@@ -622,7 +622,7 @@ std::vector<std::string> shader_rule_violations(const std::string& name, const s
                       " is not sized by TILE, LOCAL_SIZE or MM_DEPTH");
   }
   // Names a loop around a barrier may depend on: the parameters every invocation shares.
-  std::set<std::string> uniform = {"TILE",    "LOCAL_SIZE", "MM_TILE", "MM_WORK", "MM_DEPTH",
+  std::set<std::string> uniform = {"TILE",       "LOCAL_SIZE", "MM_TILE", "MM_WORK", "MM_DEPTH",
                                    "MM_THREADS", "int",        "min",     "max"};
   for (const auto& m : gpu::parse_params(name, source).params) uniform.insert(m.name);
   auto uniform_block = [&](const std::string& head) {
@@ -733,7 +733,8 @@ TEST_CASE("shader rules: each broken rule is found", "[gpu][lint]") {
   found(replaced(good, "  part[t] = 1.0;", "  if (t >= n) return;\n  part[t] = 1.0;"), "after a return");
   found(replaced(good, "shared float part[LOCAL_SIZE];", "shared float part[256];"),
         "is not sized by TILE, LOCAL_SIZE or MM_DEPTH");
-  found(replaced(good, "local_size_x = LOCAL_SIZE", "local_size_x = 64"), "is not TILE, LOCAL_SIZE or MM_THREADS");
+  found(replaced(good, "local_size_x = LOCAL_SIZE", "local_size_x = 64"),
+        "is not TILE, LOCAL_SIZE or MM_THREADS");
   found(replaced(good, "  memoryBarrierShared();\n  barrier();",
                  "  memoryBarrierShared();\n  if (t == 0) barrier();"),
         "barrier() under a condition");

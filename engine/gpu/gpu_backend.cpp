@@ -127,18 +127,32 @@ void GpuBackend::bind() {
   probe();
   if (!build_error_.empty()) throw DeviceError("shader", build_error_);
   if (programs_built_) return;
-  // The largest shared arrays: linear.comp's two TILE x (TILE + 1) floats, softmax.comp's two
-  // LOCAL_SIZE floats.
+  // The largest shared arrays: softmax.comp's two LOCAL_SIZE floats, scores.comp's three
+  // MM_DEPTH x (MM_TILE + 1) floats.
   const std::int64_t tile = sizes_.tile, local = sizes_.local_size;
-  const std::int64_t shared_bytes = std::max(2 * tile * (tile + 1), 2 * local + 1) * 4;
+  const std::int64_t mm_tile = sizes_.product_tile, mm_work = sizes_.product_work,
+                     mm_depth = sizes_.product_depth;
+  const std::int64_t mm_threads = mm_work > 0 ? mm_tile / mm_work : 0;
+  const std::int64_t shared_bytes = std::max(2 * local + 1, 3 * mm_depth * (mm_tile + 1)) * 4;
+  if (mm_tile < 1 || mm_work < 1 || mm_depth < 1 || mm_tile % mm_work != 0)
+    throw DeviceError("gpu", "product tile sizes MM_TILE=" + std::to_string(mm_tile) + ", MM_WORK=" +
+                                 std::to_string(mm_work) + ", MM_DEPTH=" + std::to_string(mm_depth) +
+                                 ": each must be positive and MM_TILE a multiple of MM_WORK");
   if (tile < 1 || local < 1 || tile * tile > max_invocations_ || tile > max_size_x_ || tile > max_size_y_ ||
-      local > max_invocations_ || local > max_size_x_ || shared_bytes > max_shared_bytes_)
+      local > max_invocations_ || local > max_size_x_ || mm_threads * mm_threads > max_invocations_ ||
+      mm_threads > max_size_x_ || mm_threads > max_size_y_ || shared_bytes > max_shared_bytes_)
     throw DeviceError(
         "gpu", "work-group sizes TILE=" + std::to_string(tile) + ", LOCAL_SIZE=" + std::to_string(local) +
-                   " do not fit this device (at most " + std::to_string(max_invocations_) + " invocations, " +
-                   std::to_string(max_size_x_) + " x " + std::to_string(max_size_y_) + ", " +
-                   std::to_string(max_shared_bytes_) + " bytes of shared memory)");
+                   ", MM_TILE=" + std::to_string(mm_tile) + " / MM_WORK=" + std::to_string(mm_work) +
+                   ", MM_DEPTH=" + std::to_string(mm_depth) + " do not fit this device (at most " +
+                   std::to_string(max_invocations_) + " invocations, " + std::to_string(max_size_x_) + " x " +
+                   std::to_string(max_size_y_) + ", " + std::to_string(max_shared_bytes_) +
+                   " bytes of shared memory)");
   const Defines tile_d = {{"TILE", std::to_string(tile)}};
+  const Defines product_d = {{"MM_TILE", std::to_string(mm_tile)},
+                             {"MM_WORK", std::to_string(mm_work)},
+                             {"MM_DEPTH", std::to_string(mm_depth)},
+                             {"MM_THREADS", std::to_string(mm_threads)}};
   const Defines local_d = {{"LOCAL_SIZE", std::to_string(local)}};
   Defines local_zero = local_d;
   local_zero.push_back({"ZERO_FULLY_MASKED", "1"});
@@ -150,11 +164,11 @@ void GpuBackend::bind() {
   };
   try {
     perturbation();  // a misspelt MHA_GPU_PERTURB is an error, not a check that found nothing
-    build("linear", "linear.comp", tile_d, {});
-    build("scores", "scores.comp", tile_d, {"gqa.glsl"});
+    build("linear", "linear.comp", product_d, {});
+    build("scores", "scores.comp", product_d, {"gqa.glsl"});
     build("softmax_nan", "softmax.comp", local_d, {});
     build("softmax_zero", "softmax.comp", local_zero, {});
-    build("context", "context.comp", tile_d, {"gqa.glsl"});
+    build("context", "context.comp", product_d, {"gqa.glsl"});
     build("concat", "concat.comp", local_d, {});
     build("average", "average.comp", local_d, {});
     build("row_stats", "row_stats.comp", local_d, {"gqa.glsl"});
@@ -205,8 +219,9 @@ GLuint GpuBackend::upload(const std::string& name, const float* data, std::uint6
 
 void GpuBackend::run_linear(GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
                             std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block) {
-  if (groups(rows, sizes_.tile) > kMaxGroups || groups(out, sizes_.tile) > kMaxGroups)
-    throw DeviceError("gpu", "more than 65535·TILE rows or features for one projection");
+  const std::int64_t mm_tile = sizes_.product_tile;
+  if (groups(rows, mm_tile) > kMaxGroups || groups(out, mm_tile) > kMaxGroups)
+    throw DeviceError("gpu", "more than 65535·MM_TILE rows or features for one projection");
   Params params(program("linear"));
   params.set("rows", int(rows))
       .set("in_features", int(in))
@@ -214,7 +229,7 @@ void GpuBackend::run_linear(GLuint x, GLuint w, GLuint bias, GLuint y, std::int6
       .set("has_bias", int(has_bias))
       .set("src_block", int(src_block))
       .set("dst_block", int(dst_block));
-  dispatch(params, params_buffer_, {x, w, bias, y}, groups(out, sizes_.tile), groups(rows, sizes_.tile), 1);
+  dispatch(params, params_buffer_, {x, w, bias, y}, groups(out, mm_tile), groups(rows, mm_tile), 1);
 }
 
 GpuBackend::Projected GpuBackend::upload_inputs(const detail::Problem<float>& p) {
@@ -292,9 +307,9 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   glGetError();  // start from a clean error state: earlier errors are not ours
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k;
-  if (L > kMaxGroups || N * H > kMaxGroups || groups(Sp, sizes_.tile) > kMaxGroups)
+  if (L > kMaxGroups || N * H > kMaxGroups || groups(Sp, sizes_.product_tile) > kMaxGroups)
     throw DeviceError(
-        "gpu", "L, N·num_heads and S'/TILE must stay within 65535 work-groups (L=" + std::to_string(L) +
+        "gpu", "L, N·num_heads and S'/MM_TILE must stay within 65535 work-groups (L=" + std::to_string(L) +
                    ", N·H=" + std::to_string(N * H) + ", S'=" + std::to_string(Sp) + ")");
   const std::uint64_t scores_n = std::uint64_t(N * H * L * Sp);
 
@@ -322,7 +337,7 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   phase(&StageTimes::projections);
 
   // 2. Scores per head (GQA: head h reads key head h / (H/G)).
-  const GLuint tile = GLuint(sizes_.tile), local = GLuint(sizes_.local_size);
+  const GLuint mm_tile = GLuint(sizes_.product_tile), local = GLuint(sizes_.local_size);
   {
     Params params(program("scores"));
     params.set("L", int(L))
@@ -332,7 +347,7 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
         .set("G", int(G))
         .set("d_k", int(dk))
         .set("scale", std::sqrt(float(dk)));
-    dispatch(params, params_buffer_, {q, k, scores, scores_scaled}, groups(Sp, tile), groups(L, tile),
+    dispatch(params, params_buffer_, {q, k, scores, scores_scaled}, groups(Sp, mm_tile), groups(L, mm_tile),
              GLuint(N * H));
   }
   phase(&StageTimes::scores);
@@ -354,7 +369,8 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   {
     Params params(program("context"));
     params.set("L", int(L)).set("S_total", int(Sp)).set("H", int(H)).set("G", int(G)).set("d_k", int(dk));
-    dispatch(params, params_buffer_, {weights, v, context}, groups(dk, tile), groups(L, tile), GLuint(N * H));
+    dispatch(params, params_buffer_, {weights, v, context}, groups(dk, mm_tile), groups(L, mm_tile),
+             GLuint(N * H));
   }
   {
     Params params(program("concat"));

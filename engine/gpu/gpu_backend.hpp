@@ -25,8 +25,14 @@ struct Program;
 // within the device's limits give the same numbers up to summation order; tests vary them to shake
 // out code that assumes one size (shaders/softmax.comp's reductions take any LOCAL_SIZE).
 struct LaunchSizes {
-  int tile = 16;         // TILE: linear, scores, context and the large-L shaders run TILE x TILE
+  int tile = 16;         // TILE: the large-L tile and block shaders run TILE x TILE
   int local_size = 256;  // LOCAL_SIZE: softmax and row_stats (one work-group per row), concat, average
+  // The matrix products (linear, scores, context): MM_TILE x MM_TILE outputs per work-group, MM_WORK x
+  // MM_WORK of them per invocation, so (MM_TILE / MM_WORK)² invocations (MM_THREADS per side); the
+  // operands go through shared memory MM_DEPTH channels (scores) or keys (context) at a time.
+  int product_tile = 64;   // MM_TILE, a multiple of product_work
+  int product_work = 4;    // MM_WORK
+  int product_depth = 16;  // MM_DEPTH
 };
 
 // What GpuBackend::self_check found: the driver, and for every known-answer case and stage the

@@ -118,6 +118,9 @@ std::string GpuBackend::driver_key() const {
   const char* perturbed = std::getenv("MHA_GPU_PERTURB");
   return gl_vendor_ + " | " + gl_renderer_ + " | " + gl_version_ + " | TILE=" + std::to_string(sizes_.tile) +
          " LOCAL_SIZE=" + std::to_string(sizes_.local_size) +
+         " MM_TILE=" + std::to_string(sizes_.product_tile) +
+         " MM_WORK=" + std::to_string(sizes_.product_work) +
+         " MM_DEPTH=" + std::to_string(sizes_.product_depth) +
          (perturbed ? std::string(" | perturbed ") + perturbed : "");
 }
 
@@ -165,7 +168,8 @@ SelfCheckReport GpuBackend::run_self_check() {
     report.vendor = gl_vendor_;
     report.renderer = gl_renderer_;
     report.version = gl_version_;
-    const std::int64_t tile = sizes_.tile, local = sizes_.local_size;
+    // The largest tile side: L crosses the linear tiles and the product tiles alike.
+    const std::int64_t tile = std::max(sizes_.tile, sizes_.product_tile), local = sizes_.local_size;
     const float inf = std::numeric_limits<float>::infinity();
 
     // 1. Every tile edge: L, d_k and E past TILE and ragged, S past LOCAL_SIZE (the softmax's

@@ -84,10 +84,11 @@ enum class Reuse {
 // Points ws.buffers at storage for a forward of sizes `d`, reusing each buffer that only the
 // workspace holds and whose capacity is 1–2× the new size (resized to it), allocating the others. Every
 // element of the reused buffers is overwritten by both forward paths, so old values never leak into a new
-// trace.
+// trace. Backend::gpu with `stages` (Options::stages) non-empty: the buffers of stages not named are
+// left null, and the device path leaves them so.
 template <class T>
 Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws,
-                            Reuse rule = Reuse::free_only);
+                            Reuse rule = Reuse::free_only, const std::vector<std::string>& stages = {});
 // The same rule for one buffer of n elements.
 template <class T>
 Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws,

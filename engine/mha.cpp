@@ -278,22 +278,34 @@ Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& w
 }
 
 template <class T>
-Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws, Reuse rule) {
+Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws, Reuse rule,
+                            const std::vector<std::string>& stages) {
   const std::size_t kv = std::size_t(d.G * d.d_k), NL = std::size_t(d.N * d.L),
                     NSp = std::size_t(d.N * d.S_total);
   const std::size_t E = std::size_t(d.E), scores = std::size_t(d.N * d.H * d.L * d.S_total);
   Buffers<T>& b = ws.buffers;
-  b.q = reuse_or_allocate(b.q, NL * E, ws, rule);
-  b.k = reuse_or_allocate(b.k, NSp * kv, ws, rule);
-  b.v = reuse_or_allocate(b.v, NSp * kv, ws, rule);
-  b.scores = reuse_or_allocate(b.scores, scores, ws, rule);
-  b.scores_scaled = reuse_or_allocate(b.scores_scaled, scores, ws, rule);
-  b.scores_masked = reuse_or_allocate(b.scores_masked, scores, ws, rule);
-  b.weights = reuse_or_allocate(b.weights, scores, ws, rule);
-  b.context = reuse_or_allocate(b.context, NL * std::size_t(d.H * d.d_k), ws, rule);
-  b.concat = reuse_or_allocate(b.concat, NL * E, ws, rule);
-  b.output = reuse_or_allocate(b.output, NL * E, ws, rule);
-  b.weights_avg = reuse_or_allocate(b.weights_avg, NL * std::size_t(d.S_total), ws, rule);
+  // A buffer is wanted when any stage it stores is named (a tensor and its views share one).
+  const bool subset = backend == Backend::gpu && !stages.empty();
+  auto fill = [&](Buffer<T>& slot, std::size_t n, std::initializer_list<const char*> names) {
+    bool wanted = !subset;
+    for (const char* name : names)
+      wanted = wanted || std::find(stages.begin(), stages.end(), name) != stages.end();
+    if (wanted)
+      slot = reuse_or_allocate(slot, n, ws, rule);
+    else
+      slot.reset();
+  };
+  fill(b.q, NL * E, {"q", "q_view", "q_heads"});
+  fill(b.k, NSp * kv, {"k", "k_view", "k_heads"});
+  fill(b.v, NSp * kv, {"v", "v_view", "v_heads"});
+  fill(b.scores, scores, {"scores"});
+  fill(b.scores_scaled, scores, {"scores_scaled"});
+  fill(b.scores_masked, scores, {"scores_masked"});
+  fill(b.weights, scores, {"attn_weights"});
+  fill(b.context, NL * std::size_t(d.H * d.d_k), {"context", "context_transposed"});
+  fill(b.concat, NL * E, {"concat"});
+  b.output = reuse_or_allocate(b.output, NL * E, ws, rule);  // the module's return value: always
+  fill(b.weights_avg, NL * std::size_t(d.S_total), {"attn_weights_avg"});
   if (backend == Backend::eigen)
     b.q_scaled = reuse_or_allocate(b.q_scaled, NL * E, ws, rule);
   else
@@ -337,8 +349,14 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   }
   const char* gqa = G < H ? " (G key/value heads shared by H/G query heads each)" : "";
   Trace<T> t;
-  auto& s = t.stages;
-  s.reserve(24);  // every stage below, without regrowing
+  t.stages.reserve(24);  // every stage below, without regrowing
+  // A stage whose buffer is null was not asked for (Options::stages): it is left out.
+  struct Stages {
+    std::vector<Stage<T>>& v;
+    void push_back(Stage<T> st) {
+      if (st.storage) v.push_back(std::move(st));
+    }
+  } s{t.stages};
   s.push_back(stage<T>("query", "query", "input, batch-first", {N, L, E}, p.query));
   s.push_back(stage<T>("key", "key", "input, batch-first", {N, S, d.kdim}, p.key));
   s.push_back(stage<T>("value", "value", "input, batch-first", {N, S, d.vdim}, p.value));
@@ -441,8 +459,12 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   std::vector<std::string> warnings;
   p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
   Backend backend = o.backend;
+  for (const std::string& name : o.stages)
+    if (std::find(stage_names().begin(), stage_names().end(), name) == stage_names().end())
+      throw ConfigError("stages", "no stage is named \"" + name + "\" (see stage_names())");
   if (backend == Backend::automatic)
-    backend = sizeof(T) == 4 && o.device && o.device->prefers(p.d) ? Backend::gpu : Backend::eigen;
+    backend = sizeof(T) == 4 && o.device && o.device->prefers(p.d, o.stages.empty()) ? Backend::gpu
+                                                                                     : Backend::eigen;
   if (backend == Backend::gpu && !o.device)
     throw ConfigError("backend", "the GPU backend needs mha_gpu (engine/gpu): this program passed no device");
   if (backend == Backend::gpu && sizeof(T) != 4)
@@ -468,7 +490,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
                                &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})
       r.nonfinite_inputs += count_nonfinite(*t);
 
-  detail::Buffers<T>* b = &detail::prepare_buffers(p.d, backend, st);
+  detail::Buffers<T>* b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages);
   detail::Buffer<T> mask_storage;
   if (p.mask) mask_storage = detail::reuse_or_allocate(st.mask, p.mask->values.size(), st);
   if (backend == Backend::gpu) {
@@ -763,7 +785,7 @@ Tensor<T> multi_head_attention(const Tensor<T>& q, const Tensor<T>& k, const Ten
   template detail::Buffer<T> detail::reuse_or_allocate<T>(detail::Buffer<T>&, std::size_t,                  \
                                                           detail::WorkspaceState<T>&, detail::Reuse);       \
   template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&, \
-                                                          detail::Reuse);
+                                                          detail::Reuse, const std::vector<std::string>&);
 MHA_INSTANTIATE(float)
 MHA_INSTANTIATE(double)
 #undef MHA_INSTANTIATE

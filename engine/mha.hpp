@@ -109,12 +109,14 @@ class DeviceForward {
  public:
   virtual ~DeviceForward() = default;
   virtual const char* name() const = 0;
-  // Whether Backend::automatic should run a problem of these sizes here. Called on the thread
-  // that then runs the forward; it may look at the device first (GpuBackend asks GL its renderer).
-  virtual bool prefers(const Dims& d) = 0;
+  // Whether Backend::automatic should run a problem of these sizes here; full_trace: every stage is
+  // to be read back (Options::stages empty). Called on the thread that then runs the forward; it
+  // may look at the device first (GpuBackend asks GL its renderer).
+  virtual bool prefers(const Dims& d, bool full_trace = true) = 0;
   // Fills every buffer as forward_reference does, or throws DeviceError (errors.hpp) with the
-  // reason; the engine then computes on the CPU and reports that reason. `times`: null, or filled
-  // with the phase times as the Eigen path fills them (Options::stage_times).
+  // reason; the engine then computes on the CPU and reports that reason. A null buffer is a stage
+  // nobody asked for (Options::stages): it stays null. `times`: null, or filled with the phase
+  // times as the Eigen path fills them (Options::stage_times).
   virtual void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) = 0;
 };
 
@@ -129,6 +131,7 @@ struct StageTimes {
   double context = 0;       // weights·v, and the copy into concat
   double out_proj = 0;      // out-projection
   double average = 0;       // head-averaged weights
+  double read_back = 0;     // device paths only: copying the stages into memory (not in the six)
   int threads = 0;          // threads the forward ran on
 };
 
@@ -148,6 +151,11 @@ struct Options {
   // Count NaN/Inf in the weights too (ForwardResult::nonfinite_inputs). A caller whose weights were
   // checked once when loaded (a model's layers, forwarded on every edit) turns it off.
   bool count_nonfinite_weights = true;
+  // The stages the caller will read, by trace name (stage_names()); empty: every stage. The GPU path
+  // then copies back only these and `output` (a view brings the tensor it views, and that tensor's
+  // other views) and leaves the other stages out of the trace; the inputs and attn_mask are always
+  // there. The CPU paths fill every stage anyway. An unknown name is a ConfigError.
+  std::vector<std::string> stages;
 };
 
 template <class T>

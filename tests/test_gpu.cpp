@@ -420,14 +420,100 @@ TEST_CASE("auto picks the CPU on a software renderer, and gpu without a device i
   // A fresh backend: auto must find out what renderer it has before choosing it.
   std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless();
   const Dims big = dims_for(f.config, 8, 4096, 4096);
-  CHECK_FALSE(gpu->prefers(dims_for(f.config, 1, 4, 4)));  // below the threshold: GL not asked
+  CHECK_FALSE(gpu->prefers(dims_for(f.config, 1, 4, 4), false));  // below the threshold: GL not asked
+  CHECK_FALSE(gpu->prefers(big));  // every stage read back: the CPU, at any size (kAutoMinMultiplyAdds)
   CHECK(gpu->renderer() == "");
-  const bool software = gpu->prefers(big) == false;
+  const bool software = gpu->prefers(big, false) == false;
   INFO(gpu->renderer());
   REQUIRE(gpu->renderer() != "");
   CHECK(software == (gpu->renderer().find("llvmpipe") != std::string::npos ||
                      gpu->renderer().find("softpipe") != std::string::npos));
   CHECK(run(f, Backend::automatic, gpu.get()).backend == Backend::eigen);  // teaching: below it
+}
+
+// Options::stages: the GPU copies back only the stages named (and output); the others are out of
+// the trace, equal bit for bit to a full read-back's where present, and still on the GPU for
+// read_stage. The CPU paths, and a GPU forward that falls back, give every stage.
+TEST_CASE("the GPU path reads back only the stages asked for", "[gpu][stages]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  Config c;
+  c.embed_dim = 96;
+  c.num_heads = 3;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 7, 2, 37, 70);
+  sc.inputs.attn_mask = causal_mask<float>(37, 70);
+  sc.inputs.key_padding_mask = key_padding_from_lengths<float>({70, 50}, 70);
+  Options o;
+  o.backend = Backend::gpu;
+  o.device = gpu;
+  const ForwardResult<float> full = forward(c, sc.weights, sc.inputs, o);
+  REQUIRE(full.backend == Backend::gpu);
+  REQUIRE(full.trace.stages.size() == stage_names().size());
+  o.stages = {"attn_weights", "q_heads"};
+  StageTimes times;
+  o.stage_times = &times;
+  const ForwardResult<float> part = forward(c, sc.weights, sc.inputs, o);
+  REQUIRE(part.backend == Backend::gpu);
+  CHECK(times.read_back > 0);
+  std::vector<std::string> names;
+  for (const Stage<float>& st : part.trace.stages) names.push_back(st.name);
+  CHECK(names == std::vector<std::string>{"query", "key", "value", "q", "q_view", "q_heads", "attn_mask",
+                                          "attn_weights", "output"});
+  for (const Stage<float>& st : part.trace.stages) {
+    INFO("stage " << st.name);
+    const Stage<float>& want = full.trace[st.name];
+    CHECK(st.shape == want.shape);
+    CHECK(st.strides == want.strides);
+    CHECK(mismatch(st.contiguous(), want.contiguous(), 0, 0) == "");
+  }
+  CHECK(part.fully_masked_rows == full.fully_masked_rows);
+  CHECK(mismatch(part.attn_weights(false), full.attn_weights(false), 0, 0) == "");
+  CHECK_THROWS_AS(part.attn_weights(true), Error);  // attn_weights_avg was not asked for
+  // Every stage is still on the GPU: one head at a time, equal to the full read-back's.
+  for (const char* name : {"scores", "scores_scaled", "scores_masked", "attn_weights", "context"})
+    for (std::int64_t n = 0; n < 2; ++n)
+      for (std::int64_t h = 0; h < 3; ++h) {
+        INFO(name << " n=" << n << " h=" << h);
+        const Stage<float>& st = full.trace[name];
+        const Tensor<float> got = gpu->read_stage(name, n, h);
+        REQUIRE(got.shape == Shape({37, st.shape[3]}));
+        Tensor<float> want(got.shape);
+        for (std::int64_t i = 0; i < 37; ++i)
+          for (std::int64_t j = 0; j < st.shape[3]; ++j)
+            want.data[std::size_t(i * st.shape[3] + j)] = st.at({n, h, i, j});
+        CHECK(mismatch(got, want, 0, 0) == "");
+      }
+  const Tensor<float> avg = gpu->read_stage("attn_weights_avg", 1, 0);  // (L, S') of batch item 1
+  Tensor<float> want_avg({37, 70});
+  for (std::int64_t i = 0; i < 37; ++i)
+    for (std::int64_t j = 0; j < 70; ++j)
+      want_avg.data[std::size_t(i * 70 + j)] = full.trace["attn_weights_avg"].at({1, i, j});
+  CHECK(mismatch(avg, want_avg, 0, 0) == "");
+  CHECK_THROWS_AS(gpu->read_stage("output", 0, 0), ConfigError);
+  CHECK_THROWS_AS(gpu->read_stage("scores", 0, 3), ConfigError);
+  CHECK_THROWS_AS(gpu->read_stage("attn_weights_avg", 0, 1), ConfigError);
+  gpu->prepare_rows(c, sc.weights, sc.inputs, Options{});  // overwrites q and k
+  CHECK_THROWS_AS(gpu->read_stage("scores", 0, 0), ConfigError);
+  // Names are checked on every path; the CPU paths give every stage.
+  o.stages = {"attn_weight"};
+  CHECK_THROWS_WITH(forward(c, sc.weights, sc.inputs, o),
+                    Catch::Contains("no stage is named \"attn_weight\""));
+  o.stages = {"output"};
+  o.stage_times = nullptr;
+  o.backend = Backend::eigen;
+  CHECK(forward(c, sc.weights, sc.inputs, o).trace.stages.size() == full.trace.stages.size());
+  // A GPU forward that falls back computes every stage on the CPU.
+  std::unique_ptr<gpu::GpuBackend> none = gpu::GpuBackend::unavailable("test: no device");
+  o.backend = Backend::gpu;
+  o.device = none.get();
+  const ForwardResult<float> fallback = forward(c, sc.weights, sc.inputs, o);
+  CHECK(fallback.backend == Backend::eigen);
+  CHECK(fallback.trace.stages.size() == full.trace.stages.size());
+  // Output only: the trace holds the inputs, the mask and the output.
+  o.device = gpu;
+  const ForwardResult<float> out = forward(c, sc.weights, sc.inputs, o);
+  CHECK(out.trace.stages.size() == 5);
+  CHECK(mismatch(out.output(), full.output(), 0, 0) == "");
 }
 
 TEST_CASE("no context: every forward falls back with the reason", "[gpu]") {

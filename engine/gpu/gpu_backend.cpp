@@ -76,10 +76,11 @@ void GpuBackend::release_buffers() {
   for (auto& [name, b] : buffers_) glDeleteBuffers(1, &b.id);
   buffers_.clear();
   rows_ready_ = false;
+  stages_ready_ = false;
 }
 
-bool GpuBackend::prefers(const Dims& d) {
-  if (!available() || forward_multiply_adds(d) < kAutoMinMultiplyAdds) return false;
+bool GpuBackend::prefers(const Dims& d, bool full_trace) {
+  if (full_trace || !available() || forward_multiply_adds(d) < kAutoMinMultiplyAdds) return false;
   if (renderer_.empty()) {
     Release release{release_};
     try {
@@ -293,6 +294,7 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   Release release{release_};
   bind();
   rows_ready_ = false;  // the q, k and mask buffers are about to be overwritten
+  stages_ready_ = false;
   if (times) *times = StageTimes{};
   using Clock = std::chrono::steady_clock;
   Clock::time_point phase_start = Clock::now();
@@ -389,27 +391,60 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   phase(&StageTimes::average);
   check_gl("while running the compute shaders");
 
-  // 5. Read every stage back into the engine's buffers (the trace's storage).
-  auto read = [&](GLuint id, std::vector<float>& into) {
+  // 5. Read the stages asked for back into the engine's buffers (the trace's storage); a null
+  // buffer is a stage nobody asked for (Options::stages). Every stage stays on the GPU until the
+  // next forward or prepare_rows (read_stage).
+  auto read = [&](GLuint id, const detail::Buffer<float>& into) {
+    if (!into) return;
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, id);
-    glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(into.size() * sizeof(float)), into.data());
+    glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, GLsizeiptr(into->size() * sizeof(float)), into->data());
   };
-  read(q, *b.q);
-  read(k, *b.k);
-  read(v, *b.v);
-  read(scores, *b.scores);
-  read(scores_scaled, *b.scores_scaled);
-  read(scores_masked, *b.scores_masked);
-  read(weights, *b.weights);
-  read(context, *b.context);
-  read(concat, *b.concat);
-  read(output, *b.output);
-  read(weights_avg, *b.weights_avg);
+  read(q, b.q);
+  read(k, b.k);
+  read(v, b.v);
+  read(scores, b.scores);
+  read(scores_scaled, b.scores_scaled);
+  read(scores_masked, b.scores_masked);
+  read(weights, b.weights);
+  read(context, b.context);
+  read(concat, b.concat);
+  read(output, b.output);
+  read(weights_avg, b.weights_avg);
   GLuint fully_masked = 0;
   glBindBuffer(GL_SHADER_STORAGE_BUFFER, counter);
   glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &fully_masked);
   b.fully_masked_rows = std::int64_t(fully_masked);
   check_gl("while reading the results back");
+  phase(&StageTimes::read_back);
+  stages_ready_ = true;
+  stages_dims_ = d;
+}
+
+Tensor<float> GpuBackend::read_stage(const std::string& stage, std::int64_t n, std::int64_t h) {
+  if (!stages_ready_)
+    throw ConfigError("stage",
+                      "read_stage: no forward's stages are on the GPU (none yet, or prepare_rows or "
+                      "release_buffers since)");
+  const Dims& d = stages_dims_;
+  const bool per_head = stage != "attn_weights_avg";
+  const std::int64_t cols = stage == "context" ? d.d_k : d.S_total;
+  if (stage != "scores" && stage != "scores_scaled" && stage != "scores_masked" && stage != "attn_weights" &&
+      stage != "context" && stage != "attn_weights_avg")
+    throw ConfigError("stage", "read_stage: \"" + stage +
+                                   "\" is not one of scores, scores_scaled, scores_masked, attn_weights, "
+                                   "context, attn_weights_avg");
+  if (n < 0 || n >= d.N || h < 0 || h >= (per_head ? d.H : 1))
+    throw ConfigError("stage", "read_stage: (n, h) = (" + std::to_string(n) + ", " + std::to_string(h) +
+                                   ") is outside (N, H) = (" + std::to_string(d.N) + ", " +
+                                   std::to_string(per_head ? d.H : 1) + ") of " + stage);
+  Release release{release_};
+  probe();
+  Tensor<float> out({d.L, cols});  // (L, S') or (L, d_k)
+  const std::int64_t plane = d.L * cols, at = (per_head ? n * d.H + h : n) * plane;
+  glBindBuffer(GL_SHADER_STORAGE_BUFFER, buffers_.at(stage).id);
+  glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, GLintptr(at * 4), GLsizeiptr(plane * 4), out.data.data());
+  check_gl("while reading a stage back");
+  return out;
 }
 
 }  // namespace mha::gpu

@@ -61,10 +61,14 @@ struct SelfCheckReport {
   double milliseconds = 0;  // the whole check, GPU and reference
 };
 
-// Backend::automatic runs on the GPU from this many multiply-adds per forward (projections +
-// scores + weights·v) on a hardware GPU. NOT measured: no hardware GPU was available while this was
-// written (docs/architecture.md, "GPU"). On software renderers (llvmpipe) auto never picks the GPU: the
-// Eigen path won at every size measured there.
+// Backend::automatic runs on the GPU only when the caller reads a subset of the stages
+// (Options::stages) and from this many multiply-adds per forward (projections + scores +
+// weights·v), on a hardware GPU. Measured on an NVIDIA H100 (docs/performance.md, "GPU"): with every
+// stage read back the GPU lost to the Eigen path on 16 threads at every size (medium 13.5 vs 7.0 ms,
+// xl 928 vs 244 ms: the read-back alone is most of it), so a full trace stays on the CPU; the
+// shaders alone took 0.55 ms at medium (8·10⁸ multiply-adds) against 7.0 ms. The lower bound, 2·10⁸,
+// is NOT measured (no hardware GPU since). On software renderers (llvmpipe) auto never picks the
+// GPU: the Eigen path won at every size measured there.
 constexpr double kAutoMinMultiplyAdds = 2e8;
 
 // Multiply-adds of one forward at these sizes: N·L·E·E (q) + 2·N·S·kdim·G·d_k (k, v)
@@ -87,11 +91,13 @@ class GpuBackend : public DeviceForward {
   ~GpuBackend() override;
 
   const char* name() const override { return "gpu"; }
-  // Below kAutoMinMultiplyAdds: no, without touching GL. Above: yes unless the context is
-  // unavailable or a software renderer.
-  bool prefers(const Dims& d) override;
+  // A full trace, or below kAutoMinMultiplyAdds: no, without touching GL. Otherwise yes unless the
+  // context is unavailable or a software renderer. See kAutoMinMultiplyAdds for why.
+  bool prefers(const Dims& d, bool full_trace = true) override;
   // With `times`, each phase ends in glFinish so that its wall time can be taken (slower overall);
-  // reading the stages back is left out of the phases. threads is 0: the GPU's own.
+  // reading the stages back is its own phase (read_back). threads is 0: the GPU's own.
+  // Only the stages asked for (Options::stages) are copied back; all of them stay on the GPU for
+  // read_stage.
   // The first forward (or prepare_rows) on a driver runs self_check() first; see there.
   void forward(const detail::Problem<float>& p, detail::Buffers<float>& b, StageTimes* times) override;
 
@@ -140,6 +146,12 @@ class GpuBackend : public DeviceForward {
                                 std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
                                 BlockReduce r, const std::uint32_t* lut, float vmin, float vmax,
                                 std::uint32_t nan_rgba, std::uint32_t blocked_rgba, int log_decades = 0);
+  // One (batch item, head) slice of a stage the last forward() left on the GPU, read back now
+  // whether or not the forward copied it: "scores", "scores_scaled", "scores_masked",
+  // "attn_weights" (L, S') or "context" (L, d_k); "attn_weights_avg" (L, S') with h = 0. Throws
+  // ConfigError for another name, an index outside, or when no forward's stages are there (none
+  // yet, or prepare_rows / release_buffers since); DeviceError on a GL failure.
+  Tensor<float> read_stage(const std::string& stage, std::int64_t n, std::int64_t h);
   // Bytes of every GPU buffer this backend holds now.
   std::uint64_t buffer_bytes() const;
   // Frees every GPU buffer (the shaders stay built); the next forward allocates afresh.
@@ -202,6 +214,9 @@ class GpuBackend : public DeviceForward {
                   std::int64_t out_rows, std::int64_t out_cols, BlockReduce r, GLuint out, bool to_image,
                   float vmin, float vmax, std::uint32_t nan_rgba, std::uint32_t blocked_rgba,
                   int log_decades);
+  // The last forward()'s sizes, while its stages are still in the buffers (read_stage).
+  bool stages_ready_ = false;
+  Dims stages_dims_;
   // What prepare_rows left for weights_tile (rows_ready_ is false after a forward()).
   bool rows_ready_ = false;
   Dims rows_dims_;

@@ -80,6 +80,7 @@ GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<flo
   bind();
   glGetError();
   rows_ready_ = false;
+  stages_ready_ = false;  // q and k are about to be overwritten
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, H = d.H;
   if (L > kMaxGroups || N * H > kMaxGroups)

@@ -286,6 +286,7 @@ SelfCheckReport GpuBackend::run_self_check() {
     report.reason = std::string("the GPU self-check could not run: ") + e.what();
     rows_ready_ = false;
   }
+  stages_ready_ = false;  // the check's forwards are not the caller's (read_stage)
   report.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return report;
 }

@@ -49,6 +49,7 @@ struct BenchArgs {
   int repeats = 0, threads = 0, sgemm = 0;
   bool json = false, fresh = false, export_grid = false;
   std::string model_dir;  // --model: a GPT-2 folder, timed at --tokens
+  std::string stages;     // --stages: comma-separated trace names to read back (Options::stages)
   std::int64_t tokens = 256;
 };
 
@@ -93,6 +94,11 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
   o.backend = parse_backend(a.backend);
   if (o.backend == Backend::gpu) o.device = gpu_device();
   o.threads = a.threads;
+  for (std::size_t at = 0; at < a.stages.size();) {
+    const std::size_t comma = std::min(a.stages.find(',', at), a.stages.size());
+    if (comma > at) o.stages.push_back(a.stages.substr(at, comma - at));
+    at = comma + 1;
+  }
   StageTimes st;
   if (o.backend == Backend::eigen || o.backend == Backend::gpu)
     o.stage_times = &st;  // gpu: glFinish per phase
@@ -120,7 +126,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
     throw DeviceError("--backend", std::string("--backend gpu at ") + s.name + ": " + r.fallback_reason);
   const std::int64_t allocations_before = ws.allocations();
 
-  std::vector<double> total, projections, scores, mask_softmax, context, out_proj, average, other;
+  std::vector<double> total, projections, scores, mask_softmax, context, out_proj, average, read_back, other;
   for (int i = 0; i < repeats; ++i) {
     t0 = Clock::now();
     run_once();
@@ -133,8 +139,9 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
       context.push_back(st.context);
       out_proj.push_back(st.out_proj);
       average.push_back(st.average);
-      other.push_back(ms -
-                      (st.projections + st.scores + st.mask_softmax + st.context + st.out_proj + st.average));
+      read_back.push_back(st.read_back);
+      other.push_back(ms - (st.projections + st.scores + st.mask_softmax + st.context + st.out_proj +
+                            st.average + st.read_back));
     }
   }
   const double median = quantile(total, 0.5);
@@ -152,6 +159,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
       {"threads", o.stage_times ? st.threads : 1},  // the reference path runs on one; gpu: 0
       {"cpu_kernels", o.backend == Backend::eigen ? cpu_kernels() : "none"},
       {"workspace_reuse", !a.fresh},
+      {"stages", a.stages.empty() ? "all" : a.stages},
       {"repeats", repeats},
       {"median_ms", median},
       {"min_ms", quantile(total, 0)},
@@ -172,6 +180,11 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
                       {"mask_softmax", quantile(mask_softmax, 0.5)}, {"context", quantile(context, 0.5)},
                       {"out_proj", quantile(out_proj, 0.5)},         {"average", quantile(average, 0.5)},
                       {"checks_copies_trace", quantile(other, 0.5)}};
+  if (o.stage_times && o.backend == Backend::gpu) {  // shaders apart from copying the stages back
+    j["stages_ms"]["read_back"] = quantile(read_back, 0.5);
+    j["shaders_ms"] = quantile(projections, 0.5) + quantile(scores, 0.5) + quantile(mask_softmax, 0.5) +
+                      quantile(context, 0.5) + quantile(out_proj, 0.5) + quantile(average, 0.5);
+  }
   return j;
 }
 
@@ -266,6 +279,10 @@ void print_human(const nlohmann::json& j) {
     for (const auto& [name, ms] : j["stages_ms"].items()) std::printf(" %s %.4f", name.c_str(), double(ms));
     std::printf("\n");
   }
+  if (j.contains("shaders_ms"))
+    std::printf("          gpu: shaders %.4f ms, read-back %.4f ms (stages read back: %s)\n",
+                double(j["shaders_ms"]), double(j["stages_ms"]["read_back"]),
+                j["stages"].get<std::string>().c_str());
 }
 
 // GPT-2 at T tokens: each block's four Conv1D GEMMs, the attention's two per-head products, and
@@ -351,6 +368,10 @@ std::function<int()> add_bench(CLI::App& app) {
                   "time a GPT-2 folder instead: its load, then the forward of every layer with every trace "
                   "kept, at --tokens");
   cmd->add_option("--tokens", a->tokens, "with --model: tokens per forward (default 256)");
+  cmd->add_option(
+      "--stages", a->stages,
+      "comma-separated stage names the caller reads (e.g. output or attn_weights,output); the gpu "
+      "backend then reads back only those (default: every stage)");
   return [a]() -> int {
     if (!a->model_dir.empty()) {
       const nlohmann::json j = bench_model(*a);
@@ -380,6 +401,9 @@ std::function<int()> add_bench(CLI::App& app) {
       return 0;
     }
     if (a->sgemm > 0) {
+      if (!limits::contains(limits::kSgemmN, a->sgemm))  // three n x n floats must fit in memory
+        throw ConfigError("--sgemm",
+                          limits::out_of_range("--sgemm", limits::kSgemmN, std::to_string(a->sgemm)));
       const nlohmann::json j = bench_sgemm(*a);
       if (a->json)
         std::printf("%s\n", j.dump().c_str());

@@ -2,6 +2,7 @@
 // buffers they fill. Everything here is batch-first and contiguous; views are made in mha.cpp.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -32,6 +33,10 @@ struct Problem {
   const T* bias_v = nullptr;          // (G·d_k,)
   bool add_zero_attn = false;         // zero row appended last
   std::optional<MergedMask<T>> mask;  // additive, broadcast over (N, H, L, S_total)
+  double score_divisor = 0;           // Options::score_divisor: 0 is √d_k (torch)
+
+  // What q is divided by before the product: √d_k rounded in T (torch), or the what-if divisor.
+  T scale() const { return score_divisor > 0 ? T(score_divisor) : std::sqrt(T(d.d_k)); }
 
   // Index of the merged mask value for (n, h, i, j); only valid when mask is set.
   std::size_t mask_index(std::int64_t n, std::int64_t h, std::int64_t i, std::int64_t j) const {

@@ -173,6 +173,7 @@ kernels::Args<T> make_args(const Problem<T>& p, Buffers<T>& b) {
   a.N = d.N, a.L = d.L, a.S = d.S, a.Sp = d.S_total, a.E = d.E, a.H = d.H, a.dk = d.d_k, a.kv = d.G * d.d_k,
   a.kdim = d.kdim, a.vdim = d.vdim;
   a.heads_per_kv = d.H / d.G;
+  a.score_divisor = p.score_divisor;
   a.query = p.query->data(), a.key = p.key->data(), a.value = p.value->data();
   a.w_q = p.w_q, a.w_k = p.w_k, a.w_v = p.w_v, a.w_o = p.w_o;
   a.b_q = p.b_q, a.b_k = p.b_k, a.b_v = p.b_v, a.b_o = p.b_o;

@@ -54,7 +54,7 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
   }
 
   // 2. Per head: scores, scale, mask, softmax, context. Head h of q is columns h·d_k … of q.
-  const T scale = std::sqrt(T(dk));
+  const T scale = p.scale();
   const T neg_inf = -std::numeric_limits<T>::infinity();
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t h = 0; h < H; ++h) {

@@ -339,15 +339,20 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k,
                      kv = G * dk;
-  std::string kv_extra;
-  if (Sp > S) {
-    kv_extra = "; then";
-    if (p.bias_k) kv_extra += " cat bias_k";
-    if (p.bias_k && p.add_zero_attn) kv_extra += ",";
-    if (p.add_zero_attn) kv_extra += " cat a zero row";
-    kv_extra += " along S";
-  }
+  // Every formula runs as written in torch 1.13 with the names the notes define (W_q, b_q, bias_k,
+  // out_proj, N, L, S, E, H, G, d_k, num_heads, attn_mask as the merged additive mask), which
+  // tests/trace_snippets.py checks against the stages. bias_k and a zero row are appended along S.
+  auto kv_formula = [&](const char* x, const char* w, const char* bias, const char* extra) {
+    std::string f = std::string("F.linear(") + x + ", " + w + ", " + bias + ")";
+    if (p.bias_k) f = "torch.cat([" + f + ", " + extra + ".reshape(1, 1, -1).expand(N, 1, -1)], dim=1)";
+    if (p.add_zero_attn) f = "torch.cat([" + f + ", torch.zeros(N, 1, G * d_k)], dim=1)";
+    return f;
+  };
   const char* gqa = G < H ? " (G key/value heads shared by H/G query heads each)" : "";
+  // Grouped-query attention: each key/value head serves H/G query heads in a row, so the product
+  // repeats them along the head dimension (a (N, G, ...) tensor does not broadcast against H).
+  const std::string k_rep = G < H && G > 1 ? "k_heads.repeat_interleave(H // G, dim=1)" : "k_heads";
+  const std::string v_rep = G < H && G > 1 ? "v_heads.repeat_interleave(H // G, dim=1)" : "v_heads";
   Trace<T> t;
   t.stages.reserve(24);  // every stage below, without regrowing
   // A stage whose buffer is null was not asked for (Options::stages): it is left out.
@@ -362,18 +367,18 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   s.push_back(stage<T>("value", "value", "input, batch-first", {N, S, d.vdim}, p.value));
   s.push_back(
       stage<T>("q", "F.linear(query, W_q, b_q)", "in-projection: W_q = in_proj_weight[:E]", {N, L, E}, b.q));
-  s.push_back(stage<T>("k", "F.linear(key, W_k, b_k)" + kv_extra,
+  s.push_back(stage<T>("k", kv_formula("key", "W_k", "b_k", "bias_k"),
                        std::string("in-projection: W_k = in_proj_weight[E:E+G·d_k]") + gqa, {N, Sp, kv},
                        b.k));
-  s.push_back(stage<T>("v", "F.linear(value, W_v, b_v)" + kv_extra,
+  s.push_back(stage<T>("v", kv_formula("value", "W_v", "b_v", "bias_v"),
                        "in-projection: W_v = in_proj_weight[E+G·d_k:]", {N, Sp, kv}, b.v));
   s.push_back(stage<T>("q_view", "q.view(N, L, H, d_k)",
                        "a view of q: same storage, contiguous; head h owns columns h·d_k … (h+1)·d_k-1",
                        {N, L, H, dk}, b.q, {}, "q"));
-  s.push_back(stage<T>("k_view", "k.view(N, S, G, d_k)", "a view of k: same storage, contiguous",
-                       {N, Sp, G, dk}, b.k, {}, "k"));
-  s.push_back(stage<T>("v_view", "v.view(N, S, G, d_k)", "a view of v: same storage, contiguous",
-                       {N, Sp, G, dk}, b.v, {}, "v"));
+  s.push_back(stage<T>("k_view", Sp > S ? "k.view(N, -1, G, d_k)" : "k.view(N, S, G, d_k)",
+                       "a view of k: same storage, contiguous", {N, Sp, G, dk}, b.k, {}, "k"));
+  s.push_back(stage<T>("v_view", Sp > S ? "v.view(N, -1, G, d_k)" : "v.view(N, S, G, d_k)",
+                       "a view of v: same storage, contiguous", {N, Sp, G, dk}, b.v, {}, "v"));
   s.push_back(stage<T>("q_heads", "q_view.transpose(1, 2)",
                        "a view of q: non-contiguous (only strides swap), so .view() on it fails until "
                        ".contiguous()",
@@ -382,11 +387,19 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
                        b.k, {Sp * kv, dk, kv, 1}, "k"));
   s.push_back(stage<T>("v_heads", "v_view.transpose(1, 2)", "a view of v: non-contiguous", {N, G, Sp, dk},
                        b.v, {Sp * kv, dk, kv, 1}, "v"));
-  s.push_back(stage<T>("scores", "q_heads @ k_heads.transpose(-2, -1)",
+  s.push_back(stage<T>("scores", "q_heads @ " + k_rep + ".transpose(-2, -1)",
                        "raw dot products q_i·k_j per head: O(L·S·d_k) each", {N, H, L, Sp}, b.scores));
-  s.push_back(stage<T>("scores_scaled", "(q_heads / math.sqrt(d_k)) @ k_heads.transpose(-2, -1)",
-                       "÷√d_k keeps the softmax out of saturation; torch scales q before the product",
-                       {N, H, L, Sp}, b.scores_scaled));
+  if (p.score_divisor > 0)  // Options::score_divisor: a what-if, said so in the trace
+    s.push_back(
+        stage<T>("scores_scaled",
+                 "(q_heads / " + std::to_string(p.score_divisor) + ") @ " + k_rep + ".transpose(-2, -1)",
+                 "WHAT-IF, not torch: q divided by " + std::to_string(p.score_divisor) +
+                     " instead of √d_k (a temperature, or the scale off)",
+                 {N, H, L, Sp}, b.scores_scaled));
+  else
+    s.push_back(stage<T>("scores_scaled", "(q_heads / math.sqrt(d_k)) @ " + k_rep + ".transpose(-2, -1)",
+                         "÷√d_k keeps the softmax out of saturation; torch scales q before the product",
+                         {N, H, L, Sp}, b.scores_scaled));
   if (p.mask) {
     const MergedMask<T>& m = *p.mask;
     const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
@@ -398,16 +411,17 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
                          "head or query",
                          {N, H, L, Sp}, std::move(mask_storage), strides));
   }
-  s.push_back(
-      stage<T>("scores_masked",
-               p.mask ? "torch.baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))" : "scores_scaled (no mask)",
-               "-inf where a key is blocked", {N, H, L, Sp}, b.scores_masked));
-  s.push_back(stage<T>("attn_weights", "F.softmax(scores_masked, dim=-1)",
+  s.push_back(stage<T>("scores_masked", p.mask ? "scores_scaled + attn_mask" : "scores_scaled",
+                       "-inf where a key is blocked", {N, H, L, Sp}, b.scores_masked));
+  s.push_back(stage<T>("attn_weights",
+                       p.fully_masked == FullyMasked::nan
+                           ? "F.softmax(scores_masked, dim=-1)"
+                           : "F.softmax(scores_masked, dim=-1).nan_to_num(0.0)",
                        p.fully_masked == FullyMasked::nan
                            ? "each row sums to 1; a row with every key blocked is NaN (torch)"
                            : "each row sums to 1; a row with every key blocked is 0 (course notebook)",
                        {N, H, L, Sp}, b.weights));
-  s.push_back(stage<T>("context", "attn_weights @ v_heads", "per-head context: a weighted mix of values",
+  s.push_back(stage<T>("context", "attn_weights @ " + v_rep, "per-head context: a weighted mix of values",
                        {N, H, L, dk}, b.context));
   s.push_back(stage<T>("context_transposed", "context.transpose(1, 2)", "a view of context: non-contiguous",
                        {N, L, H, dk}, b.context, {H * L * dk, dk, L * dk, 1}, "context"));
@@ -463,8 +477,9 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
     if (std::find(stage_names().begin(), stage_names().end(), name) == stage_names().end())
       throw ConfigError("stages", "no stage is named \"" + name + "\" (see stage_names())");
   if (backend == Backend::automatic)
-    backend = sizeof(T) == 4 && o.device && o.device->prefers(p.d, o.stages.empty()) ? Backend::gpu
-                                                                                     : Backend::eigen;
+    backend = sizeof(T) == 4 && o.device && o.score_divisor == 0 && o.device->prefers(p.d, o.stages.empty())
+                  ? Backend::gpu
+                  : Backend::eigen;
   if (backend == Backend::gpu && !o.device)
     throw ConfigError("backend", "the GPU backend needs mha_gpu (engine/gpu): this program passed no device");
   if (backend == Backend::gpu && sizeof(T) != 4)
@@ -479,6 +494,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
 
   detail::WorkspaceState<T>& st = ws.state();
   p.fully_masked = o.fully_masked;
+  p.score_divisor = o.score_divisor;
   p.query = to_batch_first(in.query, p.d.batched, c.batch_first, st.query, st);
   p.key = to_batch_first(in.key, p.d.batched, c.batch_first, st.key, st);
   p.value = to_batch_first(in.value, p.d.batched, c.batch_first, st.value, st);
@@ -493,6 +509,11 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   detail::Buffers<T>* b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages);
   detail::Buffer<T> mask_storage;
   if (p.mask) mask_storage = detail::reuse_or_allocate(st.mask, p.mask->values.size(), st);
+  if (backend == Backend::gpu && p.score_divisor > 0) {  // the shaders divide by √d_k
+    r.fallback_reason = "the what-if scale (temperature, scale off) is computed on the CPU paths only";
+    r.backend = backend = Backend::eigen;
+    b = &detail::prepare_buffers(p.d, backend, st);
+  }
   if (backend == Backend::gpu) {
     if constexpr (std::is_same_v<T, float>) {
       try {
@@ -596,8 +617,9 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
   const Stage<T>* old_mask = base.trace.find("attn_mask");
   // Only what the row recompute covers; anything else is a full forward.
-  bool rows = o.backend == Backend::eigen && base.backend == Backend::eigen && same_config(c, base.config) &&
-              same_dims(p.d, base.dims) && base.fully_masked == o.fully_masked && p.mask && old_mask;
+  bool rows = o.backend == Backend::eigen && base.backend == Backend::eigen && o.score_divisor == 0 &&
+              same_config(c, base.config) && same_dims(p.d, base.dims) &&
+              base.fully_masked == o.fully_masked && p.mask && old_mask;
   if (rows) {
     const MergedMask<T>& m = *p.mask;
     const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
@@ -663,7 +685,7 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   copy_all(copies, o.threads);
   // q / √d_k as the Eigen path's in-projection computes it (an exact division, so equal digits).
   b.q_scaled = slots.q_scaled = detail::reuse_or_allocate(slots.q_scaled, b.q->size(), st);
-  const T scale = std::sqrt(T(d.d_k));
+  const T scale = p.scale();
   for (std::size_t x = 0; x < b.q->size(); ++x) (*b.q_scaled)[x] = (*b.q)[x] / scale;
   b.scratch = slots.scratch;
 

@@ -156,6 +156,10 @@ struct Options {
   // other views) and leaves the other stages out of the trace; the inputs and attn_mask are always
   // there. The CPU paths fill every stage anyway. An unknown name is a ConfigError.
   std::vector<std::string> stages;
+  // A what-if, not torch's computation: q is divided by this instead of √d_k (0: √d_k, torch's). The
+  // app's temperature and "scale off" controls set it. Computed on the reference and Eigen paths only
+  // (the GPU path's shaders divide by √d_k: a GPU forward falls back with the reason).
+  double score_divisor = 0;
 };
 
 template <class T>

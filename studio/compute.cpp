@@ -79,6 +79,10 @@ ModelRun run_model_forward(const Scenario& s) {
   if (s.layer < 0 || s.layer >= m.config.n_layer)
     throw ConfigError("sizes", "layer " + std::to_string(s.layer) + ": the model has " +
                                    std::to_string(m.config.n_layer) + " layers");
+  if (s.what_if.active())
+    throw ConfigError("what_if",
+                      "the temperature and scale what-if apply to one attention module, not to a model's "
+                      "layer: set the temperature to 1 and the scale on");
   r.options.attn_masks.resize(std::size_t(m.config.n_layer));
   r.options.attn_masks[std::size_t(s.layer)] = model_layer_mask(s, T);
   gpt2_forward(m, r.tokens.ids, r.options, r.run);
@@ -166,6 +170,8 @@ Built build_forward(const Scenario& s, bool check_trace) {
   }
   b.options.fully_masked = s.fully_masked;
   b.options.backend = forward_work(s) <= kReferenceWorkLimit ? Backend::reference : Backend::eigen;
+  // validate() above: num_heads divides embed_dim.
+  if (s.what_if.active()) b.options.score_divisor = s.what_if.divisor(s.embed_dim / s.num_heads);
   return b;
 }
 
@@ -199,7 +205,8 @@ bool same_but_masks(const Built& a, const Built& b) {
       x.add_bias_kv != y.add_bias_kv || x.add_zero_attn != y.add_zero_attn || x.batch_first != y.batch_first)
     return false;
   if (a.options.attn_mask_layout != b.options.attn_mask_layout ||
-      a.options.fully_masked != b.options.fully_masked || a.options.backend != b.options.backend)
+      a.options.fully_masked != b.options.fully_masked || a.options.backend != b.options.backend ||
+      a.options.score_divisor != b.options.score_divisor)
     return false;
   if (!same_tensor(a.inputs.query, b.inputs.query) || !same_tensor(a.inputs.key, b.inputs.key) ||
       !same_tensor(a.inputs.value, b.inputs.value))
@@ -315,10 +322,12 @@ Result Computer::run_model(const Scenario& s) {
   GPT2Run& run = model_run.run;
 
   Result r;
-  r.forward = std::make_shared<const ForwardResult<float>>(std::move(run.attn[std::size_t(s.layer)]));
+  ModelResult mr;
+  for (ForwardResult<float>& layer : run.attn)
+    mr.layers.push_back(std::make_shared<const ForwardResult<float>>(std::move(layer)));
+  r.forward = mr.layers[std::size_t(s.layer)];
   r.query_tokens = tokens.labels;
   r.key_tokens = tokens.labels;
-  ModelResult mr;
   mr.name = s.model;
   mr.layer = s.layer;
   mr.n_layer = m.config.n_layer;

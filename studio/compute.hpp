@@ -27,6 +27,9 @@ struct ModelResult {
   std::vector<TokenProb> top_k;            // next token after the sentence, best first
   std::vector<std::string> top_k_labels;   // their display pieces
   std::shared_ptr<const RoleTable> roles;  // every head of every layer (may be empty)
+  // Every layer's attention of the same run (n_layer of them; [layer] is Result::forward): the
+  // Overview's layers × heads grid.
+  std::vector<std::shared_ptr<const ForwardResult<float>>> layers;
   // This layer's attention on the same input (ln_1 of the residual stream) with nn.MultiheadAttention's
   // default init drawn from the scenario's seed: what the heads look like before training.
   std::shared_ptr<const ForwardResult<float>> untrained;

@@ -422,6 +422,12 @@ class Reader {
     get(j, "", "layer", s.layer);
     if (s.layer < 0) fail("layer: must not be negative, got " + std::to_string(s.layer));
     get_enum(j, "", "fully_masked", s.fully_masked, {FullyMasked::nan, FullyMasked::zero});
+    if (const Json* w = object(j, "", "what_if")) {
+      get(*w, "what_if", "temperature", s.what_if.temperature);
+      if (!(s.what_if.temperature > 0) || !std::isfinite(s.what_if.temperature))
+        fail("what_if.temperature: must be a finite number above 0, got " + describe((*w)["temperature"]));
+      get(*w, "what_if", "scale_by_sqrt_dk", s.what_if.scale_by_sqrt_dk);
+    }
     if (const Json* m = object(j, "", "mask")) read_mask(*m, s);
     if (const Json* t = object(j, "", "tensors")) read_tensors(*t, s);
     if (const Json* v = object(j, "", "view")) read_view(*v, s.view);
@@ -625,7 +631,20 @@ class Reader {
   }
 
   void read_view(const Json& j, ViewState& v) const {
-    get(j, "view", "tab", v.tab);
+    // A tab by name, or by its number (files written before tabs were saved by name).
+    if (const Json* t = find(j, "tab"); t && t->is_string()) {
+      std::string names;
+      bool found = false;
+      for (int i = 0; i < kViewTabCount && !found; ++i) {
+        found = t->get<std::string>() == to_string(ViewTab(i));
+        if (found) v.tab = i;
+        names += std::string(i ? ", " : "") + "\"" + to_string(ViewTab(i)) + "\"";
+      }
+      if (!found) fail("view.tab: expected one of " + names + ", got " + describe(*t));
+    } else {
+      get(j, "view", "tab", v.tab);
+      if (v.tab < 0 || v.tab >= kViewTabCount) v.tab = 0;
+    }
     get(j, "view", "batch_index", v.batch_index);
     get(j, "view", "stage", v.stage);
     get(j, "view", "compare_mode", v.compare_mode);
@@ -643,6 +662,13 @@ class Reader {
     get(j, "view", "sel_head", v.sel_head);
     get(j, "view", "sel_query", v.sel_query);
     get(j, "view", "sel_key", v.sel_key);
+    get(j, "view", "overview_layers", v.overview_layers);
+    if (const Json* hh = find(j, "hidden_heads")) {
+      if (!hh->is_array()) fail("view.hidden_heads: expected an array of head numbers, got " + describe(*hh));
+      v.hidden_heads.clear();
+      for (std::size_t k = 0; k < hh->size(); ++k)
+        v.hidden_heads.push_back(int(integer((*hh)[k], "view.hidden_heads[" + std::to_string(k) + "]")));
+    }
   }
 
   std::string name_;
@@ -667,6 +693,26 @@ Scenario parse_scenario(const std::string& text, const std::string& name,
 }
 
 }  // namespace
+
+const char* to_string(ViewTab t) {
+  switch (t) {
+    case ViewTab::pipeline: return "pipeline";
+    case ViewTab::reshape: return "reshape";
+    case ViewTab::heads: return "heads";
+    case ViewTab::mask: return "mask";
+    case ViewTab::compare: return "compare";
+    case ViewTab::complexity: return "complexity";
+    case ViewTab::large_l: return "large_l";
+    case ViewTab::attention_file: return "attention_file";
+    case ViewTab::overview: return "overview";
+    case ViewTab::token_lines: return "token_lines";
+  }
+  return "pipeline";
+}
+
+double WhatIf::divisor(std::int64_t d_k) const {
+  return (scale_by_sqrt_dk ? std::sqrt(double(d_k)) : 1.0) * double(temperature);
+}
 
 const char* to_string(MaskPreset p) {
   switch (p) {
@@ -957,6 +1003,9 @@ std::string to_json(const Scenario& s) {
     j["layer"] = s.layer;
   }
   j["fully_masked"] = to_string(s.fully_masked);
+  if (s.what_if.active())
+    j["what_if"] = {{"temperature", float_json(s.what_if.temperature)},
+                    {"scale_by_sqrt_dk", s.what_if.scale_by_sqrt_dk}};
 
   const MaskSpec& m = s.mask;
   Json mask = {{"preset", to_string(m.preset)},
@@ -986,7 +1035,7 @@ std::string to_json(const Scenario& s) {
   if (!tensors.empty()) j["tensors"] = std::move(tensors);
 
   const ViewState& v = s.view;
-  j["view"] = {{"tab", v.tab},
+  j["view"] = {{"tab", to_string(ViewTab(std::clamp(v.tab, 0, kViewTabCount - 1)))},
                {"batch_index", v.batch_index},
                {"stage", v.stage},
                {"compare_mode", v.compare_mode},
@@ -1002,7 +1051,9 @@ std::string to_json(const Scenario& s) {
                {"head_order", v.head_order},
                {"sel_head", v.sel_head},
                {"sel_query", v.sel_query},
-               {"sel_key", v.sel_key}};
+               {"sel_key", v.sel_key},
+               {"hidden_heads", v.hidden_heads},
+               {"overview_layers", v.overview_layers}};
   std::string text;
   write_json(text, j);
   return text + "\n";

@@ -42,8 +42,36 @@ struct MaskSpec {
   Shape key_padding_shape;  // (N, S) it was made for, so fit_mask_to_sizes can keep the overlap
 };
 
+// The centre tabs. The numbers are saved in older files (as "tab": 3), so a new tab takes the next
+// number; the tab bar's order is the app's (app/ui.cpp). Saved by name (to_string).
+enum class ViewTab {
+  pipeline,
+  reshape,
+  heads,
+  mask,
+  compare,
+  complexity,
+  large_l,
+  attention_file,
+  overview,
+  token_lines,
+};
+inline constexpr int kViewTabCount = 10;
+const char* to_string(ViewTab t);
+
+// The what-if of the scores' scale (not torch's computation): q is divided by
+// (√d_k when scale_by_sqrt_dk, else 1) · temperature instead of by √d_k. temperature 1 with the scale
+// on is torch's nn.MultiheadAttention; anything else is marked as a what-if wherever it shows.
+struct WhatIf {
+  float temperature = 1.0f;      // softmax temperature T > 0: weights = softmax(q·k / (√d_k · T) + mask)
+  bool scale_by_sqrt_dk = true;  // off: scores are not divided by √d_k (the softmax saturates as d_k grows)
+  bool active() const { return temperature != 1.0f || !scale_by_sqrt_dk; }
+  // What q is divided by for head size d_k.
+  double divisor(std::int64_t d_k) const;
+};
+
 struct ViewState {
-  int tab = 0;                         // centre tab index
+  int tab = 0;                         // centre tab: a ViewTab
   int batch_index = 0;                 // which batch item the views show
   std::string stage = "attn_weights";  // Heads view: which stage
   int compare_mode = 0;                // Compare view: 0 two heads, 1 before/after last edit
@@ -61,6 +89,14 @@ struct ViewState {
   int head_order = 0;       // Heads view with a model: 0 by index, else by a role score (HeadOrder)
   // Inspector selection (set by clicking a heatmap cell): head, query, key.
   int sel_head = 0, sel_query = 0, sel_key = 0;
+  // Linked hover: the token under the pointer in any view (-1: none), as a query row and/or a key
+  // column; every view marks it. Not saved: it belongs to the pointer.
+  int hover_query = -1, hover_key = -1;
+  // Token lines view: heads whose lines are hidden.
+  std::vector<int> hidden_heads;
+  // Overview with a model of several layers: every layer × head (BertViz's model view), or only the
+  // current layer's heads.
+  bool overview_layers = true;
 };
 
 struct Scenario {
@@ -80,6 +116,7 @@ struct Scenario {
   std::string sentence;         // whitespace tokens label queries (sets L when non-empty)
   std::string source_sentence;  // cross-attention: tokens of the keys (sets S when non-empty)
   FullyMasked fully_masked = FullyMasked::nan;
+  WhatIf what_if;  // not torch: see WhatIf
   MaskSpec mask;
   // Edited, pasted or loaded tensors replace the generated ones (batch-first, shapes must fit).
   std::optional<Tensor<float>> query, key, value;

@@ -139,7 +139,7 @@ void stream_fence() {
 template <class T>
 void in_projection(const Args<T>& a, int t) {
   const std::int64_t N = a.N, L = a.L, S = a.S, E = a.E, threads = a.threads;
-  const T scale = std::sqrt(T(a.dk));
+  const T scale = a.score_divisor > 0 ? T(a.score_divisor) : std::sqrt(T(a.dk));
   const std::int64_t q0 = N * L * t / threads, q1 = N * L * (t + 1) / threads;
   linear(a.query + q0 * E, q1 - q0, E, a.w_q, a.b_q, E, a.q + q0 * E, E);
   Map<T>(a.q_scaled + q0 * E, q1 - q0, E).array() = Map<T>(a.q + q0 * E, q1 - q0, E).array() / scale;
@@ -155,7 +155,7 @@ void in_projection(const Args<T>& a, int t) {
 template <class T>
 void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1, Tally* tally) {
   const std::int64_t L = a.L, Sp = a.Sp, E = a.E, H = a.H, dk = a.dk, kv = a.kv, block = a.block;
-  const T scale = std::sqrt(T(dk));
+  const T scale = a.score_divisor > 0 ? T(a.score_divisor) : std::sqrt(T(dk));
   const T neg_inf = -std::numeric_limits<T>::infinity();
   // Softmax arguments below this are left to std::exp (see the loop): well above where Eigen's exp clamps.
   const T exp_floor = sizeof(T) == 4 ? T(-80) : T(-700);

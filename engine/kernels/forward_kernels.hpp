@@ -32,6 +32,7 @@ struct Args {
   std::int64_t scratch_per_thread = 0, block = 0, blocks_per_item = 0;
   int threads = 1;
   bool timing = false;
+  double score_divisor = 0;  // q is divided by this (0: √d_k, torch); see Options::score_divisor
 };
 
 // One thread's share of the fused loop's time and counts; padded so threads never share a cache line.

@@ -32,8 +32,7 @@ std::string load_fonts(const std::string& assets_dir, float pixels) {
   }
   // The system's DejaVu Sans (or its nearest) through fontconfig, else ImGui's built-in font.
   const platform::FontLookup system = platform::default_font();
-  if (!system.path.empty() &&
-      io.Fonts->AddFontFromFileTTF(system.path.c_str(), pixels, &cfg, ranges.Data)) {
+  if (!system.path.empty() && io.Fonts->AddFontFromFileTTF(system.path.c_str(), pixels, &cfg, ranges.Data)) {
     io.Fonts->Build();
     return "font " + ttf.string() + " not found: using " + system.path + " (fontconfig)";
   }
@@ -43,6 +42,8 @@ std::string load_fonts(const std::string& assets_dir, float pixels) {
   return "font " + ttf.string() + " not found: using ImGui's built-in font";
 }
 
-std::string find_assets_dir() { return platform::assets_dir(); }
+std::string find_assets_dir() {
+  return platform::assets_dir();
+}
 
 }  // namespace mha::app

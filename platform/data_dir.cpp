@@ -45,7 +45,9 @@ std::string fontconfig_match(const char* pattern) {
 
 }  // namespace
 
-const char* version() { return MHA_VERSION; }
+const char* version() {
+  return MHA_VERSION;
+}
 
 std::string executable_path() {
   std::error_code ec;
@@ -58,7 +60,8 @@ std::string assets_dir() {
   const fs::path exe = executable_path();
   if (!exe.empty()) {
     const fs::path bin = exe.parent_path();
-    for (const fs::path& p : {bin.parent_path() / "share" / "mha-studio", bin.parent_path() / "assets",
+    // MHA_DATA_FROM_BIN: the install's data folder relative to its bin folder (../share/mha-studio).
+    for (const fs::path& p : {bin / MHA_DATA_FROM_BIN, bin.parent_path() / "assets",
                               bin.parent_path().parent_path() / "assets"})
       if (holds_assets(p)) return p.lexically_normal().string();
   }

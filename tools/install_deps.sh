@@ -5,6 +5,8 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
       libimgui-dev libstb-dev libglfw3-dev libepoxy-dev xvfb xauth libgl1-mesa-dri
+      libfontconfig-dev              # the font fallback (platform/data_dir.cpp)
+      scdoc desktop-file-utils appstream dpkg-dev file  # man pages; install test: validators, cpack -G DEB
       libegl1-mesa-dev libegl-mesa0  # EGL headers + Mesa's EGL: the GPU path's headless llvmpipe context
       mesa-vulkan-drivers)           # lavapipe, for the GPU tests on a second GL implementation (zink)
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy libopenblas0-pthread); fi

@@ -10,6 +10,7 @@
 #include "cli_usage.hpp"
 #include "commands.hpp"
 #include "errors.hpp"
+#include "model_cache.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"mha: multi-head attention, stage by stage, equal to torch.nn.MultiheadAttention", "mha"};
@@ -25,6 +26,10 @@ int main(int argc, char** argv) {
   std::string help_topic;
   help->add_option("command", help_topic, "compute, bench, export, model-info or gpu-check");
   if (const int status = mha::platform::parse_command_line(app, argc, argv); status >= 0) return status;
+  // Bare model names in scenarios resolve under the data folder this program found (installed or
+  // the source tree's), as in the app.
+  if (const std::string assets = mha::platform::assets_dir(); !assets.empty())
+    mha::studio::set_models_dir(assets + "/models");
   if (help->parsed()) {
     if (help_topic.empty()) {
       std::cout << mha::platform::help_text(app, "mha");

@@ -61,8 +61,8 @@ std::string assets_dir() {
   if (!exe.empty()) {
     const fs::path bin = exe.parent_path();
     // MHA_DATA_FROM_BIN: the install's data folder relative to its bin folder (../share/mha-studio).
-    for (const fs::path& p : {bin / MHA_DATA_FROM_BIN, bin.parent_path() / "assets",
-                              bin.parent_path().parent_path() / "assets"})
+    for (const fs::path& p :
+         {bin / MHA_DATA_FROM_BIN, bin.parent_path() / "assets", bin.parent_path().parent_path() / "assets"})
       if (holds_assets(p)) return p.lexically_normal().string();
   }
   if (source_fallback_allowed() && holds_assets(MHA_SOURCE_ASSETS_DIR)) return MHA_SOURCE_ASSETS_DIR;

@@ -19,6 +19,7 @@
 
 #include "errors.hpp"
 #include "io/npy.hpp"
+#include "limits.hpp"
 
 namespace mha::studio {
 
@@ -410,6 +411,10 @@ class Reader {
         get(*z, "sizes", key, *out);
         if (*out < 0)
           fail("sizes." + std::string(key) + ": must not be negative, got " + std::to_string(*out));
+        // The upper bound is the CLI's and the app's (limits.hpp); 0 keeps its meaning here (N = 0 is
+        // refused by the forward, a 0 src_len or num_kv_heads means "as tgt_len / num_heads").
+        if (*out > limits::kBatch.max)
+          fail(limits::out_of_range("sizes." + std::string(key), limits::kBatch, std::to_string(*out)));
       }
     }
     get(j, "", "bias", s.bias);
@@ -441,6 +446,7 @@ class Reader {
     } catch (const Error& e) {
       fail(e.what());
     }
+    clamp_view(s.view);
     return s;
   }
 
@@ -448,6 +454,21 @@ class Reader {
   static std::string describe(const Json& v) {
     std::string t = v.dump(-1, ' ', false, Json::error_handler_t::replace);
     return t.size() > 40 ? t.substr(0, 37) + "..." : t;
+  }
+
+  // View fields steer drawing only: a value outside what the views can show (a font scale of 1e30 or
+  // -3, a negative selection) is brought into range rather than refusing the whole scenario.
+  static void clamp_view(ViewState& v) {
+    const float fs = v.font_scale;
+    v.font_scale = std::isfinite(fs)
+                       ? std::clamp(fs, float(limits::kFontScale.min), float(limits::kFontScale.max))
+                       : float(limits::kFontScale.min);
+    for (int* index :
+         {&v.batch_index, &v.compare_a, &v.compare_b, &v.sel_head, &v.sel_query, &v.sel_key, &v.head_order})
+      *index = std::max(*index, 0);
+    v.compare_mode = std::clamp(v.compare_mode, 0, 1);
+    v.reshape_step = std::clamp(v.reshape_step, 0, 5);
+    v.mistake = std::clamp(v.mistake, 0, 3);
   }
 
   // The member `key` of `obj`, or nullptr when absent (absent keys keep their defaults).
@@ -598,6 +619,10 @@ class Reader {
     // Only a custom mask's cells are stored; a named preset's are made again from the sizes.
     if (const Json* c = object(j, "mask", "cells"); c && m.preset == MaskPreset::custom) {
       Tensor<float> t = tensor(*c, "mask.cells");
+      // Any other rank would be fitted to the sizes as all zeros: the cells would be lost in silence.
+      if (t.shape.size() != 2 && t.shape.size() != 3)
+        fail("mask.cells.shape: a custom mask is (L, S), (N, L, S) or (N*num_heads, L, S), got " +
+             shape_str(t.shape));
       m.cells = std::move(t.data);
       m.cells_shape = std::move(t.shape);
     }
@@ -619,6 +644,15 @@ class Reader {
   }
 
   void read_tensors(const Json& j, Scenario& s) const {
+    // A tensor under another name ("in_proj.weight") would be ignored and the generated one used.
+    std::string known = "query, key, value";
+    for (const auto& field : kWeightFields) known += std::string(", ") + field.first;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      bool found = it.key() == "query" || it.key() == "key" || it.key() == "value";
+      for (const auto& field : kWeightFields) found = found || it.key() == field.first;
+      if (!found)
+        fail("tensors.\"" + it.key() + "\": not a tensor a scenario holds (expected: " + known + ")");
+    }
     const std::pair<const char*, std::optional<Tensor<float>>*> inputs[] = {
         {"query", &s.query}, {"key", &s.key}, {"value", &s.value}};
     for (const auto& [key, out] : inputs)

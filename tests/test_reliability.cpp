@@ -109,14 +109,16 @@ TEST_CASE("atomic writes leave the old file when they fail, and no temp file", "
   TempDir dir;
   const std::string path = dir.file("a.bin");
   write_file_atomic(path, {1, 2, 3});
-  // A folder in the way of the temp file: the write fails and the old bytes stay.
-  std::filesystem::create_directory(path + ".tmp");
-  CHECK_THROWS_WITH(write_file_atomic(path, {9, 9}), Contains(path) && Contains("cannot write"));
-  CHECK(read_file_bytes(path) == std::vector<unsigned char>{1, 2, 3});
-  std::filesystem::remove(path + ".tmp");
+  // A folder where the temp file would be replaced: the rename fails and the old bytes stay.
+  // (A write that fails part-way: `safe writes: unique temp names, ...` in test_hostile.cpp.)
+  const std::string folder = dir.file("f.bin");
+  std::filesystem::create_directories(folder + "/inside");
+  CHECK_THROWS_WITH(write_file_atomic(folder, {9, 9}), Contains(folder) && Contains("folder"));
+  CHECK(std::filesystem::is_directory(folder + "/inside"));
   write_file_atomic(path, {4});
   CHECK(read_file_bytes(path) == std::vector<unsigned char>{4});
-  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  for (const auto& e : std::filesystem::directory_iterator(dir.path))
+    CHECK_FALSE(is_temp_name(e.path().filename().string()));
   // A file where a folder should be (ENOTDIR): refused with the path, whoever runs the test.
   CHECK_THROWS_WITH(write_file_atomic(dir.file("a.bin/x.npy"), {1}), Contains("a.bin/x.npy"));
 }

@@ -27,12 +27,7 @@ constexpr std::size_t kMaxJsonBytes = 64u << 20;  // config.json and the shard i
 }
 
 json read_json(const std::string& path) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (!ec && size > kMaxJsonBytes)
-    fail(path, "is " + std::to_string(size) + " bytes, more than the " + std::to_string(kMaxJsonBytes) +
-                   " a JSON file here may have");
-  const std::vector<unsigned char> bytes = read_file_bytes(path);
+  const std::vector<unsigned char> bytes = read_file_bytes(path, kMaxJsonBytes);
   try {
     return json::parse(bytes.begin(), bytes.end());
   } catch (const json::exception& e) {

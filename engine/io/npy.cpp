@@ -3,14 +3,12 @@
 // Format reference: numpy/lib/format.py.
 #include "io/npy.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "errors.hpp"
@@ -246,143 +244,117 @@ const char* npy_descr(DType d) {
   return nullptr;
 }
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
 }  // namespace
-
-int open_regular_file(const std::string& path, std::uint64_t* size) {
-  // A device, FIFO or folder named in a scenario would block or never end: refuse it up front.
-  // O_NONBLOCK keeps open() itself from waiting for a FIFO's writer; it changes nothing for files.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path,
-         std::string("cannot read: ") + (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file"));
-  }
-  if (size) *size = std::uint64_t(st.st_size);
-  return fd;
-}
-
-std::vector<unsigned char> read_file_bytes(const std::string& path) {
-  const int fd = open_regular_file(path, nullptr);
-  std::unique_ptr<std::FILE, FileCloser> f(fdopen(fd, "rb"));
-  if (!f) {
-    const int err = errno;
-    ::close(fd);
-    fail(path, std::string("cannot open: ") + std::strerror(err));
-  }
-  std::vector<unsigned char> bytes;
-  unsigned char buf[1 << 16];
-  std::size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.insert(bytes.end(), buf, buf + got);
-  if (std::ferror(f.get())) fail(path, std::string("cannot read: ") + std::strerror(errno));
-  return bytes;
-}
 
 namespace {
 
-// Writes every byte to fd, then closes it (fsync first when `sync`); 0 or the first errno.
-int write_all_and_close(int fd, const std::vector<unsigned char>& bytes, bool sync) {
-  int err = 0;
-  for (std::size_t done = 0; done < bytes.size() && !err;) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno != EINTR) err = errno;
-    if (n > 0) done += std::size_t(n);
-  }
-  if (!err && sync && ::fsync(fd) != 0) err = errno;  // a full disk can show up only here
-  if (::close(fd) != 0 && !err) err = errno;
-  return err;
-}
+// NumPy itself refuses headers above 10 000 bytes unless told otherwise; 64 dimensions of 2^62 fit
+// in far less than this.
+constexpr std::uint64_t kMaxHeaderBytes = 65536;
 
-}  // namespace
+// Where the data of an .npy file starts and what it holds, from its preamble and header alone.
+struct Layout {
+  Header header;
+  DType dtype = DType::f32;
+  std::size_t data_offset = 0;
+  std::uint64_t count = 0;  // elements
+};
 
-void write_file_atomic(const std::string& path, const std::vector<unsigned char>& bytes) {
-  // A device or a pipe (/dev/stdout, /dev/full, a FIFO) has no folder entry to replace: written in
-  // place. Renaming a temp file over it would replace the device node itself.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) fail(path, "cannot write: it is a folder");
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, std::string("cannot write: ") + std::strerror(errno));
-    const int err = write_all_and_close(fd, bytes, false);
-    if (err) fail(path, std::string("cannot write: ") + std::strerror(err));
-    return;
-  }
-  // Write the temp file, fsync it, rename it over `path`, fsync the folder: after a crash or power
-  // loss `path` holds either the old or the new bytes, never a mix.
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "cannot write " + tmp + ": " + std::strerror(errno));
-  const int err = write_all_and_close(fd, bytes, true);
-  if (err) {
-    std::remove(tmp.c_str());
-    fail(path, "cannot write " + tmp + ": " + std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int rename_err = errno;
-    std::remove(tmp.c_str());
-    fail(path, "cannot rename " + tmp + " to it: " + std::strerror(rename_err));
-  }
-  const std::string slash = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
-  const int dir = ::open(slash.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {  // the rename itself survives a power loss once the folder is synced
-    ::fsync(dir);
-    ::close(dir);
-  }
-}
-
-Array read_npy(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_file_bytes(path);
-  return parse_npy(bytes.data(), bytes.size(), path);
-}
-
-Array parse_npy(const unsigned char* bytes, std::size_t size, const std::string& name) {
-  const std::size_t magic_len = size < sizeof kMagic ? size : sizeof kMagic;
-  if (magic_len > 0 && std::memcmp(bytes, kMagic, magic_len) != 0)
+// Reads the magic, version and header length from the first `have` bytes of `head`; returns the
+// byte count preamble + header, which the caller must have before calling parse_layout.
+std::size_t header_end(const unsigned char* head, std::size_t have, std::uint64_t file_size,
+                       const std::string& name) {
+  const std::size_t magic_len = have < sizeof kMagic ? have : sizeof kMagic;
+  if (magic_len > 0 && std::memcmp(head, kMagic, magic_len) != 0)
     fail(name, "not an NPY file (it does not start with the magic string \"\\x93NUMPY\")");
-  if (size < 10)
-    fail(name,
-         "truncated: file is " + std::to_string(size) + " bytes, too short for the 10-byte NPY preamble");
-  const unsigned major = bytes[6], minor = bytes[7];
+  if (file_size < 10)
+    fail(name, "truncated: file is " + std::to_string(file_size) +
+                   " bytes, too short for the 10-byte NPY preamble");
+  const unsigned major = head[6], minor = head[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
     fail(name, "NPY format version " + std::to_string(major) + "." + std::to_string(minor) +
                    " is not supported (supported: 1.0, 2.0, 3.0)");
   // Version 1.0 has a 2-byte header length, 2.0 and 3.0 a 4-byte one; all little-endian.
   const std::size_t preamble = major == 1 ? 10 : 12;
-  if (size < preamble)
-    fail(name, "truncated: file is " + std::to_string(size) + " bytes, too short for the " +
+  if (file_size < preamble)
+    fail(name, "truncated: file is " + std::to_string(file_size) + " bytes, too short for the " +
                    std::to_string(preamble) + "-byte NPY preamble");
   std::uint64_t header_len = 0;
-  for (std::size_t i = preamble; i-- > 8;) header_len = (header_len << 8) | bytes[i];
-  if (header_len > size - preamble)
+  for (std::size_t i = preamble; i-- > 8;) header_len = (header_len << 8) | head[i];
+  if (header_len > file_size - preamble)
     fail(name, "truncated: header length is " + std::to_string(header_len) + " bytes, file has " +
-                   std::to_string(size - preamble) + " after the preamble");
+                   std::to_string(file_size - preamble) + " after the preamble");
+  if (header_len > kMaxHeaderBytes)
+    fail(name, "header length " + std::to_string(header_len) + " exceeds the limit of " +
+                   std::to_string(kMaxHeaderBytes) + " bytes (not an NPY file?)");
+  return preamble + std::size_t(header_len);
+}
 
-  const std::string text(reinterpret_cast<const char*>(bytes + preamble), std::size_t(header_len));
-  const Header h = HeaderParser(text, name).parse();
+// Parses the header in head[0, end) and checks the data it promises against the file's real size,
+// by division so that a huge shape is refused before anything is allocated.
+Layout parse_layout(const unsigned char* head, std::size_t end, std::uint64_t file_size,
+                    const std::string& name) {
+  const std::size_t preamble = head[6] == 1 ? 10 : 12;
+  const std::string text(reinterpret_cast<const char*>(head + preamble), end - preamble);
+  Layout l;
+  l.header = HeaderParser(text, name).parse();
+  l.dtype = parse_descr(l.header.descr, name);
+  l.data_offset = end;
+  const std::size_t elem_size = dtype_size(l.dtype);
+  l.count = std::uint64_t(checked_numel(l.header.shape, name));
+  const std::uint64_t have = file_size - end;
+  const std::string what = "shape " + shape_str(l.header.shape) + " " + dtype_name(l.dtype) + " needs " +
+                           byte_count(l.count, elem_size) + " data bytes, file has " + std::to_string(have);
+  if (l.count > have / elem_size) fail(name, "truncated: " + what);
+  if (l.count * elem_size != have) fail(name, what + " (unexpected bytes after the array)");
+  return l;
+}
+
+Array to_array(const Layout& l, const unsigned char* data) {
   Array a;
-  a.dtype = parse_descr(h.descr, name);
-  a.shape = h.shape;
-
+  a.dtype = l.dtype;
+  a.shape = l.header.shape;
   const std::size_t elem_size = dtype_size(a.dtype);
-  const std::uint64_t count = std::uint64_t(checked_numel(a.shape, name));
-  const std::uint64_t have = size - preamble - header_len;
-  const std::string what = "shape " + shape_str(a.shape) + " " + dtype_name(a.dtype) + " needs " +
-                           byte_count(count, elem_size) + " data bytes, file has " + std::to_string(have);
-  // Compare by division so a huge shape cannot overflow before it is refused.
-  if (count > have / elem_size) fail(name, "truncated: " + what);
-  if (count * elem_size != have) fail(name, what + " (unexpected bytes after the array)");
-
-  const unsigned char* data = bytes + preamble + header_len;
-  if (h.fortran_order && a.shape.size() > 1)
-    a.data = fortran_to_c(data, a.shape, elem_size, std::size_t(count));
+  if (l.header.fortran_order && a.shape.size() > 1)
+    a.data = fortran_to_c(data, a.shape, elem_size, std::size_t(l.count));
   else
-    a.data.assign(data, data + have);
+    a.data.assign(data, data + l.count * elem_size);
   return a;
+}
+
+}  // namespace
+
+Array read_npy(const std::string& path) {
+  std::uint64_t size = 0;
+  const int fd = open_regular_file(path, &size);
+  try {
+    // The preamble, then the header it announces, then - once the size fstat gave is exactly what
+    // the header promises - the data: a file whose header and size disagree is refused unread.
+    std::vector<unsigned char> head(std::size_t(std::min<std::uint64_t>(size, 12)));
+    read_exact(fd, 0, head.data(), head.size(), path);
+    const std::size_t end = header_end(head.data(), head.size(), size, path);
+    head.resize(end);
+    read_exact(fd, 0, head.data(), end, path);
+    const Layout l = parse_layout(head.data(), end, size, path);
+    std::vector<unsigned char> data(std::size_t(size - end));
+    read_exact(fd, end, data.data(), data.size(), path);
+    ::close(fd);
+    if (l.header.fortran_order && l.header.shape.size() > 1) return to_array(l, data.data());
+    Array a;  // C order: the bytes read are the array's
+    a.dtype = l.dtype;
+    a.shape = l.header.shape;
+    a.data = std::move(data);
+    return a;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
+Array parse_npy(const unsigned char* bytes, std::size_t size, const std::string& name) {
+  const std::size_t end = header_end(bytes, std::min<std::size_t>(size, 12), size, name);
+  const Layout l = parse_layout(bytes, end, size, name);
+  return to_array(l, bytes + l.data_offset);
 }
 
 void write_npy(const std::string& path, const Array& a) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "autosave.hpp"
 #include "cli_usage.hpp"
 #include "errors.hpp"
 #include "fonts.hpp"
@@ -28,6 +29,7 @@
 #include "gl_textures.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "io/npy.hpp"
+#include "limits.hpp"
 #include "model_cache.hpp"
 #include "studio_names.hpp"
 #include "panels/panels.hpp"
@@ -51,6 +53,22 @@ std::string autosave_path() {
   std::error_code ec;
   fs::create_directories(base / "mha-studio", ec);
   return ec ? "" : (base / "mha-studio" / "autosave.json").string();
+}
+
+// The numbers of the command line against limits.hpp: "" when all are in range, else the first
+// refusal (a negative --soak never ended, a negative --width tripped an assertion inside GLFW).
+std::string check_ranges(int width, int height, double soak_seconds, int edits, int frames) {
+  namespace lim = mha::limits;
+  if (!lim::contains(lim::kWindowSize, width))
+    return lim::out_of_range("--width", lim::kWindowSize, std::to_string(width));
+  if (!lim::contains(lim::kWindowSize, height))
+    return lim::out_of_range("--height", lim::kWindowSize, std::to_string(height));
+  if (!lim::contains(lim::kSoakSeconds, soak_seconds))  // NaN included
+    return lim::out_of_range("--soak", lim::kSoakSeconds, std::to_string(soak_seconds));
+  if (!lim::contains(lim::kEdits, edits))
+    return lim::out_of_range("--edits", lim::kEdits, std::to_string(edits));
+  if (frames < 1) return "--frames " + std::to_string(frames) + ": must be at least 1";
+  return "";
 }
 
 bool save_screenshot(const std::string& path, int w, int h) {
@@ -114,6 +132,10 @@ int main(int argc, char** argv) {
                  "Once the edits are done and autosaved, write the scenario as JSON to this file");
   cli.add_flag("--exit-after-dump", exit_after_dump, "Exit once --dump-state is written");
   if (const int status = mha::platform::parse_command_line(cli, argc, argv); status >= 0) return status;
+  if (const std::string bad = check_ranges(width, height, soak_seconds, soak_edits, frames); !bad.empty()) {
+    std::fprintf(stderr, "mha-studio: error: %s\n", bad.c_str());
+    return 2;
+  }
   const std::string assets = find_assets_dir();
   if (assets.empty())
     std::fprintf(stderr, "mha-studio: no assets folder (presets, fonts, models) next to the program; "
@@ -209,14 +231,16 @@ int main(int argc, char** argv) {
   if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);
   const bool batch_run = !screenshot.empty() || stats;
   // A soak is random edits: it must not restore or overwrite the user's autosave (--edits does, on purpose).
-  const std::string autosave = (no_autosave || batch_run || soak_seconds > 0) ? "" : autosave_path();
+  // One instance owns the autosave (a second one says so and does not write it); an unreadable one
+  // is moved aside before anything could overwrite it; dead instances' temp files are removed.
+  AutosaveSession session = open_autosave((no_autosave || batch_run || soak_seconds > 0) ? "" : autosave_path());
+  const std::string autosave = session.path;
   try {
     if (!scenario_file.empty()) {
       state.scenario = load_scenario(scenario_file);
       env.scenario_path = scenario_file;
-    } else if (!autosave.empty() && fs::exists(autosave)) {
-      state.scenario = load_scenario(autosave);
-      state.status = "restored autosave from " + autosave;
+    } else if (session.restored) {
+      state.scenario = std::move(*session.restored);
     } else if (fs::exists(assets + "/presets/course_notebook.json")) {
       state.scenario = load_scenario(assets + "/presets/course_notebook.json");
     }
@@ -225,6 +249,7 @@ int main(int argc, char** argv) {
     state.status = "could not open the scenario; started from the default";
   }
   state.autosave_path = autosave;
+  if (!session.message.empty() && !(session.restored && !scenario_file.empty())) state.status = session.message;
   if (font_scale > 0) {
     state.scenario.view.presenter = true;
     state.scenario.view.font_scale = std::clamp(font_scale, 1.0f, 3.0f);

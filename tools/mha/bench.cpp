@@ -18,6 +18,7 @@
 #include "data_dir.hpp"
 #include "errors.hpp"
 #include "io/hf_checkpoint.hpp"
+#include "limits.hpp"
 #include "mha.hpp"
 #include "model/gpt2.hpp"
 #include "problem.hpp"

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -100,27 +99,31 @@ int run(const ComputeArgs& a) {
   for (const std::string& wmsg : r.warnings) std::printf("warning: %s\n", wmsg.c_str());
 
   if (!a.out_dir.empty()) {
-    const fs::path out_dir(a.out_dir);
-    nlohmann::json meta = write_forward_outputs(out_dir, r);
-    if (a.torch_seed) {  // the generated inputs, under torch's names, so --inputs can replay them
-      save(out_dir, "query", to_array(in.query));
-      save(out_dir, "key", to_array(in.key));
-      save(out_dir, "value", to_array(in.value));
-      if (!w.in_proj_weight.empty()) {
-        save(out_dir, "in_proj_weight", to_array(w.in_proj_weight));
-      } else {
-        save(out_dir, "q_proj_weight", to_array(w.q_proj_weight));
-        save(out_dir, "k_proj_weight", to_array(w.k_proj_weight));
-        save(out_dir, "v_proj_weight", to_array(w.v_proj_weight));
+    // Written whole into a staging folder, then swapped in: a failure (a full disk) leaves an
+    // earlier run's folder as it was, never a mix of its files and this run's.
+    write_folder_atomic(a.out_dir, {"trace.json"}, [&](const std::string& staging) {
+      const fs::path out_dir(staging);
+      nlohmann::json meta = write_forward_outputs(out_dir, r);
+      if (a.torch_seed) {  // the generated inputs, under torch's names, so --inputs can replay them
+        save(out_dir, "query", to_array(in.query));
+        save(out_dir, "key", to_array(in.key));
+        save(out_dir, "value", to_array(in.value));
+        if (!w.in_proj_weight.empty()) {
+          save(out_dir, "in_proj_weight", to_array(w.in_proj_weight));
+        } else {
+          save(out_dir, "q_proj_weight", to_array(w.q_proj_weight));
+          save(out_dir, "k_proj_weight", to_array(w.k_proj_weight));
+          save(out_dir, "v_proj_weight", to_array(w.v_proj_weight));
+        }
+        if (c.bias) {
+          save(out_dir, "in_proj_bias", to_array(w.in_proj_bias));
+          save(out_dir, "out_proj.bias", to_array(w.out_proj_bias));
+        }
+        save(out_dir, "out_proj.weight", to_array(w.out_proj_weight));
+        if (in.attn_mask) save(out_dir, "attn_mask", to_bool_array(in.attn_mask->values));
       }
-      if (c.bias) {
-        save(out_dir, "in_proj_bias", to_array(w.in_proj_bias));
-        save(out_dir, "out_proj.bias", to_array(w.out_proj_bias));
-      }
-      save(out_dir, "out_proj.weight", to_array(w.out_proj_weight));
-      if (in.attn_mask) save(out_dir, "attn_mask", to_bool_array(in.attn_mask->values));
-    }
-    std::ofstream(out_dir / "trace.json") << meta.dump(2) << "\n";
+      write_json_file(out_dir / "trace.json", meta);
+    });
     std::printf(
         "\nwrote %s: output.npy, attn_weights.npy, attn_weights_avg.npy, trace.json, trace/*.npy (%zu "
         "stages)\n",
@@ -130,6 +133,11 @@ int run(const ComputeArgs& a) {
 }
 
 }  // namespace
+
+void write_json_file(const fs::path& path, const nlohmann::json& j) {
+  const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  write_file_atomic(path.string(), std::vector<unsigned char>(text.begin(), text.end()));
+}
 
 template <class T>
 nlohmann::json write_forward_outputs(const fs::path& out_dir, const ForwardResult<T>& r) {
@@ -179,17 +187,21 @@ std::function<int()> add_compute(CLI::App& app) {
       "One forward pass of torch.nn.MultiheadAttention with every intermediate stage.\n"
       "Either --inputs DIR (query.npy, key.npy, value.npy, in_proj_weight.npy, in_proj_bias.npy,\n"
       "out_proj.weight.npy, out_proj.bias.npy, or q/k/v_proj_weight.npy, bias_k.npy, bias_v.npy,\n"
-      "optional attn_mask.npy and key_padding_mask.npy; a float64 query computes in double)\n"
+      "optional attn_mask.npy and key_padding_mask.npy; key.npy and value.npy both, or neither for\n"
+      "self-attention; other .npy names are warned about, not read; a float64 query computes in double)\n"
       "or --torch-seed S with sizes (torch.manual_seed(S); query, key, value = torch.rand(...) x3;\n"
       "nn.MultiheadAttention(...) default init, exactly as torch draws them).");
   add_forward_options(cmd, *a);
   cmd->add_option("--out", a->out_dir,
                   "Folder for output.npy, attn_weights.npy (N,H,L,S), attn_weights_avg.npy, trace.json, "
-                  "trace/<stage>.npy");
+                  "trace/<stage>.npy; replaced whole (an earlier run's, or a new or empty folder)");
   add_model_options(cmd, a->model,
                     "With --model: the layer whose attention trace --out writes, or all (default: all, "
                     "each in layer_<i>/)");
   return [a]() -> int {
+    if (!a->out_dir.empty())
+      refuse_output_over_inputs(a->out_dir,
+                                {a->inputs_dir, a->weights_file, a->scenario_file, a->model.model_dir});
     if (!a->model.model_dir.empty()) {
       check_model_alone(*a);
       return run_model_compute(a->model, a->out_dir);

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "commands.hpp"
 #include "errors.hpp"
+#include "io/file_io.hpp"
 #include "io/tokenizer_files.hpp"
 #include "model/gpt2.hpp"
 #include "model/roles.hpp"
@@ -69,17 +69,20 @@ int run_compute(const ComputeModelArgs& a) {
   for (const std::string& w : in.loaded.warnings) std::printf("warning: %s\n", w.c_str());
   if (a.out_dir.empty()) return 0;
   const bool all = in.layers.size() > 1;
-  for (std::int64_t l : in.layers) {
-    const fs::path dir = all ? fs::path(a.out_dir) / ("layer_" + std::to_string(l)) : fs::path(a.out_dir);
-    nlohmann::json meta = write_forward_outputs(dir, run.attn[std::size_t(l)]);
-    meta["model"] = in.loaded.folder;
-    meta["layer"] = l;
-    meta["n_layer"] = m.config.n_layer;
-    meta["tokens"] = in.tokens;
-    meta["input_ids"] = in.ids;
-    meta["next_token_top_k"] = top_k_json(in, run);
-    std::ofstream(dir / "trace.json") << meta.dump(2) << "\n";
-  }
+  // The whole folder at once (see write_folder_atomic): a failure keeps an earlier run's as it was.
+  write_folder_atomic(a.out_dir, {"trace.json", "layer_0/trace.json"}, [&](const std::string& staging) {
+    for (std::int64_t l : in.layers) {
+      const fs::path dir = all ? fs::path(staging) / ("layer_" + std::to_string(l)) : fs::path(staging);
+      nlohmann::json meta = write_forward_outputs(dir, run.attn[std::size_t(l)]);
+      meta["model"] = in.loaded.folder;
+      meta["layer"] = l;
+      meta["n_layer"] = m.config.n_layer;
+      meta["tokens"] = in.tokens;
+      meta["input_ids"] = in.ids;
+      meta["next_token_top_k"] = top_k_json(in, run);
+      write_json_file(dir / "trace.json", meta);
+    }
+  });
   std::printf("wrote %s: %s output.npy, attn_weights.npy (1, H, T, T), trace.json, trace/*.npy\n",
               a.out_dir.c_str(),
               all ? "layer_<i>/ for every layer:" : ("layer " + std::to_string(in.layers[0]) + ":").c_str());

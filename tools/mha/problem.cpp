@@ -2,6 +2,7 @@
 // weights under torch's names, or torch.manual_seed + torch.rand + nn.MultiheadAttention's default init.
 #include "problem.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -13,6 +14,7 @@
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 #include "io/state_dict.hpp"
+#include "limits.hpp"
 #include "masks.hpp"
 #include "torch_rng.hpp"
 #ifdef MHA_HAS_GPU
@@ -69,6 +71,30 @@ Weights<T> load_weights(const fs::path& dir, const std::string& safetensors,
   return w;
 }
 
+// Names a `.npy` file in an --inputs folder that nothing reads ("mask.npy", "attn-mask.npy"): left
+// unnamed, a mask under a wrong name would be ignored and the forward run unmasked. An earlier
+// run's outputs (output.npy, attn_weights*.npy) are not inputs either, and are left alone.
+void warn_unknown_inputs(const fs::path& dir) {
+  std::vector<std::string> known = {
+      "query", "key", "value", "attn_mask", "key_padding_mask", "output", "attn_weights", "attn_weights_avg"};
+  Weights<float> w;
+  for (auto& entry : state_dict(w)) known.push_back(entry.first);
+  std::vector<std::string> unknown;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".npy") continue;
+    if (std::find(known.begin(), known.end(), p.stem().string()) == known.end())
+      unknown.push_back(p.filename().string());
+  }
+  std::sort(unknown.begin(), unknown.end());
+  for (const std::string& name : unknown)
+    std::printf(
+        "warning: %s: %s is not read (not a name mha compute knows: query, key, value, attn_mask, "
+        "key_padding_mask, or an nn.MultiheadAttention state_dict name)\n",
+        dir.string().c_str(), name.c_str());
+}
+
 }  // namespace
 
 void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
@@ -85,12 +111,18 @@ void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
       ->needs(weights);
   auto* seed = cmd->add_option("--torch-seed", a.torch_seed, "Generate inputs and weights as torch does")
                    ->excludes(inputs);
-  cmd->add_option("--batch", a.batch, "N (with --torch-seed)")->needs(seed);
-  cmd->add_option("--tgt-len", a.tgt_len, "L, query length (with --torch-seed)")->needs(seed);
-  cmd->add_option("--src-len", a.src_len, "S, key/value length (default L)")->needs(seed);
-  cmd->add_option("--embed-dim", a.embed_dim, "E (with --torch-seed)")->needs(seed);
-  cmd->add_option("--kdim", a.kdim, "key feature size (default E; with --torch-seed)")->needs(seed);
-  cmd->add_option("--vdim", a.vdim, "value feature size (default E; with --torch-seed)")->needs(seed);
+  // Each size option records that it was given: 0 is then refused, not taken for "default".
+  const auto size = [&](const char* name, std::int64_t& field, const char* help) {
+    return cmd->add_option(name, field, help)->each([&a, name](const std::string&) {
+      a.sizes_given.push_back(name);
+    });
+  };
+  size("--batch", a.batch, "N (with --torch-seed)")->needs(seed);
+  size("--tgt-len", a.tgt_len, "L, query length (with --torch-seed)")->needs(seed);
+  size("--src-len", a.src_len, "S, key/value length (default L)")->needs(seed);
+  size("--embed-dim", a.embed_dim, "E (with --torch-seed)")->needs(seed);
+  size("--kdim", a.kdim, "key feature size (default E; with --torch-seed)")->needs(seed);
+  size("--vdim", a.vdim, "value feature size (default E; with --torch-seed)")->needs(seed);
   cmd->add_flag("--no-bias", a.no_bias, "bias=False (with --torch-seed)")->needs(seed);
   cmd->add_flag("--causal", a.causal, "a causal (L, S) bool attn_mask (with --torch-seed)")->needs(seed);
   cmd->add_option("--dtype", a.dtype, "float32 or float64 (with --torch-seed)")
@@ -101,8 +133,8 @@ void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
                   "sentence, seed, mask and edited tensors, computed as the app computes them")
       ->excludes(inputs)
       ->excludes(seed);
-  cmd->add_option("--num-heads", a.num_heads, "H, number of heads (required unless --scenario)");
-  cmd->add_option("--num-kv-heads", a.num_kv_heads, "G key/value heads, dividing H (GQA; 1 = MQA)");
+  size("--num-heads", a.num_heads, "H, number of heads (required unless --scenario)");
+  size("--num-kv-heads", a.num_kv_heads, "G key/value heads, dividing H (GQA; 1 = MQA; default H)");
   cmd->add_flag("--add-zero-attn", a.add_zero_attn, "append a zero key/value row (torch add_zero_attn)");
   cmd->add_flag("--seq-first", a.seq_first, "inputs are (L, N, E): torch's batch_first=False");
   cmd->add_option("--fully-masked", a.fully_masked,
@@ -139,15 +171,41 @@ DeviceForward* gpu_device() {
 }
 
 void check_model_alone(const ForwardArgs& a) {
-  if (!a.inputs_dir.empty() || a.torch_seed || !a.scenario_file.empty() || a.num_heads)
-    throw ConfigError("--model", "--model brings its own sizes and weights: leave out --inputs, --torch-seed, "
-                                 "--scenario and the size options");
+  if (!a.inputs_dir.empty() || a.torch_seed || !a.scenario_file.empty() || a.num_heads ||
+      !a.sizes_given.empty())
+    throw ConfigError("--model",
+                      "--model brings its own sizes and weights: leave out --inputs, --torch-seed, "
+                      "--scenario and the size options");
+}
+
+void check_sizes(const ForwardArgs& a) {
+  const struct {
+    const char* option;
+    std::int64_t value;
+    const limits::Range& range;
+  } sizes[] = {{"--batch", a.batch, limits::kBatch},
+               {"--tgt-len", a.tgt_len, limits::kTgtLen},
+               {"--src-len", a.src_len, limits::kSrcLen},
+               {"--embed-dim", a.embed_dim, limits::kEmbedDim},
+               {"--kdim", a.kdim, limits::kKdim},
+               {"--vdim", a.vdim, limits::kVdim},
+               {"--num-heads", a.num_heads, limits::kNumHeads},
+               {"--num-kv-heads", a.num_kv_heads, limits::kNumKvHeads}};
+  for (const auto& z : sizes) {
+    const bool given =
+        std::find(a.sizes_given.begin(), a.sizes_given.end(), std::string(z.option)) != a.sizes_given.end();
+    if ((given || z.value != 0) && !limits::contains(z.range, double(z.value)))
+      throw ConfigError(z.option, limits::out_of_range(z.option, z.range, std::to_string(z.value)));
+  }
 }
 
 bool check_forward_args(const ForwardArgs& a) {
+  check_sizes(a);
   if (!a.scenario_file.empty()) {
     if (a.num_heads)
       throw ConfigError("--num-heads", "--num-heads comes from the --scenario file; leave it out");
+    if (!a.sizes_given.empty())
+      throw ConfigError(a.sizes_given[0], a.sizes_given[0] + " comes from the --scenario file; leave it out");
     return false;  // the app computes scenarios in float32
   }
   if (a.inputs_dir.empty() && !a.torch_seed)
@@ -176,7 +234,8 @@ Problem<float> scenario_problem(const ForwardArgs& a) {
   p.options = b.options;
   if (a.backend_given) {
     p.options.backend = parse_backend(a.backend);
-    if (p.options.backend == Backend::gpu || p.options.backend == Backend::automatic) p.options.device = gpu_device();
+    if (p.options.backend == Backend::gpu || p.options.backend == Backend::automatic)
+      p.options.device = gpu_device();
   }
   p.source = a.scenario_file + " (\"" + s.name + "\")";
   p.query_tokens = s.query_tokens();
@@ -221,9 +280,20 @@ Problem<T> build_problem(const ForwardArgs& a) {
              "nn.MultiheadAttention default init";
   } else {
     const fs::path dir(a.inputs_dir);
+    warn_unknown_inputs(dir);
     in.query = to_tensor<T>(load(dir, "query"));
-    in.key = fs::exists(dir / "key.npy") ? to_tensor<T>(load(dir, "key")) : in.query;
-    in.value = fs::exists(dir / "value.npy") ? to_tensor<T>(load(dir, "value")) : in.key;
+    // Self-attention when neither key.npy nor value.npy is there; one without the other is refused,
+    // since guessing the missing one (as the query, or as the key) would compute something else.
+    const bool has_key = fs::exists(dir / "key.npy"), has_value = fs::exists(dir / "value.npy");
+    if (has_key != has_value)
+      throw FileError(
+          has_key ? "value" : "key",
+          a.inputs_dir + ": " +
+              (has_key ? "key.npy is there but value.npy is not" : "value.npy is there but key.npy is not") +
+              ": give both (cross-attention), or neither (self-attention: key = value = query)");
+    in.key = has_key ? to_tensor<T>(load(dir, "key")) : in.query;
+    in.value = has_value ? to_tensor<T>(load(dir, "value")) : in.query;
+    if (!has_key) std::printf("note: no key.npy or value.npy: self-attention, key = value = query\n");
     if (in.query.dim() < 2)
       throw ShapeError("query", "query.npy: expected (N, L, E) or (L, E), got " + shape_str(in.query.shape));
     c.embed_dim = in.query.shape.back();

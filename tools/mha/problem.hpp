@@ -25,6 +25,7 @@ struct ForwardArgs {
   std::int64_t batch = 0, tgt_len = 0, src_len = 0, embed_dim = 0, num_heads = 0, num_kv_heads = 0;
   std::int64_t kdim = 0, vdim = 0;
   bool backend_given = false;  // --backend on the command line (a scenario otherwise picks as the app)
+  std::vector<std::string> sizes_given;  // the size options given, each checked against limits.hpp
   bool no_bias = false, add_zero_attn = false, seq_first = false, causal = false;
   std::string dtype = "float32", fully_masked = "nan", backend = "cpu", mask_layout = "torch",
               mask_convention = "torch";
@@ -32,8 +33,9 @@ struct ForwardArgs {
 
 // Registers the options above on `cmd`.
 void add_forward_options(CLI::App* cmd, ForwardArgs& a);
-// Throws ConfigError/FileError for a missing or contradictory choice of inputs; returns whether
-// the forward runs in double (--dtype float64, or a float64 query.npy).
+// Throws ConfigError/FileError for a missing or contradictory choice of inputs, or a size option
+// outside limits.hpp (0 included: a size left out takes its default, one given is used as given);
+// returns whether the forward runs in double (--dtype float64, or a float64 query.npy).
 bool check_forward_args(const ForwardArgs& a);
 
 // "reference", "cpu", "gpu", "auto" -> Backend.
@@ -57,6 +59,8 @@ Problem<T> build_problem(const ForwardArgs& a);
 // returns trace.json's object (sizes, policy, counts, every stage) for the caller to add to and write.
 template <class T>
 nlohmann::json write_forward_outputs(const std::filesystem::path& dir, const ForwardResult<T>& r);
+// Writes `j` (indented) atomically; invalid UTF-8 in a string is written as U+FFFD, not refused.
+void write_json_file(const std::filesystem::path& path, const nlohmann::json& j);
 
 // A GPT-2 checkpoint and the text to run it on (`mha compute/export/bench --model`).
 struct ModelArgs {

@@ -3,7 +3,8 @@
 # root, or a user namespace where the kernel allows one). On it, `mha export` (the exporter's writer,
 # as the app's Export dialog uses) and `mha compute --out` (write_file_atomic: scenario saves and the
 # app's autosave) must fail with "No space left on device", exit 2, leave no temp file, and keep the
-# file they were replacing byte for byte.
+# file they were replacing byte for byte. Then the same with a folder the user may not write
+# (EACCES) and with the file system remounted read-only (EROFS).
 #   bash tests/full_disk_test.sh build/mha assets/presets/cat_sat_mat.json
 # Exits 77 (ctest: skipped) with the reason when no tmpfs can be mounted here.
 set -uo pipefail
@@ -13,6 +14,7 @@ scenario=$(realpath "$2")
 if [[ "${MHA_IN_NAMESPACE:-}" != 1 ]]; then
   for how in "-m" "-rm"; do
     if unshare $how true 2>/dev/null; then
+      [[ $how == -rm ]] && export MHA_USERNS=1
       MHA_IN_NAMESPACE=1 exec unshare $how --propagation private bash "$0" "$@"
     fi
   done
@@ -70,6 +72,43 @@ rm -f /tmp/full_disk_weights.$$ /tmp/full_disk_output.$$
 rm "$disk/filler"
 "$mha" export --scenario "$scenario" --stage attn_weights --out "$disk/new.png" >/dev/null ||
   fail "export after space was freed"
+
+# A folder this user may not write (EACCES): the run inside it stays as it was. Root writes
+# anywhere, so as root the command runs as nobody (setpriv); in a user namespace it cannot, and
+# this part is skipped with the reason.
+mkdir "$disk/locked"
+"$mha" compute --scenario "$scenario" --out "$disk/locked/run" >/dev/null || fail "compute into locked/, with room"
+cp "$disk/locked/run/output.npy" /tmp/full_disk_output.$$
+chmod 555 "$disk/locked"
+as_user=()
+if [[ $(id -u) == 0 ]]; then
+  if setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null && [[ -z "${MHA_USERNS:-}" ]]; then
+    as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  else
+    echo "skipped: EACCES (root here, and it cannot run the command as another user)"
+    as_user=(skip)
+  fi
+fi
+if [[ "${as_user[0]:-}" != skip ]]; then
+  out=$("${as_user[@]}" "$mha" compute --scenario "$scenario" --out "$disk/locked/run" 2>&1)
+  rc=$?
+  [[ $rc == 2 && $out == *"Permission denied"* ]] || fail "compute --out in an unwritable folder: rc=$rc: $out"
+  cmp -s "$disk/locked/run/output.npy" /tmp/full_disk_output.$$ || fail "EACCES: the earlier run was damaged"
+  echo "ok: compute --out in an unwritable folder: ${out%%$'\n'*}"
+fi
+chmod 755 "$disk/locked"
+
+# A read-only file system (EROFS): every write refused, every file kept.
+mount -o remount,ro "$disk" || fail "cannot remount the tmpfs read-only"
+for cmd in "export --scenario $scenario --stage attn_weights --format csv --out $disk/weights.csv" \
+  "compute --scenario $scenario --out $disk/run"; do
+  out=$("$mha" $cmd 2>&1)
+  rc=$?
+  [[ $rc == 2 && $out == *"Read-only file system"* ]] || fail "mha $cmd on a read-only disk: rc=$rc: $out"
+  echo "ok: ${cmd%% *} on a read-only file system: ${out%%$'\n'*}"
+done
+cmp -s "$disk/locked/run/output.npy" /tmp/full_disk_output.$$ || fail "EROFS: a run was damaged"
+rm -f /tmp/full_disk_output.$$
 umount "$disk"
 rmdir "$disk"
-echo "full disk: every write refused cleanly, nothing damaged"
+echo "full disk, unwritable folder, read-only file system: every write refused cleanly, nothing damaged"

@@ -1,5 +1,6 @@
 // The headless EGL context (see egl_context.hpp), through libepoxy's EGL entry points.
 #include "gpu/egl_context.hpp"
+#include "gpu/egl_probe.hpp"
 
 #include <epoxy/egl.h>
 
@@ -63,6 +64,8 @@ EGLContext make_context(EGLDisplay display, std::string& why) {
 }  // namespace
 
 std::unique_ptr<EglContext> EglContext::create() {
+  if (const std::string why = egl_probe(); !why.empty())  // before libepoxy, which would abort
+    throw DeviceError("gpu", "no headless GL context: " + why);
   std::string reasons;
   // Client extensions: a display-less query, valid only with EGL 1.5 / EGL_EXT_client_extensions.
   if (!epoxy_has_egl_extension(EGL_NO_DISPLAY, "EGL_EXT_platform_base"))

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -64,7 +65,7 @@ std::string check_ranges(int width, int height, double soak_seconds, int edits, 
   if (!lim::contains(lim::kWindowSize, height))
     return lim::out_of_range("--height", lim::kWindowSize, std::to_string(height));
   if (!lim::contains(lim::kSoakSeconds, soak_seconds))  // NaN included
-    return lim::out_of_range("--soak", lim::kSoakSeconds, std::to_string(soak_seconds));
+    return lim::out_of_range("--soak", lim::kSoakSeconds, (std::ostringstream() << soak_seconds).str());
   if (!lim::contains(lim::kEdits, edits))
     return lim::out_of_range("--edits", lim::kEdits, std::to_string(edits));
   if (frames < 1) return "--frames " + std::to_string(frames) + ": must be at least 1";

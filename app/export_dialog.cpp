@@ -57,7 +57,7 @@ std::string export_choice(const FigureChoice& choice, const ExportOptions& optio
 FigureRequest stage_request(const AppState& state, const std::string& stage, int head) {
   FigureRequest req;
   req.id = "heads";
-  const int n = state.scenario.view.batch_index;
+  const int n = state.scenario().view.batch_index;
   req.caption = stage + ", batch item " + std::to_string(n);
   if (!state.result.valid()) {
     req.disabled_reason = "no result to export yet";
@@ -67,7 +67,7 @@ FigureRequest stage_request(const AppState& state, const std::string& stage, int
   exporter::StageSlice slice;
   slice.stage = stage;
   slice.batch_index = n;
-  slice.colormap = state.scenario.view.colormap;
+  slice.colormap = state.scenario().view.colormap;
   slice.query_labels = state.result.query_tokens;
   slice.key_labels = state.result.key_tokens;
   const std::string stem = "mha-" + stage + "-batch" + std::to_string(n);

@@ -52,40 +52,47 @@ void FrameStats::start_size(AppState& state) {
 }
 
 void FrameStats::apply_edit(AppState& state, int k) {
-  Scenario& s = state.scenario;
+  const Scenario& s = state.scenario();
   const std::int64_t L = s.L();
   std::string kind;
+  Action action;
   switch (k % 3) {
     case 0: {  // toggle one mask cell below the diagonal, as a click in the mask editor does
       kind = "mask_toggle";
-      const std::size_t cell =
-          std::size_t(((k * 7) % L) * L + (k * 3) % std::max<std::int64_t>(1, (k * 7) % L + 1));
-      float& c = s.mask.cells[cell];
-      c = std::isinf(c) ? 0.0f : -INFINITY;
-      s.mask.preset = MaskPreset::custom;
+      const int row = int((k * 7) % L), col = int((k * 3) % std::max<std::int64_t>(1, (k * 7) % L + 1));
+      const std::size_t cell = std::size_t(row * L + col);  // in the first slice, whatever the scope
+      const float c = cell < s.mask.cells.size() ? s.mask.cells[cell] : 0.0f;
+      action = paint_mask_cells({{row, col}}, !std::isinf(c));
       break;
     }
-    case 1:  // drag one input value, as the cell editor does
+    case 1: {  // drag one input value, as the cell editor does
       kind = "value_drag";
-      s.query->data[std::size_t(k) % s.query->data.size()] += 0.05f;
+      const std::int64_t i = std::int64_t(k) % (s.batch * L * s.embed_dim);
+      action = set_tensor_value(
+          "query", i, s.query && i < s.query->numel() ? s.query->data[std::size_t(i)] + 0.05f : 0.5f);
       break;
+    }
     default:  // change the number of heads, as the size field does
       kind = "size_change";
-      s.num_heads = s.num_heads == kSpecs[size_].H ? kSpecs[size_].H / 2 : kSpecs[size_].H;
+      action = set_control("num_heads", std::to_string(s.num_heads == kSpecs[size_].H ? kSpecs[size_].H / 2
+                                                                                      : kSpecs[size_].H));
       break;
   }
   runs_[std::size_t(size_)].edits.push_back({kind, 0, 0});
   gen_before_ = state.result.generation;
   t0_ = Clock::now();
   waiting_ = true;
-  state.now += 1;  // each scripted edit is its own undo step
-  state.edited(kind.c_str());
+  state.now += 1;              // each scripted edit is its own undo step
+  if (!state.apply(action)) {  // refused (another driver changed the scenario under it): not timed
+    runs_[std::size_t(size_)].edits.pop_back();
+    waiting_ = false;
+  }
 }
 
 void FrameStats::before_frame(AppState& state) {
   if (done() || waiting_) return;
   if (edit_ < 0) {
-    if (state.scenario.name.rfind("frame stats: ", 0) != 0 || state.scenario.tgt_len != kSpecs[size_].L) {
+    if (state.scenario().name.rfind("frame stats: ", 0) != 0 || state.scenario().tgt_len != kSpecs[size_].L) {
       start_size(state);
       return;
     }
@@ -103,7 +110,13 @@ void FrameStats::before_frame(AppState& state) {
 }
 
 void FrameStats::after_frame(const AppState& state) {
-  if (!waiting_ || state.result.generation == gen_before_ || state.computer.busy()) return;
+  if (!waiting_ || state.computer.busy()) return;
+  if (state.result.generation == gen_before_) {
+    if (!state.compute_failed) return;           // not landed yet
+    runs_[std::size_t(size_)].edits.pop_back();  // the forward failed: nothing to time
+    waiting_ = false;
+    return;
+  }
   Edit& e = runs_[std::size_t(size_)].edits.back();
   e.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0_).count();
   e.forward_ms = state.result.compute_ms;

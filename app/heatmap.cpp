@@ -2,10 +2,14 @@
 // sampling; labels, hatching, values and the selection are draw-list primitives on top.
 #include "heatmap.hpp"
 
+#include <imgui_internal.h>  // SetItemUsingMouseWheel
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "scenario.hpp"  // to_string(Colormap)
 #include "studio_names.hpp"
@@ -32,6 +36,32 @@ int label_step(float cell, float text_extent) {
 
 }  // namespace
 
+namespace {
+int g_hover_query = -1, g_hover_key = -1;  // reported this frame (UI thread only)
+}  // namespace
+
+void report_hover(int query, int key) {
+  g_hover_query = query;
+  g_hover_key = key;
+}
+
+void report_hover(const HeatmapEvent& ev) {
+  if (ev.hovered)
+    report_hover(ev.row, ev.col);
+  else if (ev.label_row >= 0 || ev.label_col >= 0)
+    report_hover(ev.label_row, ev.label_col);
+}
+
+void take_hover(ViewState& v) {
+  v.hover_query = g_hover_query;
+  v.hover_key = g_hover_key;
+  g_hover_query = g_hover_key = -1;
+}
+
+ImU32 hover_colour(int alpha) {
+  return IM_COL32(255, 150, 30, alpha);
+}
+
 void finite_range(const float* v, std::int64_t n, float* lo, float* hi) {
   float a = std::numeric_limits<float>::infinity(), b = -a;
   for (std::int64_t i = 0; i < n; ++i)
@@ -54,11 +84,30 @@ float row_top(const Heatmap& h, int r) {
   return top > 0 ? top : 1.0f;  // an all-zero or all-blocked row: any range draws it
 }
 
+namespace {
+
+// A heatmap's zoom: the factor over the fitted cell size and the first row and column on screen
+// (fractional). Kept per widget id while its rows and columns stay the same.
+struct Zoom {
+  int rows = 0, cols = 0;
+  float zoom = 1, row0 = 0, col0 = 0;
+};
+
+Zoom& zoom_of(const Heatmap& h) {
+  static std::map<std::string, Zoom> zooms;  // UI thread only
+  Zoom& z = zooms[h.id];
+  if (z.rows != h.rows || z.cols != h.cols || !h.zoomable) z = Zoom{h.rows, h.cols};
+  return z;
+}
+
+}  // namespace
+
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   HeatmapEvent ev;
   if (h.rows <= 0 || h.cols <= 0 || !h.values) return ev;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImGuiStyle& style = ImGui::GetStyle();
+  const ImGuiIO& io = ImGui::GetIO();
   const float font = ImGui::GetFontSize();
   const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
@@ -69,23 +118,33 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     row_w = std::max(row_w, ImGui::CalcTextSize((*h.row_labels)[std::size_t(i)].c_str()).x);
   for (int j = 0; h.col_labels && j < h.cols && j < int(h.col_labels->size()); ++j)
     col_w = std::max(col_w, ImGui::CalcTextSize((*h.col_labels)[std::size_t(j)].c_str()).x);
-  row_w = std::min(row_w, font * 8) + style.ItemSpacing.x;
-  col_w = std::min(col_w, font * 8) + style.ItemSpacing.y;
-  const float nan_w = font * 1.5f;  // right margin for the NaN-row flag
+  row_w = h.margins || h.row_labels ? std::min(row_w, font * 8) + style.ItemSpacing.x : 0.0f;
+  col_w = h.margins || h.col_labels ? std::min(col_w, font * 8) + style.ItemSpacing.y : 0.0f;
+  const float nan_w = h.margins ? font * 1.5f : 0.0f;  // right margin for the NaN-row flag
 
   ImVec2 avail = h.size;
   if (avail.x <= 0) avail.x = ImGui::GetContentRegionAvail().x;
   if (avail.y <= 0) avail.y = ImGui::GetContentRegionAvail().y;
   const float grid_w = std::max(1.0f, avail.x - row_w - nan_w), grid_h = std::max(1.0f, avail.y - col_w);
-  const float cell = std::max(1.0f, std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
+  // The fitted cell: the grid's footprint on screen. Zoomed, cells grow and the footprint stays.
+  const float fit = std::max(1.0f, std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
+  Zoom& z = zoom_of(h);
+  const float cell = fit * z.zoom;
   // Column labels run vertically when they do not fit across a cell.
   const bool vertical = col_w - style.ItemSpacing.y > cell;
-  const float top = vertical ? col_w : font + style.ItemSpacing.y;
+  const float top = !h.margins && !h.col_labels ? 0.0f : vertical ? col_w : font + style.ItemSpacing.y;
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 g0(origin.x + row_w, origin.y + top);
-  const ImVec2 g1(g0.x + cell * float(h.cols), g0.y + cell * float(h.rows));
-  ev.grid_min = g0;
+  const ImVec2 g1(g0.x + fit * float(h.cols), g0.y + fit * float(h.rows));
+  // Cell (r, c)'s top-left corner on screen; the rows and columns at least partly on screen.
+  auto cx = [&](float c) { return g0.x + (c - z.col0) * cell; };
+  auto cy = [&](float r) { return g0.y + (r - z.row0) * cell; };
+  const int c_lo = std::clamp(int(std::floor(z.col0)), 0, h.cols - 1);
+  const int c_hi = std::clamp(int(std::ceil(z.col0 + float(h.cols) / z.zoom)), c_lo + 1, h.cols);
+  const int r_lo = std::clamp(int(std::floor(z.row0)), 0, h.rows - 1);
+  const int r_hi = std::clamp(int(std::ceil(z.row0 + float(h.rows) / z.zoom)), r_lo + 1, h.rows);
+  ev.grid_min = ImVec2(cx(0), cy(0));  // cell (r, c) is at grid_min + cell·(c, r), zoomed or not
   ev.cell = cell;
 
   auto at = [&](int r, int c) {
@@ -94,6 +153,7 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   // A grid scrolled or clipped out of view is neither coloured nor uploaded (at L = 2048 each map is
   // 2048 pixels wide and 16 MiB of texture); the cache fills it when it comes into view.
   const bool visible = ImGui::IsRectVisible(g0, g1);
+  dl->PushClipRect(g0, g1, true);  // zoomed cells stop at the grid's edge
   if (visible) {
     const ImTextureID tex = textures.get(h.id, h.version, h.cols, h.rows, [&](std::uint32_t* rgba) {
       for (int r = 0; r < h.rows; ++r) {
@@ -107,15 +167,26 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
           for (int c = 0; c < h.cols; ++c) out[c] = value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
       }
     });
-    dl->AddImage(tex, g0, g1);
+    const float span_c = float(h.cols) / z.zoom, span_r = float(h.rows) / z.zoom;
+    dl->AddImage(tex, g0, g1, ImVec2(z.col0 / float(h.cols), z.row0 / float(h.rows)),
+                 ImVec2((z.col0 + span_c) / float(h.cols), (z.row0 + span_r) / float(h.rows)));
   }
 
-  // Blocked cells: hatched, so they never read as "low".
+  // Dear ImGui's draw lists index vertices in 16 bits: a window holds at most 65536 of them. Hatching
+  // and values are drawn for a map only when what they add (counted up front) still fits, so many
+  // maps in one window (the Heads and Overview grids) degrade to plain cells instead of aborting.
+  constexpr int kMaxVertices = 60000;
+  const std::int64_t visible_cells = std::int64_t(r_hi - r_lo) * (c_hi - c_lo);
+  std::int64_t blocked_cells = 0;
   if (visible && h.blocked && cell >= 6)
-    for (int r = 0; r < h.rows; ++r)
-      for (int c = 0; c < h.cols; ++c)
+    for (int r = r_lo; r < r_hi; ++r)
+      for (int c = c_lo; c < c_hi; ++c) blocked_cells += h.blocked(r, c);
+  // Blocked cells: hatched, so they never read as "low".
+  if (visible && blocked_cells > 0 && dl->VtxBuffer.Size + blocked_cells * 12 < kMaxVertices)
+    for (int r = r_lo; r < r_hi; ++r)
+      for (int c = c_lo; c < c_hi; ++c)
         if (h.blocked(r, c)) {
-          const ImVec2 a(g0.x + cell * float(c), g0.y + cell * float(r));
+          const ImVec2 a(cx(float(c)), cy(float(r)));
           dl->AddLine(ImVec2(a.x, a.y + cell), ImVec2(a.x + cell, a.y), IM_COL32(40, 40, 40, 200), 1.0f);
           dl->AddLine(ImVec2(a.x, a.y + cell * 0.5f), ImVec2(a.x + cell * 0.5f, a.y),
                       IM_COL32(40, 40, 40, 200));
@@ -123,15 +194,17 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
                       IM_COL32(40, 40, 40, 200));
         }
 
-  // Cell text when it fits: the caller's (cell_text), or the value, black or white by background.
-  if (visible &&
-      ((h.cell_text && cell >= font * 1.05f) || (h.show_values && !h.cell_text && cell >= font * 2.4f))) {
+  // Cell text wherever it fits (zoom in to make room): the caller's (cell_text), or the value, black
+  // or white by background.
+  // A value is a few glyphs of 4 vertices each: about 7 on average with its decimals.
+  if (visible && cell >= font * 1.05f && (h.cell_text || h.show_values) &&
+      dl->VtxBuffer.Size + visible_cells * 28 < kMaxVertices) {
     char buf[32];
     // Decimals follow the map's range, so small differences do not all print as 0.00.
     const float span = std::max(std::fabs(h.vmin), std::fabs(h.vmax));
     const char* fmt = span >= 100 ? "%.0f" : span >= 0.1f ? "%.2f" : span >= 0.01f ? "%.3f" : "%.1e";
-    for (int r = 0; r < h.rows; ++r)
-      for (int c = 0; c < h.cols; ++c) {
+    for (int r = r_lo; r < r_hi; ++r)
+      for (int c = c_lo; c < c_hi; ++c) {
         const float v = at(r, c);
         const bool blocked = h.blocked && h.blocked(r, c);
         const char* t = buf;
@@ -147,65 +220,115 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
                                  : h.row_scale ? value_rgba(h.colormap, v, 0.0f, row_top(h, r))
                                                : value_rgba(h.colormap, v, h.vmin, h.vmax);
         const int lum = int(bg & 0xFF) * 299 + int((bg >> 8) & 0xFF) * 587 + int((bg >> 16) & 0xFF) * 114;
-        dl->AddText(ImVec2(g0.x + cell * (float(c) + 0.5f) - ts.x * 0.5f,
-                           g0.y + cell * (float(r) + 0.5f) - ts.y * 0.5f),
+        dl->AddText(ImVec2(cx(float(c) + 0.5f) - ts.x * 0.5f, cy(float(r) + 0.5f) - ts.y * 0.5f),
                     lum > 128000 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255), t);
       }
   }
 
-  // Axis labels: queries down the left, keys across the top; every k-th when cells are small.
-  if (h.row_labels) {
-    const int step = label_step(cell, font);
-    for (int r = 0; r < h.rows && r < int(h.row_labels->size()); r += step) {
-      const char* t = (*h.row_labels)[std::size_t(r)].c_str();
-      const ImVec2 ts = ImGui::CalcTextSize(t);
-      // The clip stops labels running into the grid, not past its last row (a label is taller than a small
-      // cell).
-      dl->PushClipRect(origin, ImVec2(g0.x - style.ItemSpacing.x * 0.5f, g1.y + font), true);
-      dl->AddText(
-          ImVec2(g0.x - style.ItemSpacing.x * 0.5f - ts.x, g0.y + cell * (float(r) + 0.5f) - ts.y * 0.5f),
-          text_col, t);
-      dl->PopClipRect();
-    }
+  // The linked-hover token's row and column: an outline, so the colours under it stay readable.
+  if (h.hover_row >= r_lo && h.hover_row < r_hi) {
+    const float y = cy(float(h.hover_row));
+    dl->AddRect(ImVec2(g0.x - 1, y - 1), ImVec2(g1.x + 1, y + cell + 1), hover_colour(), 0, 0, 2.0f);
   }
-  if (h.col_labels) {
-    const int step = vertical ? label_step(cell, font) : 1;
-    for (int c = 0; c < h.cols && c < int(h.col_labels->size()); c += step) {
-      const char* t = (*h.col_labels)[std::size_t(c)].c_str();
-      const ImVec2 ts = ImGui::CalcTextSize(t);
-      if (vertical)
-        add_text_vertical(
-            dl, ImVec2(g0.x + cell * (float(c) + 0.5f) - ts.y * 0.5f, g0.y - style.ItemSpacing.y * 0.5f),
-            text_col, t);
-      else
-        dl->AddText(
-            ImVec2(g0.x + cell * (float(c) + 0.5f) - ts.x * 0.5f, g0.y - ts.y - style.ItemSpacing.y * 0.5f),
-            text_col, t);
-    }
+  if (h.hover_col >= c_lo && h.hover_col < c_hi) {
+    const float x = cx(float(h.hover_col));
+    dl->AddRect(ImVec2(x - 1, g0.y - 1), ImVec2(x + cell + 1, g1.y + 1), hover_colour(), 0, 0, 2.0f);
   }
-
-  // Rows that are NaN (every key blocked) get a flag at their right end.
-  std::vector<int> nan_rows;
-  for (int r = 0; r < h.rows; ++r)
-    if (std::isnan(at(r, 0))) nan_rows.push_back(r);
-  for (int r : nan_rows)
-    dl->AddText(ImVec2(g1.x + style.ItemSpacing.x * 0.5f, g0.y + cell * (float(r) + 0.5f) - font * 0.5f),
-                IM_COL32(255, 60, 200, 255), "NaN");
-
-  if (h.selected_row >= 0 && h.selected_col >= 0 && h.selected_row < h.rows && h.selected_col < h.cols) {
-    const ImVec2 a(g0.x + cell * float(h.selected_col), g0.y + cell * float(h.selected_row));
+  if (h.selected_row >= r_lo && h.selected_col >= c_lo && h.selected_row < r_hi && h.selected_col < c_hi) {
+    const ImVec2 a(cx(float(h.selected_col)), cy(float(h.selected_row)));
     dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 255, 255, 255), 0, 0, 2.5f);
     dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(a.x + cell + 1, a.y + cell + 1), IM_COL32(0, 0, 0, 255));
   }
+  dl->PopClipRect();
+
+  // Axis labels: queries down the left, keys across the top; every k-th when cells are small. The
+  // hovered token's label is drawn whatever the step, highlighted.
+  if (h.row_labels) {
+    const int step = label_step(cell, font);
+    // The clip stops labels running into the grid, and past its rows when zoomed.
+    dl->PushClipRect(ImVec2(origin.x, g0.y - font * 0.5f),
+                     ImVec2(g0.x - style.ItemSpacing.x * 0.5f, g1.y + font), true);
+    for (int r = r_lo; r < r_hi && r < int(h.row_labels->size()); ++r) {
+      const bool hovered = r == h.hover_row;
+      if (r % step != 0 && !hovered) continue;
+      const char* t = (*h.row_labels)[std::size_t(r)].c_str();
+      const ImVec2 ts = ImGui::CalcTextSize(t);
+      const ImVec2 p(std::max(origin.x, g0.x - style.ItemSpacing.x * 0.5f - ts.x),
+                     cy(float(r) + 0.5f) - ts.y * 0.5f);
+      if (hovered) dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(g0.x - 1, p.y + ts.y), hover_colour());
+      dl->AddText(p, hovered ? IM_COL32(0, 0, 0, 255) : text_col, t);
+    }
+    dl->PopClipRect();
+  }
+  if (h.col_labels) {
+    const int step = vertical ? label_step(cell, font) : 1;
+    dl->PushClipRect(ImVec2(g0.x - font * 0.5f, origin.y), ImVec2(g1.x + font * 0.5f, g0.y), true);
+    for (int c = c_lo; c < c_hi && c < int(h.col_labels->size()); ++c) {
+      const bool hovered = c == h.hover_col;
+      if (c % step != 0 && !hovered) continue;
+      const char* t = (*h.col_labels)[std::size_t(c)].c_str();
+      const ImVec2 ts = ImGui::CalcTextSize(t);
+      const float x = cx(float(c) + 0.5f);
+      const ImU32 col = hovered ? IM_COL32(0, 0, 0, 255) : text_col;
+      if (vertical) {
+        if (hovered)
+          dl->AddRectFilled(
+              ImVec2(x - ts.y * 0.5f, g0.y - style.ItemSpacing.y * 0.5f - std::min(ts.x, col_w)),
+              ImVec2(x + ts.y * 0.5f, g0.y - 1), hover_colour());
+        add_text_vertical(dl, ImVec2(x - ts.y * 0.5f, g0.y - style.ItemSpacing.y * 0.5f), col, t);
+      } else {
+        const ImVec2 p(x - ts.x * 0.5f, g0.y - ts.y - style.ItemSpacing.y * 0.5f);
+        if (hovered)
+          dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(p.x + ts.x + 2, p.y + ts.y), hover_colour());
+        dl->AddText(p, col, t);
+      }
+    }
+    dl->PopClipRect();
+  }
+
+  // Rows that are NaN (every key blocked) get a flag at their right end.
+  for (int r = r_lo; r < r_hi && h.margins; ++r)
+    if (std::isnan(at(r, 0)))
+      dl->AddText(ImVec2(g1.x + style.ItemSpacing.x * 0.5f, cy(float(r) + 0.5f) - font * 0.5f),
+                  IM_COL32(255, 60, 200, 255), "NaN");
   dl->AddRect(g0, g1, dim_col);
+
+  // The pointer over an axis label names that token (linked hover).
+  if (ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem)) {
+    const ImVec2 m = io.MousePos;
+    if (h.row_labels && m.x >= origin.x && m.x < g0.x && m.y >= g0.y && m.y < g1.y)
+      ev.label_row = std::clamp(int(z.row0 + (m.y - g0.y) / cell), 0, h.rows - 1);
+    if (h.col_labels && m.y >= origin.y && m.y < g0.y && m.x >= g0.x && m.x < g1.x)
+      ev.label_col = std::clamp(int(z.col0 + (m.x - g0.x) / cell), 0, h.cols - 1);
+  }
 
   // Interaction: one invisible button over the grid.
   ImGui::SetCursorScreenPos(g0);
   ImGui::InvisibleButton(h.id.c_str(), ImVec2(g1.x - g0.x, g1.y - g0.y));
   if (ImGui::IsItemHovered()) {
-    const ImVec2 m = ImGui::GetIO().MousePos;
-    ev.col = std::clamp(int((m.x - g0.x) / cell), 0, h.cols - 1);
-    ev.row = std::clamp(int((m.y - g0.y) / cell), 0, h.rows - 1);
+    const ImVec2 m = io.MousePos;
+    // Zoom: Ctrl + wheel about the pointer; pan: drag with the right button; right double-click: fit.
+    if (h.zoomable) {
+      if (io.KeyCtrl) ImGui::SetItemUsingMouseWheel();  // Ctrl+wheel zooms here instead of scrolling the view
+      const float old = z.zoom;
+      if (io.KeyCtrl && io.MouseWheel != 0)
+        z.zoom = std::clamp(z.zoom * std::pow(1.25f, io.MouseWheel), 1.0f,
+                            std::max(1.0f, float(std::max(h.rows, h.cols)) / 2.0f));
+      if (z.zoom != old) {  // keep the cell under the pointer where it is
+        const float fc = z.col0 + (m.x - g0.x) / (fit * old), fr = z.row0 + (m.y - g0.y) / (fit * old);
+        z.col0 = fc - (m.x - g0.x) / (fit * z.zoom);
+        z.row0 = fr - (m.y - g0.y) / (fit * z.zoom);
+      }
+      if (ImGui::IsMouseDragging(ImGuiMouseButton_Right)) {
+        z.col0 -= io.MouseDelta.x / cell;
+        z.row0 -= io.MouseDelta.y / cell;
+      }
+      if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Right)) z = Zoom{h.rows, h.cols};
+      z.col0 = std::clamp(z.col0, 0.0f, float(h.cols) - float(h.cols) / z.zoom);
+      z.row0 = std::clamp(z.row0, 0.0f, float(h.rows) - float(h.rows) / z.zoom);
+    }
+    ev.col = std::clamp(int(z.col0 + (m.x - g0.x) / (fit * z.zoom)), 0, h.cols - 1);
+    ev.row = std::clamp(int(z.row0 + (m.y - g0.y) / (fit * z.zoom)), 0, h.rows - 1);
     ev.hovered = true;
     ev.clicked = ImGui::IsMouseReleased(ImGuiMouseButton_Left);
     ev.dragging = ImGui::IsMouseDown(ImGuiMouseButton_Left);
@@ -227,6 +350,12 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
           "choose \"fully masked -> 0\" in the controls for zeros.");
     else
       ImGui::Text("%.6g", double(v));
+    if (h.zoomable && z.zoom > 1)
+      ImGui::TextDisabled(
+          "zoom %.1fx: Ctrl+wheel; drag with the right button to pan; double right-click: fit",
+          double(z.zoom));
+    else if (h.zoomable)
+      ImGui::TextDisabled("Ctrl+wheel: zoom in (values show once they fit)");
     ImGui::EndTooltip();
   }
   ImGui::SetCursorScreenPos(ImVec2(origin.x, g1.y + style.ItemSpacing.y));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "colormap.hpp"
+#include "scenario.hpp"
 #include "studio_names.hpp"
 #include "textures.hpp"
 
@@ -37,6 +38,16 @@ struct Heatmap {
   ImVec2 size{0, 0};                         // space to fill; 0 = the available region
   std::uint64_t version = 0;                 // content version: the texture is refilled only when it changes
   int selected_row = -1, selected_col = -1;  // outlined
+  // Linked hover: the token under the pointer in any view (ViewState::hover_query / hover_key), its
+  // row and column banded and its labels highlighted. -1: none.
+  int hover_row = -1, hover_col = -1;
+  // Ctrl+wheel zooms about the pointer (cell values appear once they fit), a right-button drag pans,
+  // a right double-click fits again. The footprint on screen stays; HeatmapEvent::grid_min and cell
+  // then place cells off the grid's edge.
+  bool zoomable = false;
+  // false: no room kept for absent labels nor for the NaN-row flag (small multiples, where every
+  // pixel goes to the cells; NaN cells keep their colour).
+  bool margins = true;
 };
 
 struct HeatmapEvent {
@@ -44,11 +55,21 @@ struct HeatmapEvent {
   bool clicked = false;   // mouse released on a cell
   bool dragging = false;  // left button held over a cell (mask painting)
   int row = -1, col = -1;
+  // The pointer is over an axis label instead: a query (row) or key (column) token, else -1.
+  int label_row = -1, label_col = -1;
   ImVec2 grid_min{0, 0};  // where the cells were drawn (screen space), for aligning other widgets
   float cell = 0;         // cell size in pixels
 };
 
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h);
+// Linked hover. A view with the pointer over a token (a cell, an axis label, a line) reports it; once a
+// frame, before the views draw, take_hover moves what the last frame reported into
+// ViewState::hover_query / hover_key (-1 both when nothing was), which every view then marks.
+void report_hover(int query, int key);
+void report_hover(const HeatmapEvent& ev);  // its cell, or the label under the pointer
+void take_hover(ViewState& v);
+// The colour that marks the linked-hover token (bands, labels, lines): one for every view.
+ImU32 hover_colour(int alpha = 255);
 // Row r's colour top with row_scale: its largest finite, unblocked value (1 when none is above 0).
 float row_top(const Heatmap& h, int r);
 // A vertical colorbar with ticks, `height` pixels tall.

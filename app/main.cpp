@@ -32,6 +32,7 @@
 #include "io/npy.hpp"
 #include "limits.hpp"
 #include "model_cache.hpp"
+#include "open_path.hpp"
 #include "studio_names.hpp"
 #include "panels/panels.hpp"
 #include "soak.hpp"
@@ -132,10 +133,26 @@ int main(int argc, char** argv) {
   cli.add_option("--dump-state", dump_state,
                  "Once the edits are done and autosaved, write the scenario as JSON to this file");
   cli.add_flag("--exit-after-dump", exit_after_dump, "Exit once --dump-state is written");
+  std::string open_file;
+  cli.add_option("FILE", open_file, "A scenario (.json), attention weights (.npy) or a GPT-2 model folder to open");
   if (const int status = mha::platform::parse_command_line(cli, argc, argv); status >= 0) return status;
   if (const std::string bad = check_ranges(width, height, soak_seconds, soak_edits, frames); !bad.empty()) {
     std::fprintf(stderr, "mha-studio: error: %s\n", bad.c_str());
     return 2;
+  }
+  // FILE: whichever of --scenario, --attention or a model folder it is (open_path.hpp).
+  std::string model_folder;
+  if (!open_file.empty()) {
+    try {
+      const OpenRequest open = classify_open_path(open_file);
+      std::string& slot = open.kind == OpenKind::scenario    ? scenario_file
+                          : open.kind == OpenKind::attention ? attention_file
+                                                             : model_folder;
+      if (!slot.empty()) return mha::platform::usage_error(cli, cli, "FILE and --scenario/--attention name two files");
+      slot = open.path;
+    } catch (const mha::Error& e) {
+      return mha::platform::usage_error(cli, cli, e.what());
+    }
   }
   const std::string assets = find_assets_dir();
   if (assets.empty())
@@ -238,12 +255,12 @@ int main(int argc, char** argv) {
   const std::string autosave = session.path;
   try {
     if (!scenario_file.empty()) {
-      state.scenario = load_scenario(scenario_file);
+      state.start(load_scenario(scenario_file));
       env.scenario_path = scenario_file;
     } else if (session.restored) {
-      state.scenario = std::move(*session.restored);
+      state.start(std::move(*session.restored));
     } else if (fs::exists(assets + "/presets/course_notebook.json")) {
-      state.scenario = load_scenario(assets + "/presets/course_notebook.json");
+      state.start(load_scenario(assets + "/presets/course_notebook.json"));
     }
   } catch (const mha::Error& e) {
     state.errors["file"] = e.what();  // start from the default scenario and say why
@@ -252,8 +269,8 @@ int main(int argc, char** argv) {
   state.autosave_path = autosave;
   if (!session.message.empty() && !(session.restored && !scenario_file.empty())) state.status = session.message;
   if (font_scale > 0) {
-    state.scenario.view.presenter = true;
-    state.scenario.view.font_scale = std::clamp(font_scale, 1.0f, 3.0f);
+    state.view().presenter = true;
+    state.view().font_scale = std::clamp(font_scale, 1.0f, 3.0f);
   }
   for (int i = 0; i < kTabCount; ++i)
     if (tab_name == kTabNames[i]) env.select_tab = i;
@@ -261,9 +278,10 @@ int main(int argc, char** argv) {
     open_attention_file(attention_file);
     if (tab_name.empty()) env.select_tab = kAttentionFileTab;
   }
-  if (env.select_tab < 0) env.select_tab = state.scenario.view.tab;
+  if (env.select_tab < 0) env.select_tab = state.scenario().view.tab;
   if (stats) env.select_tab = FrameStats::kTab;  // the tab the replay measures, whatever was open
-  state.committed = state.scenario;
+  if (!model_folder.empty()) state.apply(choose_model(model_folder));  // a load error shows by the control
+  state.committed = state.scenario();
   state.recompute();
   std::unique_ptr<Soak> soak;
   if (soak_seconds > 0 || soak_edits > 0) soak = std::make_unique<Soak>(soak_seconds, soak_edits, soak_seed);
@@ -271,7 +289,7 @@ int main(int argc, char** argv) {
 
   // ---- Main loop ----
   float font_px = 0;
-  bool presenter = !state.scenario.view.presenter;  // forces the first apply_theme
+  bool presenter = !state.scenario().view.presenter;  // forces the first apply_theme
   int frame = 0;
   while (!glfwWindowShouldClose(window) && !env.quit_requested) {
     // Sleep unless something needs frames: an animation, or a scripted run with nothing computing.
@@ -284,7 +302,7 @@ int main(int argc, char** argv) {
     state.animating = false;
 
     // Fonts and theme follow the presenter settings; the atlas is rebuilt outside a frame.
-    const ViewState& v = state.scenario.view;
+    const ViewState& v = state.view();
     const float want_px = std::round(17.0f * content_scale * (v.presenter ? v.font_scale : 1.0f));
     if (want_px != font_px) {
       const std::string warning = load_fonts(assets, want_px);
@@ -336,7 +354,7 @@ int main(int argc, char** argv) {
     // --dump-state: once the edits are done, the result is in and the autosave has been written.
     if (!dump_state.empty() && (!soak || soak->done()) &&
         !(state.autosave_pending && !state.autosave_path.empty()) && !state.computer.busy()) {
-      const std::string text = to_json(state.scenario);
+      const std::string text = to_json(state.scenario());
       try {
         mha::write_file_atomic(dump_state, std::vector<unsigned char>(text.begin(), text.end()));
       } catch (const mha::Error& e) {
@@ -363,7 +381,7 @@ int main(int argc, char** argv) {
   // ---- Cleanup ----
   if (!autosave.empty()) {
     try {
-      save_scenario(autosave, state.scenario);
+      save_scenario(autosave, state.scenario());
     } catch (const mha::Error& e) {
       std::fprintf(stderr, "mha-studio: autosave on exit failed: %s\n", e.what());
     }

@@ -26,53 +26,60 @@ Soak::Soak(double seconds, int max_edits, std::uint64_t seed)
     : seconds_(seconds), max_edits_(max_edits), rng_(seed) {}
 
 void Soak::edit(AppState& state, UiEnv& env) {
-  Scenario& s = state.scenario;
+  const Scenario& s = state.scenario();
   auto pick = [&](int n) { return int(rng_() % std::uint64_t(n)); };
+  auto num = [](std::int64_t v) { return std::to_string(v); };
   std::string kind;
+  std::vector<Action> actions;  // what a user would do for this edit, in order
   switch (pick(12)) {
     case 0: {  // a size field; sizes stay at teaching scale so every forward is on the UI thread
       static const std::int64_t kL[] = {2, 3, 4, 6, 8, 12, 16, 24};
       static const std::int64_t kE[] = {4, 8, 12, 16, 32};
       static const std::int64_t kH[] = {1, 2, 3, 4, 8};
+      if (s.has_model()) actions.push_back(choose_model(""));
+      actions.push_back(set_control("sentence", ""));
       switch (pick(4)) {
-        case 0: s.tgt_len = kL[pick(8)], kind = "L"; break;
-        case 1: s.embed_dim = kE[pick(5)], kind = "E"; break;  // may not divide: an inline error
-        case 2: s.num_heads = kH[pick(5)], kind = "H"; break;
-        default: s.batch = 1 + pick(4), kind = "N"; break;
+        case 0: actions.push_back(set_control("tgt_len", num(kL[pick(8)]))), kind = "L"; break;
+        case 1:
+          actions.push_back(set_control("embed_dim", num(kE[pick(5)]))), kind = "E";
+          break;  // may not divide
+        case 2: actions.push_back(set_control("num_heads", num(kH[pick(5)]))), kind = "H"; break;
+        default: actions.push_back(set_control("batch", num(1 + pick(4)))), kind = "N"; break;
       }
-      s.sentence.clear();
       break;
     }
     case 1: {
-      static const MaskPreset kPresets[] = {
-          MaskPreset::none,           MaskPreset::causal,    MaskPreset::padding, MaskPreset::sliding_window,
-          MaskPreset::block_diagonal, MaskPreset::prefix_lm, MaskPreset::random};
-      s.mask.preset = kPresets[pick(7)];
-      s.mask.scope = MaskScope(pick(3));
-      s.mask.random_seed = rng_() % 1000;
+      static const char* kPresets[] = {"none",           "causal",    "padding", "sliding_window",
+                                       "block_diagonal", "prefix_lm", "random"};
+      actions.push_back(set_mask_preset(kPresets[pick(7)]));
       kind = "mask preset";
       break;
     }
-    case 2:  // click one mask cell, as the mask editor does
-      if (s.mask.cells.empty()) return;
-      {
-        float& c = s.mask.cells[rng_() % s.mask.cells.size()];
-        c = std::isinf(c) ? 0.0f : -INFINITY;
-      }
-      s.mask.preset = MaskPreset::custom;
+    case 2: {  // click one mask cell, as the mask editor does
+      const int r = pick(int(std::max<std::int64_t>(1, s.L()))),
+                c = pick(int(std::max<std::int64_t>(1, s.S())));
+      actions.push_back(paint_mask_cells({{r, c}}, pick(2) == 0));
       kind = "mask cell";
       break;
-    case 3: s.seed = rng_() % 100000, kind = "seed"; break;
+    }
+    case 3: actions.push_back(set_control("seed", num(rng_() % 100000))), kind = "seed"; break;
     case 4: {
       static const char* kSentences[] = {"the cat sat on the mat", "attention is all you need",
                                          "a b c d e f g h", "one two"};
-      s.sentence = kSentences[pick(4)];
+      actions.push_back(set_control("sentence", kSentences[pick(4)]));
       kind = "sentence";
       break;
     }
-    case 5: s.bias = !s.bias, kind = "bias"; break;
-    case 6: s.cross_attention = !s.cross_attention, s.src_len = 2 + pick(10), kind = "cross"; break;
-    case 7: s.num_kv_heads = pick(3) == 0 ? 0 : 1 + pick(2), kind = "kv heads"; break;
+    case 5: actions.push_back(set_control("bias", s.bias ? "false" : "true")), kind = "bias"; break;
+    case 6:
+      if (s.has_model()) return;
+      actions.push_back(set_control("cross_attention", s.cross_attention ? "false" : "true"));
+      actions.push_back(set_control("src_len", num(2 + pick(10))));
+      kind = "cross";
+      break;
+    case 7:
+      actions.push_back(set_control("num_kv_heads", num(pick(3) == 0 ? 0 : 1 + pick(2)))), kind = "kv heads";
+      break;
     case 8:
       state.undo();
       kinds_.push_back("undo");
@@ -81,31 +88,28 @@ void Soak::edit(AppState& state, UiEnv& env) {
       state.redo();
       kinds_.push_back("redo");
       return;
-    case 10:  // a view: tab, stage, colormap (through the UI's own tab selection)
+    case 10: {  // a view: tab (through the UI's own tab selection), stage, colormap
+      static const char* kMaps[] = {"viridis", "magma", "cividis", "diverging"};
       env.select_tab = pick(6);
-      s.view.stage = pick(2) ? "attn_weights" : "scores_masked";
-      s.view.colormap = Colormap(pick(4));
+      state.view().stage = pick(2) ? "attn_weights" : "scores_masked";
+      actions.push_back(set_control("colormap", kMaps[pick(4)]));
       kind = "view";
       break;
-    default:  // drag one input value (the query tensor is made editable first, as the UI does)
-      if (!s.query) s.query = build_forward(s).inputs.query;
-      if (s.query->data.empty()) return;
-      s.query->data[rng_() % s.query->data.size()] += 0.05f;
+    }
+    default: {  // drag one input value, as the cell editor does (the query becomes editable first)
+      const std::int64_t n = s.batch * s.L() * s.embed_dim;
+      if (n <= 0) return;
+      const std::int64_t i = std::int64_t(rng_() % std::uint64_t(n));
+      const float v = s.query && i < s.query->numel() ? s.query->data[std::size_t(i)] + 0.05f : 0.5f;
+      actions.push_back(set_tensor_value("query", i, v));
       kind = "value drag";
       break;
+    }
   }
-  if (kind == "L" || kind == "N" || kind == "E" || kind == "sentence" || kind == "cross") {
-    s.query.reset();  // an edited tensor of the old size would no longer fit
-    s.key.reset();
-    s.value.reset();
+  for (const Action& a : actions) {
+    state.now += 1;  // each random edit is its own undo step
+    state.apply(a);
   }
-  try {
-    fit_mask_to_sizes(s);
-  } catch (const Error& e) {
-    state.errors["mask"] = e.what();
-  }
-  state.now += 1;  // each random edit is its own undo step
-  state.edited(kind.c_str());
   kinds_.push_back(kind);
 }
 

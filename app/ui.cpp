@@ -7,12 +7,18 @@
 #include <filesystem>
 
 #include "errors.hpp"
+#include "heatmap.hpp"
 #include "panels/panels.hpp"
 
 namespace mha::app {
 
-const char* const kTabNames[kTabCount] = {"Pipeline", "Reshape",    "Heads",   "Mask",
-                                          "Compare",  "Complexity", "Large L", "Attention file"};
+const char* const kTabNames[kTabCount] = {"Pipeline", "Reshape",        "Heads",    "Mask",
+                                          "Compare",  "Complexity",     "Large L",  "Attention file",
+                                          "Overview", "Token lines"};
+const int kTabOrder[kTabCount] = {
+    int(ViewTab::pipeline),   int(ViewTab::reshape),    int(ViewTab::heads),   int(ViewTab::overview),
+    int(ViewTab::token_lines), int(ViewTab::mask),      int(ViewTab::compare), int(ViewTab::complexity),
+    int(ViewTab::large_l),    int(ViewTab::attention_file)};
 
 std::vector<std::string> list_presets(const std::string& dir) {
   std::vector<std::string> out;
@@ -51,7 +57,7 @@ void save(AppState& state, UiEnv& env, bool* save_as_popup) {
     return;
   }
   try {
-    save_scenario(env.scenario_path, state.scenario);
+    save_scenario(env.scenario_path, state.scenario());
     state.status = "saved " + env.scenario_path;
   } catch (const Error& e) {
     state.errors["file"] = e.what();
@@ -94,7 +100,7 @@ void path_popup(const char* id, AppState& state, UiEnv& env, bool saving) {
   if (enter || ImGui::Button(saving ? "Save" : "Open")) {
     try {
       if (saving) {
-        save_scenario(buf, state.scenario);
+        save_scenario(buf, state.scenario());
         state.status = std::string("saved ") + buf;
       } else {
         state.load(load_scenario(buf), std::string("open ") + buf);
@@ -162,16 +168,20 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     if (ImGui::IsKeyPressed('Q')) env.quit_requested = true;
   }
   // PgUp / PgDn: the model's layer shown in every view.
-  if (!io.WantTextInput && state.scenario.has_model()) {
+  if (!io.WantTextInput && state.scenario().has_model()) {
     const int step = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown)) ? 1
                      : ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp)) ? -1
                                                                                 : 0;
-    try {
-      if (step && set_layer(state.scenario, state.scenario.layer + step)) state.edited("layer");
-    } catch (const Error& e) {
-      state.errors["model"] = e.what();
-    }
+    if (step) state.apply(choose_layer(std::max<std::int64_t>(0, state.scenario().layer + step)));
   }
+
+  take_hover(state.view());  // what the pointer was over last frame, for every view to mark
+  // A tab asked for (command line, tests, the menu) is the view's at once; a panel that opened another
+  // tab (the Overview's tiles open the Heads view) set view.tab, and the tab bar follows.
+  if (env.select_tab >= 0)
+    state.view().tab = env.select_tab;
+  else if (env.shown_tab >= 0 && state.view().tab != env.shown_tab)
+    env.select_tab = state.view().tab;
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(io.DisplaySize);
@@ -189,8 +199,8 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("View")) {
-      for (int i = 0; i < kTabCount; ++i)
-        if (ImGui::MenuItem(kTabNames[i], nullptr, state.scenario.view.tab == i)) env.select_tab = i;
+      for (const int i : kTabOrder)
+        if (ImGui::MenuItem(kTabNames[i], nullptr, state.scenario().view.tab == i)) env.select_tab = i;
       ImGui::EndMenu();
     }
     ImGui::EndMenuBar();
@@ -215,10 +225,11 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float centre_w = ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x;
   ImGui::BeginChild("views", ImVec2(centre_w, h), true);
   if (ImGui::BeginTabBar("views-tabs")) {
-    for (int i = 0; i < kTabCount; ++i) {
+    for (const int i : kTabOrder) {
       const ImGuiTabItemFlags flags = env.select_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(kTabNames[i], nullptr, flags)) {
-        if (env.select_tab < 0 || env.select_tab == i) state.scenario.view.tab = i;
+        if (env.select_tab < 0 || env.select_tab == i) state.view().tab = i;
+        env.shown_tab = i;
         ImGui::BeginChild("view-body");
         if (i == 6) {  // Large L needs no CPU trace: it computes its own rows on the GPU
           draw_large(state, textures, env.large_gpu, &env.large_len, &env.large_causal);
@@ -234,6 +245,8 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
             case 3: draw_mask_editor(state, textures); break;
             case 4: draw_compare(state, textures); break;
             case 5: draw_complexity(state); break;
+            case int(ViewTab::overview): draw_overview(state, textures); break;
+            case int(ViewTab::token_lines): draw_token_lines(state); break;
           }
         }
         ImGui::EndChild();

@@ -20,16 +20,20 @@ struct UiEnv {
   std::string scenario_path;         // the file Save writes to ("" = ask)
   bool quit_requested = false;
   int select_tab = -1;  // set to force a tab this frame (command line, tests)
+  int shown_tab = -1;   // the tab the tab bar showed last frame: a panel that sets view.tab opens it
   // Large L view: its GPU backend on a context of its own (main.cpp; null: none) and its L = S.
   gpu::GpuBackend* large_gpu = nullptr;
   std::int64_t large_len = 1024;
   bool large_causal = false;
 };
 
-constexpr int kTabCount = 8;
-constexpr int kAttentionFileTab = 7;  // the last tab: a saved attention tensor, read-only
-// "Pipeline", "Reshape", "Heads", "Mask", "Compare", "Complexity", "Large L"
+// Tabs by ViewTab number (studio/scenario.hpp); kTabOrder is the order the tab bar shows them in.
+constexpr int kTabCount = kViewTabCount;
+constexpr int kAttentionFileTab = int(ViewTab::attention_file);  // a saved attention tensor, read-only
+// "Pipeline", "Reshape", "Heads", "Mask", "Compare", "Complexity", "Large L", "Attention file",
+// "Overview", "Token lines"
 extern const char* const kTabNames[kTabCount];
+extern const int kTabOrder[kTabCount];
 
 void draw_ui(AppState& state, Textures& textures, UiEnv& env);
 // Dark default theme, or the high-contrast presenter theme (light background, strong text).

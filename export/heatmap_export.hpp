@@ -1,6 +1,6 @@
-// Heatmap figures for slides and papers, with no GL and no window: a PNG rasterised on the CPU
-// (stb_truetype text, stb_image_write encoding; the same spec gives byte-identical files everywhere)
-// and an SVG of real vector shapes (one <rect> per cell, <text> labels). Used by `mha export`.
+// Heatmap figures for slides and papers, with no GL and no window: one drawing through cairo,
+// written as PNG, SVG or PDF (text from the bundled font through FreeType, so a figure looks the
+// same on every machine), and the values as CSV. Used by `mha export` and the app's Export dialog.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,12 @@
 #include "colormap.hpp"
 
 namespace mha::exporter {
+
+// The formats figures are written in, by the names `--format` takes. csv holds one panel's values;
+// the others are images of the same drawing.
+inline const std::vector<std::string> kFigureFormats = {"png", "svg", "pdf", "csv"};
+// The format a file name's extension names (case-insensitive: ".PDF" is "pdf"); "" for any other.
+std::string format_from_extension(const std::string& path);
 
 // One heatmap: a strided 2-D view (no copy), rows = queries, cols = keys.
 struct Panel {
@@ -31,23 +37,23 @@ struct ExportSpec {
   std::vector<Panel> panels;
   int columns = 0;  // grid columns; 0: all in one row up to 4 panels, else ceil(sqrt(n))
   float vmin = 0, vmax = 1;
-  app::Colormap colormap = app::Colormap::viridis;
+  render::Colormap colormap = render::Colormap::viridis;
   bool show_values = false;  // print values in cells wide enough for them
   int cell_px = 0;           // pixels per cell; 0: automatic (48 px at teaching sizes, 1 px at L = 512)
-  bool transparent = false;  // PNG alpha 0 / no SVG background instead of white
-  std::string font_path;     // a TrueType font: assets/fonts/DejaVuSans.ttf
-  float font_px = 13;        // label text height; the title is 1.3× this
+  bool transparent = false;  // no background instead of white
+  std::string font_path;     // a TrueType/OpenType font: assets/fonts/DejaVuSans.ttf
+  float font_px = 13;        // label text height (ascent + descent); the title is 1.3× this
 };
 
 struct Rect {
   int x = 0, y = 0, w = 0, h = 0;
 };
 
-// Where everything goes, in pixels (PNG) or user units (SVG, the same numbers). Cell (r, c) of panel
-// p covers grids[p].x + c·cell … + cell, grids[p].y + r·cell … + cell; the centre pixel of every cell
-// is its plain colour (hatching and borders never touch it).
+// Where everything goes, in pixels: the PNG's pixels, the SVG's user units, the PDF's points at
+// 96 per inch. Cell (r, c) of panel p covers grids[p].x + c·cell … + cell, grids[p].y + r·cell …
+// + cell; the centre pixel of every cell is its plain colour (hatching and borders never touch it).
 struct Layout {
-  int width = 0, height = 0;  // the PNG's size
+  int width = 0, height = 0;
   int cell = 0;
   std::vector<Rect> grids;            // each panel's cells
   std::vector<Rect> row_label_areas;  // left of each grid
@@ -58,23 +64,26 @@ struct Layout {
   int row_step = 1, col_step = 1;   // every k-th label is drawn when cells are smaller than text
 };
 
-// Throws ConfigError (no panels, unequal panel sizes, non-positive sizes) or FileError (font).
+// Throws ConfigError (no panels, unequal panel sizes, non-positive sizes, a figure too large to
+// draw) or FileError (font).
 Layout layout(const ExportSpec& spec);
 // RGBA PNG file bytes, layout(spec).width × height.
 std::vector<std::uint8_t> render_png(const ExportSpec& spec);
-// A standalone SVG document; cells are <rect class="cell">, masked ones overlaid by class="hatch".
+// A standalone SVG document: cells as filled paths (up to 4096 cells a panel; larger maps as an
+// embedded image, one pixel a cell at the layout's scale), text as glyph outlines.
 std::string render_svg(const ExportSpec& spec);
+// A one-page PDF, vectors as the SVG, text embedded as a font subset (searchable, copyable).
+std::vector<std::uint8_t> render_pdf(const ExportSpec& spec);
 // A 2-D slice as CSV: a header of key labels, each row led by its query label; NaN as "nan".
 std::string render_csv(const Panel& panel);
 
-// A free-form figure of filled boxes and text lines (the reshape figure), drawn with the same font,
-// canvas and SVG writer as the heatmaps: byte-identical PNGs, real vectors in SVG.
+// A free-form figure of filled boxes and text lines (the reshape figure), drawn with the same font
+// and through the same cairo drawing as the heatmaps.
 struct Drawing {
   struct Box {
     int x = 0, y = 0, w = 0, h = 0;
     std::uint32_t fill = 0;     // RGBA packed as colormap.hpp (R in the low byte)
     std::uint32_t outline = 0;  // a one-pixel border outside the box; 0: none
-    const char* svg_class = "cell";
   };
   struct Text {
     int x = 0, y = 0;  // top-left of the line
@@ -89,21 +98,24 @@ struct Drawing {
   std::vector<Box> boxes;  // drawn in order, then the text
   std::vector<Text> texts;
 };
-// Throws ConfigError for a non-positive size, FileError for the font.
+// Throws ConfigError for a non-positive or too large size, FileError for the font.
 std::vector<std::uint8_t> render_png(const Drawing& d);
 std::string render_svg(const Drawing& d);
+std::vector<std::uint8_t> render_pdf(const Drawing& d);
 
-// Text sizes in a font at a pixel height (title: 1.3×), for laying out a Drawing.
+// Text sizes in a font at a pixel height (title: 1.3×), for laying out a Drawing; the figures are
+// drawn with the same measurements.
 class TextMeter {
  public:
-  TextMeter(const std::string& font_path, float px);
+  TextMeter(const std::string& font_path, float px);  // throws FileError
   ~TextMeter();
   int width(const std::string& s, bool title = false);
-  int line(bool title = false) const;  // the height a line of text needs
- private:
-  friend std::vector<std::uint8_t> render_png(const Drawing& d);
-  friend std::string render_svg(const Drawing& d);
+  int line(bool title = false) const;    // the height a line of text needs
+  int ascent(bool title = false) const;  // from the top of a line to its baseline
   struct Fonts;
+  Fonts& fonts() { return *fonts_; }
+
+ private:
   std::unique_ptr<Fonts> fonts_;
 };
 

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "errors.hpp"
+#include "head_colour.hpp"
+#include "labels.hpp"
 
 namespace mha::exporter {
 
@@ -26,27 +28,6 @@ std::string step_caption(const Stage<float>& s) {
 }
 
 }  // namespace
-
-std::uint32_t head_colour(int h, std::int64_t H, float value, float maxabs) {
-  if (!std::isfinite(value)) return 0xFFFF00FF;
-  const float m = std::clamp(std::fabs(value) / maxabs, 0.0f, 1.0f);
-  // HSV to RGB as ImGui::ColorConvertHSVtoRGB, so the figure's hues are the app's.
-  const float hue = std::fmod(0.58f + float(h) / float(std::max<std::int64_t>(1, H)), 1.0f) * 6.0f;
-  const float s = 0.35f + 0.5f * m, v = 0.3f + 0.7f * m;
-  const int i = int(hue);
-  const float f = hue - float(i), p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
-  float r = v, g = t, b = p;
-  switch (i) {
-    case 0: r = v, g = t, b = p; break;
-    case 1: r = q, g = v, b = p; break;
-    case 2: r = p, g = v, b = t; break;
-    case 3: r = p, g = q, b = v; break;
-    case 4: r = t, g = p, b = v; break;
-    default: r = v, g = p, b = q; break;
-  }
-  auto byte = [](float x) { return std::uint32_t(std::lround(std::clamp(x, 0.0f, 1.0f) * 255)); };
-  return 0xFF000000u | (byte(b) << 16) | (byte(g) << 8) | byte(r);
-}
 
 ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& spec) {
   const Stage<float>& q = need(r, "q");
@@ -78,7 +59,7 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
   const int cw = fig.cell_w, ch = fig.cell_h, rows = fig.rows;
 
   auto token = [&](int i) {
-    return i < int(spec.tokens.size()) ? spec.tokens[std::size_t(i)] : std::to_string(i);
+    return i < int(spec.tokens.size()) ? render::valid_utf8(spec.tokens[std::size_t(i)]) : std::to_string(i);
   };
   int label_w = 0;
   for (int i = 0; i < rows; ++i) label_w = std::max(label_w, meter.width(token(i)));
@@ -146,14 +127,12 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
   auto head_caption = [&](int h, int room) -> std::string {
     const std::string full = "head " + std::to_string(h), brief = "h" + std::to_string(h);
     if (meter.width("head " + std::to_string(H - 1)) <= room - 4) return full;
-    const int w = meter.width("h" + std::to_string(H - 1)) + 4;
-    int step = 1;
-    while (step * room < w) step *= 2;
+    const int step = render::label_step(float(room), float(meter.width("h" + std::to_string(H - 1)) + 4));
     return h % step == 0 ? brief : "";
   };
   for (int h = 0; h < H; ++h) {
     const int sx = fig.split.x + h * (block_w + fig.gap);
-    const std::uint32_t hue = head_colour(h, H, 1, 1);
+    const std::uint32_t hue = render::head_colour(h, H, 1, 1);
     dr.texts.push_back({sx, fig.split.y - head_caption_h, head_caption(h, block_w + fig.gap), hue});
     const int tx = fig.stacked.x + (h % bcols) * pitch_x, ty = fig.stacked.y + (h / bcols) * pitch_y;
     dr.texts.push_back({tx, ty - head_caption_h, head_caption(h, bcols > 1 ? pitch_x : 1 << 20), hue});
@@ -163,11 +142,11 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
       for (int c = 0; c < dk; ++c) {
         const int e = h * dk + c;
         dr.boxes.push_back({fig.flat.x + e * cw, fig.flat.y + i * ch, cw, ch,
-                            head_colour(h, H, q.at({n, i, e}), fig.maxabs)});
+                            render::head_colour(h, H, q.at({n, i, e}), fig.maxabs)});
         dr.boxes.push_back({sx + c * cw, fig.split.y + i * ch, cw, ch,
-                            head_colour(h, H, q_view.at({n, i, h, c}), fig.maxabs)});
-        dr.boxes.push_back(
-            {tx + c * cw, ty + i * ch, cw, ch, head_colour(h, H, q_heads.at({n, h, i, c}), fig.maxabs)});
+                            render::head_colour(h, H, q_view.at({n, i, h, c}), fig.maxabs)});
+        dr.boxes.push_back({tx + c * cw, ty + i * ch, cw, ch,
+                            render::head_colour(h, H, q_heads.at({n, h, i, c}), fig.maxabs)});
       }
   }
   int note_y = bottom + kPad;
@@ -196,8 +175,11 @@ void write_drawing(const Drawing& d, const std::string& format, const std::strin
   } else if (format == "svg") {
     const std::string svg = render_svg(d);
     write_file(path, svg.data(), svg.size());
+  } else if (format == "pdf") {
+    const std::vector<std::uint8_t> pdf = render_pdf(d);
+    write_file(path, pdf.data(), pdf.size());
   } else {
-    throw ConfigError("--format", "the reshape figure is an image: png or svg, not " + format);
+    throw ConfigError("--format", "the reshape figure is an image: png, svg or pdf, not " + format);
   }
 }
 

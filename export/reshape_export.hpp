@@ -36,14 +36,10 @@ struct ReshapeSpec {
   float font_px = 13;
 };
 
-// The colour of a q value in head h of H: the head's hue, brighter and more saturated with |value|
-// (as the app's Reshape view); NaN/Inf magenta.
-std::uint32_t head_colour(int h, std::int64_t H, float value, float maxabs);
-
 // Throws ConfigError when the trace lacks q, q_view or q_heads or the batch index is out of range.
 ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& spec);
 
-// Renders a drawing as "png" or "svg" and writes it to `path` (ConfigError for another format,
+// Renders a drawing as "png", "svg" or "pdf" and writes it to `path` (ConfigError for another format,
 // FileError naming the path).
 void write_drawing(const Drawing& d, const std::string& format, const std::string& path);
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "errors.hpp"
+#include "labels.hpp"
 
 namespace mha::exporter {
 
@@ -90,10 +91,15 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
     for (int h = 0; h < fig.heads; ++h) heads.push_back(h);
   const bool average = fig.heads && sl.head < 0;  // avg alone, or after every head
 
+  // Labels come from sentences, tokenizers and files: whatever is not UTF-8 becomes U+FFFD here, so
+  // every format (image text, CSV) gets well-formed text.
+  std::vector<std::string> query_labels, key_labels;
+  for (const std::string& t : sl.query_labels) query_labels.push_back(render::valid_utf8(t));
+  for (const std::string& t : sl.key_labels) key_labels.push_back(render::valid_utf8(t));
   auto labels = [&](Panel& p) {
-    if (rows == r.dims.L && !is_key_side(st.name)) p.row_labels = sl.query_labels;
-    if (is_key_side(st.name)) p.row_labels = sl.key_labels;
-    if (is_attention(st.name)) p.col_labels = sl.key_labels;
+    if (rows == r.dims.L && !is_key_side(st.name)) p.row_labels = query_labels;
+    if (is_key_side(st.name)) p.row_labels = key_labels;
+    if (is_attention(st.name)) p.col_labels = key_labels;
   };
   for (int h : heads) {
     Panel p;
@@ -269,13 +275,16 @@ void write_figure(const StageFigure& fig, const std::string& format, const std::
   } else if (format == "svg") {
     const std::string svg = render_svg(fig.spec);
     write_file(path, svg.data(), svg.size());
+  } else if (format == "pdf") {
+    const std::vector<std::uint8_t> pdf = render_pdf(fig.spec);
+    write_file(path, pdf.data(), pdf.size());
   } else if (format == "csv") {
     if (fig.spec.panels.size() != 1)
       throw ConfigError("--format", "CSV holds one 2-D slice: pick one head or the average, not all heads");
     const std::string csv = render_csv(fig.spec.panels[0]);
     write_file(path, csv.data(), csv.size());
   } else {
-    throw ConfigError("--format", "format " + format + ": expected png, svg or csv");
+    throw ConfigError("--format", "format " + format + ": expected png, svg, pdf or csv");
   }
 }
 

@@ -1,6 +1,6 @@
 // From a forward's trace to an export figure: which 2-D slice of a stage (batch item, head, all
 // heads with their average), its labels, mask and colour range. The CLI and the app call this, then
-// render_png / render_svg / render_csv (heatmap_export.hpp).
+// render_png / render_svg / render_pdf / render_csv (heatmap_export.hpp).
 #pragma once
 
 #include <optional>
@@ -19,7 +19,7 @@ struct StageSlice {
   std::string stage = "attn_weights";
   int batch_index = 0;
   int head = 0;  // an index, kAllHeads or kHeadAverage; ignored for stages without a head axis
-  std::optional<render::Colormap> colormap;              // default: viridis for weights, diverging otherwise
+  std::optional<render::Colormap> colormap;           // default: viridis for weights, diverging otherwise
   std::vector<std::string> query_labels, key_labels;  // tokens; empty: indices
 };
 
@@ -49,7 +49,7 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& slice)
 StageFigure difference_figure(const ForwardResult<float>& a, const StageSlice& sa, const std::string& a_name,
                               const ForwardResult<float>& b, const StageSlice& sb, const std::string& b_name);
 
-// Renders `fig` as "png", "svg" or "csv" (CSV: one panel only, else ConfigError) and writes it to
+// Renders `fig` as "png", "svg", "pdf" or "csv" (CSV: one panel only, else ConfigError) and writes it to
 // `path`; throws FileError naming the path. The CLI's and the app's writer.
 void write_figure(const StageFigure& fig, const std::string& format, const std::string& path);
 

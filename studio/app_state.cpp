@@ -34,31 +34,94 @@ bool same_view(const ViewState& a, const ViewState& b) {
 
 }  // namespace
 
-void AppState::edited(const char* what) {
-  const bool coalesce = what == last_edit && now - last_edit_time < kCoalesceSeconds;
-  if (!coalesce) history.push(committed, what);
-  committed = scenario;
-  last_edit = what;
+bool AppState::apply(const Action& a) {
+  const ViewState view_before = scenario_.view;
+  try {
+    a.change(scenario_);
+  } catch (const NoChange&) {
+    return false;
+  } catch (const Error& e) {
+    scenario_ = committed;  // nothing half-applied
+    scenario_.view = view_before;
+    errors[a.slot] = e.what();
+    return false;
+  }
+  if (a.view_only) return true;  // autosaved by tick() like any view change
+  errors.erase(a.slot);
+  if (a.refit_mask) {
+    try {
+      fit_mask_to_sizes(scenario_);
+    } catch (const Error& e) {  // a mask too large to hold: the sizes apply, the mask says why
+      errors["mask"] = e.what();
+    }
+  }
+  const std::string& key = a.key.empty() ? a.what : a.key;
+  const bool coalesce =
+      a.gesture ? a.gesture == last_gesture : key == last_edit && now - last_edit_time < kCoalesceSeconds;
+  if (!coalesce) {
+    history.push(committed, a.what);
+    if (result.valid()) previous = result;  // what was on screen before this edit began
+  }
+  committed = scenario_;
+  last_edit = key;
+  last_gesture = a.gesture;
   last_edit_time = now;
   autosave_pending = true;
   recompute();
+  return true;
+}
+
+bool AppState::pin(const std::string& name) {
+  if (name.empty() || name == "live") {
+    status = "a pin needs a name other than \"live\"";
+    return false;
+  }
+  if (!result.valid()) {
+    status = "nothing to pin yet: no result";
+    return false;
+  }
+  Pin p{name, scenario_, result};
+  for (Pin& old : pins)
+    if (old.name == name) {
+      old = std::move(p);
+      status = "pinned " + name + " (replaced)";
+      return true;
+    }
+  pins.push_back(std::move(p));
+  status = "pinned " + name;
+  return true;
+}
+
+const Pin* AppState::find_pin(const std::string& name) const {
+  for (const Pin& p : pins)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+void AppState::start(Scenario s) {
+  scenario_ = std::move(s);
+  committed = scenario_;
 }
 
 void AppState::undo() {
-  const std::string what = history.undo(scenario);
+  const std::string what = history.undo(scenario_);
   if (what.empty()) return;
-  committed = scenario;
+  if (result.valid()) previous = result;
+  committed = scenario_;
   last_edit.clear();
+  last_gesture = 0;
   status = "undid: " + what;
   autosave_pending = true;
   recompute();
 }
 
 void AppState::redo() {
-  const std::string what = history.redo(scenario);
+  const std::string what = history.redo(scenario_);
   if (what.empty()) return;
-  committed = scenario;
+  if (result.valid()) previous = result;
+  committed = scenario_;
   last_edit.clear();
+  last_gesture = 0;
   status = "redid: " + what;
   autosave_pending = true;
   recompute();
@@ -66,15 +129,17 @@ void AppState::redo() {
 
 void AppState::load(Scenario s, const std::string& what) {
   history.push(committed, what);
-  scenario = std::move(s);
-  committed = scenario;
+  if (result.valid()) previous = result;
+  scenario_ = std::move(s);
+  committed = scenario_;
   last_edit.clear();
+  last_gesture = 0;
   autosave_pending = true;
   recompute();
 }
 
 void AppState::recompute() {
-  computer.request(scenario);
+  computer.request(scenario_);
   tick(now);  // a synchronous result is ready now: show it this frame
 }
 
@@ -85,7 +150,6 @@ void AppState::tick(double t) {
       errors.erase(key);
     compute_failed = !o->result;
     if (o->result) {
-      if (result.valid()) previous = std::move(result);
       result = std::move(*o->result);
     } else {
       errors[error_slot(o->error_argument)] = o->error;
@@ -93,15 +157,15 @@ void AppState::tick(double t) {
   }
   // Derived every frame: a job the worker dropped (overtaken by a newer edit) delivers nothing.
   stale = computer.busy() || compute_failed;
-  if (!autosave_pending && !same_view(scenario.view, autosaved_view)) {
+  if (!autosave_pending && !same_view(scenario_.view, autosaved_view)) {
     autosave_pending = true;
     last_edit_time = now;
   }
   if (autosave_pending && !autosave_path.empty() && now - last_edit_time >= kAutosaveDelay) {
     autosave_pending = false;
-    autosaved_view = scenario.view;
+    autosaved_view = scenario_.view;
     try {
-      save_scenario(autosave_path, scenario);
+      save_scenario(autosave_path, scenario_);
     } catch (const Error& e) {
       status = std::string("autosave failed: ") + e.what();
     }

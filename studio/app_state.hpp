@@ -1,5 +1,7 @@
 // The app's state: the scenario the user is editing, undo/redo, the last valid result (kept on
 // screen while a new one computes or while the inputs are invalid), and errors shown inline.
+// The scenario changes only through apply (actions), load, undo and redo; panels read it through
+// scenario() and change only the view directly (view(): tab, selection, hover).
 #pragma once
 
 #include <cstdint>
@@ -8,18 +10,29 @@
 #include <string>
 #include <vector>
 
+#include "actions.hpp"
 #include "compute.hpp"
 #include "history.hpp"
 #include "scenario.hpp"
 
 namespace mha::studio {
 
-struct AppState {
-  Scenario scenario;  // what the user is editing now
+// A pinned state: the scenario and its result, kept to compare against (Compare: pins).
+struct Pin {
+  std::string name;
+  Scenario scenario;
+  Result result;
+};
+
+class AppState {
+  Scenario scenario_;  // what the user is editing now
+
+ public:
   History history;
 
   Result result;       // the last valid result; views draw from it
-  Result previous;     // the result before the last edit (Compare: before/after)
+  Result previous;     // the result shown before the last edit began (Compare: before/after); a
+                       // gesture (a drag) is one edit
   bool stale = false;  // the scenario changed and `result` is not yet its result
   bool compute_failed = false;
   bool animating = false;  // a panel is animating this frame: the main loop must not idle  // the newest
@@ -35,10 +48,27 @@ struct AppState {
   Computer computer;
   Scenario committed;     // the scenario as of the last edit: what undo returns to
   std::string last_edit;  // consecutive edits of the same control within a moment coalesce
-  double now = 0;         // seconds, updated by tick()
+  std::uint64_t last_gesture = 0;
+  double now = 0;  // seconds, updated by tick()
 
-  // Every edit goes through here: records undo, clears the errors it may fix, recomputes.
-  void edited(const char* what);
+  const Scenario& scenario() const { return scenario_; }
+  // The view settings (tab, selection, hover, colormap): not the user's work, no undo step, but
+  // autosaved; panels change them directly.
+  ViewState& view() { return scenario_.view; }
+
+  // The one way an edit happens: runs the action's change, fits the mask when the sizes may have
+  // changed, records one undo step per edit (a gesture, or repeats of one control within a moment,
+  // coalesce), recomputes. A change that throws is refused: the scenario stays as it was and the
+  // reason is shown at the action's slot. Returns whether the action applied.
+  bool apply(const Action& a);
+  // Pins the scenario and its result under `name` (replacing a pin of that name). "live" is reserved
+  // for the current state. Returns false (and says why in `status`) without a result to pin.
+  bool pin(const std::string& name);
+  const Pin* find_pin(const std::string& name) const;
+  std::vector<Pin> pins;
+
+  // The scenario the app opens with (a file, the autosave, the default): no undo step.
+  void start(Scenario s);
   void undo();
   void redo();
   // Replaces the whole scenario (open file, preset), as one undoable edit.

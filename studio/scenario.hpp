@@ -76,6 +76,9 @@ struct ViewState {
   std::string stage = "attn_weights";  // Heads view: which stage
   int compare_mode = 0;                // Compare view: 0 two heads, 1 before/after last edit
   int compare_a = 0, compare_b = 1;    // heads compared
+  // Compare, mode 3: B - A of two pins by name ("live" = the current state). Pins live for the
+  // session only, so these are not saved.
+  std::string compare_pin_a, compare_pin_b = "live";
   Colormap colormap = Colormap::viridis;
   bool show_values = true;
   // Heads view, attn_weights: colour each row from 0 to its own largest weight instead of one

@@ -64,7 +64,7 @@ endif()
 expect_all("${out}" "mha gpu-check's output on a perturbed driver"
            "attn_weights         max |diff| 1e-05      MISMATCH: index 1 = [0, 0, 0, 1]"
            "verdict: refused: GPU self-check failed on "
-           "case tiles, stage attn_weights, index 1 = [0, 0, 0, 1] of (2, 2, 37, 263): got ")
+           "case tiles, stage attn_weights, index 1 = [0, 0, 0, 1] of (2, 2, 133, 263): got ")
 
 # 4. ... and mha compute --backend gpu computes on the CPU there, and says why.
 file(REMOVE_RECURSE "${OUT}")

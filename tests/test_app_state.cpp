@@ -10,10 +10,12 @@
 
 #include "app_state.hpp"
 #include "frame_stats.hpp"
+#include "state_edit.hpp"
 #include "ui_harness.hpp"
 
 using namespace mha::app;
 using namespace mha::studio;
+using mha::test::edit;
 
 namespace {
 void wait_idle(AppState& s) {
@@ -25,58 +27,55 @@ void wait_idle(AppState& s) {
 
 TEST_CASE("undo and redo restore whole scenarios", "[state]") {
   AppState s;
-  s.committed = s.scenario;
   s.recompute();
   s.now = 1;
-  s.scenario.seed = 7;
-  s.edited("seed");
+  s.apply(set_control("seed", "7"));
   s.now = 5;
-  s.scenario.num_heads = 4;
-  s.edited("H");
+  s.apply(set_control("num_heads", "4"));
   CHECK(s.result.forward->dims.H == 4);
   s.undo();
-  CHECK(s.scenario.num_heads == 2);
-  CHECK(s.scenario.seed == 7);
+  CHECK(s.scenario().num_heads == 2);
+  CHECK(s.scenario().seed == 7);
   CHECK(s.result.forward->dims.H == 2);
   s.undo();
-  CHECK(s.scenario.seed == 42);
+  CHECK(s.scenario().seed == 42);
   s.redo();
   s.redo();
-  CHECK(s.scenario.num_heads == 4);
+  CHECK(s.scenario().num_heads == 4);
   CHECK_FALSE(s.history.can_redo());
 }
 
 TEST_CASE("a drag on one control is one undo step", "[state]") {
   AppState s;
-  s.committed = s.scenario;
   for (int i = 0; i < 10; ++i) {
     s.now = 1 + 0.05 * i;
-    s.scenario.seed = std::uint64_t(100 + i);
-    s.edited("seed");
+    s.apply(set_control("seed", std::to_string(100 + i)));
   }
   s.undo();
-  CHECK(s.scenario.seed == 42);
+  CHECK(s.scenario().seed == 42);
   CHECK_FALSE(s.history.can_undo());
 }
 
 TEST_CASE("large sizes compute on the worker; the newest edit wins", "[state]") {
   AppState s;
-  s.committed = s.scenario;
   s.recompute();
   REQUIRE(s.result.valid());
   const auto small = s.result.forward;
-  s.scenario.batch = 1;
-  s.scenario.tgt_len = 384;
-  s.scenario.embed_dim = 128;
-  s.scenario.num_heads = 8;
-  REQUIRE(forward_work(s.scenario) > kSyncWorkLimit);
-  s.edited("L");
+  auto sizes = [](std::int64_t L, std::int64_t E, std::int64_t H) {
+    return [=](Scenario& x) {
+      x.batch = 1;
+      x.tgt_len = L;
+      x.embed_dim = E;
+      x.num_heads = H;
+    };
+  };
+  Scenario large = s.scenario();
+  sizes(384, 128, 8)(large);
+  REQUIRE(forward_work(large) > kSyncWorkLimit);
+  edit(s, "L", sizes(384, 128, 8));
   CHECK(s.result.forward == small);  // the old result stays on screen meanwhile
-  s.scenario.tgt_len = 5;            // a small edit lands before the large one finishes
-  s.scenario.embed_dim = 8;
-  s.scenario.num_heads = 2;
-  s.now = 10;
-  s.edited("L");
+  s.now = 10;                        // a small edit lands before the large one finishes
+  edit(s, "L", sizes(5, 8, 2));
   wait_idle(s);
   CHECK(s.result.forward->dims.L == 5);
   CHECK_FALSE(s.stale);
@@ -89,10 +88,8 @@ TEST_CASE("autosave waits for a quiet second, then writes atomically", "[state]"
   std::filesystem::remove(path);
   AppState s;
   s.autosave_path = path.string();
-  s.committed = s.scenario;
   s.now = 1;
-  s.scenario.seed = 3;
-  s.edited("seed");
+  s.apply(set_control("seed", "3"));
   s.tick(1.5);
   CHECK_FALSE(std::filesystem::exists(path));
   s.tick(2.1);
@@ -143,33 +140,28 @@ TEST_CASE("the seeded draws kept across a head-count change are those drawn afre
 
 TEST_CASE("edited weights and inputs drive the forward; undo restores the seed's", "[state]") {
   AppState s;
-  s.committed = s.scenario;
   s.recompute();
   const float before = s.result.forward->trace["output"].at({0, 0, 0});
   s.now = 1;
-  s.scenario.weights = build_forward(s.scenario).weights;
-  s.edited("edit weights");
+  edit(s, "edit weights", [](Scenario& x) { x.weights = build_forward(x).weights; });
   CHECK(s.result.forward->trace["output"].at({0, 0, 0}) == before);  // same values: same result
   s.now = 3;
-  s.scenario.weights->out_proj_weight.data[0] += 0.5f;  // what a drag on out_proj.weight[0, 0] does
-  s.edited("edit out_proj.weight");
+  const float w0 = s.scenario().weights->out_proj_weight.data[0];
+  s.apply(set_tensor_value("out_proj.weight", 0, w0 + 0.5f));  // what a drag on out_proj.weight[0, 0] does
   CHECK(s.result.forward->trace["output"].at({0, 0, 0}) != before);
   s.now = 5;
-  s.scenario.query = build_forward(s.scenario).inputs.query;
-  s.scenario.query->data[0] = 3.0f;
-  s.edited("edit query cell");
+  s.apply(set_tensor_value("query", 0, 3.0f));
   CHECK(s.result.forward->trace["q"].at({0, 0, 0}) != 0);
   s.undo();
   s.undo();
   s.undo();
-  CHECK_FALSE(s.scenario.weights);
+  CHECK_FALSE(s.scenario().weights);
   CHECK(s.result.forward->trace["output"].at({0, 0, 0}) == before);
 }
 
 TEST_CASE("the course notebook on screen meets the notebook's tolerance against torch", "[state]") {
   AppState s;
-  s.scenario = load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/course_notebook.json");
-  s.committed = s.scenario;
+  s.start(load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/course_notebook.json"));
   s.recompute();
   REQUIRE(s.result.valid());
   CHECK(s.result.forward->backend == mha::Backend::reference);
@@ -184,14 +176,15 @@ TEST_CASE("the course notebook on screen meets the notebook's tolerance against 
 
 TEST_CASE("mask edits on the worker redo only their rows, equal to a full forward", "[state]") {
   AppState s;
-  s.scenario.batch = 2;
-  s.scenario.tgt_len = 200;
-  s.scenario.embed_dim = 64;
-  s.scenario.num_heads = 4;
-  s.scenario.mask.preset = MaskPreset::causal;
-  apply_mask_preset(s.scenario);
-  REQUIRE(forward_work(s.scenario) > kSyncWorkLimit);
-  s.committed = s.scenario;
+  Scenario start;
+  start.batch = 2;
+  start.tgt_len = 200;
+  start.embed_dim = 64;
+  start.num_heads = 4;
+  start.mask.preset = MaskPreset::causal;
+  apply_mask_preset(start);
+  REQUIRE(forward_work(start) > kSyncWorkLimit);
+  s.start(start);
   s.recompute();
   wait_idle(s);
   REQUIRE(s.result.valid());
@@ -200,7 +193,7 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
   CHECK(s.computer.settled());
   auto check_full = [&](const char* what) {
     INFO(what);
-    const Built b = build_forward(s.scenario);
+    const Built b = build_forward(s.scenario());
     const mha::ForwardResult<float> want = mha::forward(b.config, b.weights, b.inputs, b.options);
     const auto& got = s.result.forward->trace.stages;
     REQUIRE(got.size() == want.trace.stages.size());
@@ -215,28 +208,26 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
   check_full("first result");
   for (int k = 0; k < 3; ++k) {
     const auto before = s.result.forward;
-    float& cell = s.scenario.mask.cells[std::size_t(50 * 200 + 10 + k)];
-    cell = std::isinf(cell) ? 0.0f : -INFINITY;
+    const bool blocked = std::isinf(s.scenario().mask.cells[std::size_t(50 * 200 + 10 + k)]);
     s.now += 1;
-    s.edited("mask");
+    s.apply(paint_mask_cells({{50, 10 + k}}, !blocked));
     wait_idle(s);
     REQUIRE(s.result.forward != before);
     CHECK(s.result.mask_rows_only);
     check_full("mask toggle");
   }
   // A whole row blocked: NaN rows under torch's policy, counted.
-  for (std::int64_t j = 0; j < 200; ++j) s.scenario.mask.cells[std::size_t(120 * 200 + j)] = -INFINITY;
+  Cells row;
+  for (int j = 0; j < 200; ++j) row.push_back({120, j});
   s.now += 1;
-  s.edited("mask");
+  s.apply(paint_mask_cells(row, true));
   wait_idle(s);
   CHECK(s.result.mask_rows_only);
   CHECK(s.result.forward->fully_masked_rows == 2 * 4);
   check_full("a fully masked row");
   // A value edit is a full forward again.
-  s.scenario.query = build_forward(s.scenario).inputs.query;
-  s.scenario.query->data[7] += 0.5f;
   s.now += 1;
-  s.edited("query");
+  s.apply(set_tensor_value("query", 7, build_forward(s.scenario()).inputs.query.data[7] + 0.5f));
   wait_idle(s);
   CHECK_FALSE(s.result.mask_rows_only);
   check_full("value edit");
@@ -247,33 +238,35 @@ TEST_CASE("the Heads view's kept rows equal a rebuild from scratch after each ki
   mha::test::HeadlessUi ui;
   ui.env.select_tab = FrameStats::kTab;  // Heads
   AppState s;
-  s.scenario.batch = 2;
-  s.scenario.tgt_len = 160;
-  s.scenario.embed_dim = 64;
-  s.scenario.num_heads = 4;
-  s.scenario.mask.preset = MaskPreset::causal;
-  apply_mask_preset(s.scenario);
-  s.committed = s.scenario;
+  Scenario start;
+  start.batch = 2;
+  start.tgt_len = 160;
+  start.embed_dim = 64;
+  start.num_heads = 4;
+  start.mask.preset = MaskPreset::causal;
+  apply_mask_preset(start);
+  start.query = build_forward(start).inputs.query;
+  s.start(start);
   s.recompute();
   ui.settle(s);
-  s.scenario.query = build_forward(s.scenario).inputs.query;
   for (const char* stage : {"attn_weights", "scores_masked", "scores", "context"}) {
     INFO("stage " << stage);
-    s.scenario.view.stage = stage;
+    s.view().stage = stage;
     ui.frame(s);
     for (int k = 0; k < 4; ++k) {
-      if (k == 1) {
-        s.scenario.query->data[std::size_t(k * 5)] += 0.25f;
-      } else if (k == 3) {  // a whole row blocked, then open again next round
-        const bool blocked = std::isinf(s.scenario.mask.cells[std::size_t(90 * 160)]);
-        for (std::int64_t j = 0; j < 160; ++j)
-          s.scenario.mask.cells[std::size_t(90 * 160 + j)] = blocked && j <= 90 ? 0.0f : -INFINITY;
-      } else {
-        float& c = s.scenario.mask.cells[std::size_t(40 * 160 + 3 + k)];
-        c = std::isinf(c) ? 0.0f : -INFINITY;
-      }
       s.now += 1;
-      s.edited("edit");
+      if (k == 1) {
+        s.apply(set_tensor_value("query", k * 5, s.scenario().query->data[std::size_t(k * 5)] + 0.25f));
+      } else if (k == 3) {  // a whole row blocked, then open again next round
+        const bool blocked = std::isinf(s.scenario().mask.cells[std::size_t(90 * 160)]);
+        edit(s, "edit", [blocked](Scenario& x) {
+          for (std::int64_t j = 0; j < 160; ++j)
+            x.mask.cells[std::size_t(90 * 160 + j)] = blocked && j <= 90 ? 0.0f : -INFINITY;
+        });
+      } else {
+        const bool blocked = std::isinf(s.scenario().mask.cells[std::size_t(40 * 160 + 3 + k)]);
+        s.apply(paint_mask_cells({{40, 3 + k}}, !blocked));
+      }
       ui.settle(s);
       ui.frame(s);
       REQUIRE(s.errors.empty());

@@ -1,21 +1,30 @@
 // The exporter: PNGs decoded with stb_image and checked against the documented layout (size, cell
 // colours = colormap(value) ±1, masked colour, labels and colorbar drawn, byte-identical repeats);
-// SVG well-formed with one cell rect per value; CSV and the stage slicing (heads, average, errors);
-// the merged mask, difference maps, the reshape figure and the shared file writer.
+// the SVG and PDF of the same drawing (well-formed, each cell a filled path of its colour where the
+// layout puts it); CSV and the stage slicing (heads, average, errors); the merged mask, difference
+// maps, the reshape figure, the formats by extension, labels that are not UTF-8, and font files that
+// are not fonts.
 #include <stb_image.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "errors.hpp"
+#include "font.hpp"
+#include "head_colour.hpp"
+#include "labels.hpp"
 #include "masks.hpp"
 #include "reshape_export.hpp"
 #include "stage_export.hpp"
+#include "temp_dir.hpp"
 #include "torch_rng.hpp"
 
 using namespace mha;
@@ -53,6 +62,60 @@ int ink(const Image& im, const Rect& r, std::uint32_t background) {
     for (int x = std::max(0, r.x); x < std::min(im.w, r.x + r.w); ++x) n += im.at(x, y) != background;
   return n;
 }
+
+// The filled axis-aligned rectangles of a cairo SVG (cells, boxes, the colorbar's ticks), with their
+// colour packed as colormap.hpp packs it.
+struct SvgRect {
+  double x = 0, y = 0, w = 0, h = 0;
+  std::uint32_t rgba = 0;
+};
+std::vector<SvgRect> svg_rects(const std::string& svg) {
+  static const std::regex path(
+      "fill:rgb\\(([0-9.]+)%,([0-9.]+)%,([0-9.]+)%\\);fill-opacity:1;\" d=\"M ([0-9.]+) ([0-9.]+) L "
+      "([0-9.]+) "
+      "([0-9.]+) L ([0-9.]+) ([0-9.]+) L ([0-9.]+) ([0-9.]+) Z");
+  std::vector<SvgRect> out;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), path); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    auto num = [&](int i) { return std::stod(m[i].str()); };
+    auto byte = [&](int i) { return std::uint32_t(std::lround(num(i) * 2.55)); };
+    const double x0 = std::min(num(4), num(8)), x1 = std::max(num(4), num(8));
+    const double y0 = std::min(num(5), num(9)), y1 = std::max(num(5), num(9));
+    out.push_back({x0, y0, x1 - x0, y1 - y0, 0xFF000000u | byte(3) << 16 | byte(2) << 8 | byte(1)});
+  }
+  return out;
+}
+// The colour of the filled rectangle exactly at (x, y, w, h); 0 when there is none.
+std::uint32_t svg_fill_at(const std::vector<SvgRect>& rects, int x, int y, int w, int h) {
+  for (const SvgRect& r : rects)
+    if (r.x == x && r.y == y && r.w == w && r.h == h) return r.rgba;
+  return 0;
+}
+
+// Every opening tag is closed or self-closing, in order.
+bool balanced_tags(const std::string& xml) {
+  std::vector<std::string> stack;
+  static const std::regex tag("<(/?)([a-zA-Z]+)[^>]*?(/?)>");
+  for (auto it = std::sregex_iterator(xml.begin(), xml.end(), tag); it != std::sregex_iterator(); ++it) {
+    const std::smatch& t = *it;
+    if (t[3] == "/") continue;
+    if (t[1] != "/") {
+      stack.push_back(t[2]);
+    } else {
+      if (stack.empty() || stack.back() != t[2]) return false;
+      stack.pop_back();
+    }
+  }
+  return stack.empty();
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+const std::string kFont = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
 
 // The notebook case (seed 42, N=3, L=4, E=8, H=2, no bias) with a causal mask.
 ForwardResult<float> notebook_causal() {
@@ -149,7 +212,7 @@ TEST_CASE("export grid: all heads and their average; L = 512 labels thin out", "
   CHECK(bl.col_labels_rotated);
 }
 
-TEST_CASE("export SVG: well-formed, one rect per cell, NaN rows marked", "[export]") {
+TEST_CASE("export SVG and PDF: the PNG's drawing as vectors, cells where the layout puts them", "[export]") {
   // A row with every key blocked is NaN (torch): mask query 1 entirely.
   Config c;
   c.embed_dim = 8;
@@ -163,33 +226,69 @@ TEST_CASE("export SVG: well-formed, one rect per cell, NaN rows marked", "[expor
   StageSlice sl;
   sl.key_labels = {"a<b", "&", "c", "d", "e"};
   StageFigure fig = stage_figure(r, sl);
-  fig.spec.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
+  fig.spec.font_path = kFont;
+  const Layout lay = layout(fig.spec);
   const std::string svg = render_svg(fig.spec);
-  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.rfind("<?xml", 0) == 0);
+  CHECK(svg.find("<svg") != std::string::npos);
+  CHECK(svg.find("viewBox=\"0 0 " + std::to_string(lay.width) + " " + std::to_string(lay.height) + "\"") !=
+        std::string::npos);
   CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
-  // Balanced tags: every opening tag is closed or self-closing, in order.
-  std::vector<std::string> stack;
-  const std::regex tag("<(/?)([a-zA-Z]+)[^>]*?(/?)>");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator(); ++it) {
-    const std::smatch& t = *it;
-    if (t[3] == "/") continue;
-    if (t[1] == "/") {
-      REQUIRE(!stack.empty());
-      CHECK(stack.back() == t[2]);
-      stack.pop_back();
-    } else {
-      stack.push_back(t[2]);
+  CHECK(balanced_tags(svg));                           // "a<b" and "&" are glyph outlines, never markup
+  CHECK(count(svg, "<use xlink:href=\"#glyph") > 40);  // title, labels, ticks, the NaN tag
+  // Each cell is a filled path of its colour, exactly on the layout's cell.
+  const std::vector<SvgRect> rects = svg_rects(svg);
+  const Stage<float>& w = r.trace["attn_weights"];
+  const Rect& g = lay.grids[0];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      INFO("query " << i << " key " << j);
+      const std::uint32_t want =
+          i == 1 ? render::kMaskedColor : render::value_rgba(fig.spec.colormap, w.at({0, 0, i, j}), 0, 1);
+      CHECK(near(svg_fill_at(rects, g.x + j * lay.cell, g.y + i * lay.cell, lay.cell, lay.cell), want));
     }
-  }
-  CHECK(stack.empty());
-  std::size_t cells = 0;
-  for (std::size_t at = svg.find("class=\"cell\""); at != std::string::npos;
-       at = svg.find("class=\"cell\"", at + 1))
-    ++cells;
-  CHECK(cells == 3 * 5);
-  CHECK(svg.find("a&lt;b") != std::string::npos);  // labels are escaped
-  CHECK(svg.find("class=\"nan\"") != std::string::npos);
-  CHECK(svg.find("class=\"hatch\"") != std::string::npos);
+
+  const std::vector<std::uint8_t> pdf = render_pdf(fig.spec);
+  const std::string text(pdf.begin(), pdf.end());
+  CHECK(text.rfind("%PDF-", 0) == 0);
+  CHECK(text.find("%%EOF") != std::string::npos);
+  CHECK(count(text, "/Type /Page\n") + count(text, "/Type /Page ") == 1);
+  char box[96];  // 96 pixels an inch: the page is the layout at 0.75 pt a pixel
+  std::snprintf(box, sizeof box, "/MediaBox [ 0 0 %g %g ]", lay.width * 0.75, lay.height * 0.75);
+  CHECK(text.find(box) != std::string::npos);
+  CHECK(text.find("/FontFile") != std::string::npos);  // the text is the embedded DejaVu, not outlines
+  CHECK(text.find("/CreationDate") == std::string::npos);
+  CHECK(render_pdf(fig.spec) == pdf);
+}
+
+TEST_CASE("export large maps: cells as one image in every format, the same colours", "[export]") {
+  std::vector<float> big(100 * 100);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = float(i % 101) / 100.0f;
+  ExportSpec s;
+  s.font_path = kFont;
+  Panel p;
+  p.values = big.data();
+  p.rows = p.cols = 100;
+  p.row_stride = 100;
+  p.blocked = [](int r, int c) { return r == 7 && c == 9; };
+  s.panels.push_back(p);
+  s.cell_px = 3;
+  const Layout lay = layout(s);
+  const Image im = decode(render_png(s));
+  const Rect& g = lay.grids[0];
+  for (int r : {0, 7, 50, 99})
+    for (int c : {0, 9, 42, 99}) {
+      INFO("row " << r << " col " << c);
+      const std::uint32_t want = r == 7 && c == 9
+                                     ? render::kMaskedColor
+                                     : render::value_rgba(s.colormap, big[std::size_t(r * 100 + c)], 0, 1);
+      for (int dy = 0; dy < 3; ++dy)
+        for (int dx = 0; dx < 3; ++dx) CHECK(near(im.at(g.x + c * 3 + dx, g.y + r * 3 + dy), want));
+    }
+  const std::string svg = render_svg(s);
+  CHECK(balanced_tags(svg));
+  CHECK(count(svg, "<image") == 1);
+  CHECK(svg.size() < 200000);  // not ten thousand paths
 }
 
 TEST_CASE("export CSV and stage errors", "[export]") {
@@ -259,12 +358,11 @@ TEST_CASE("export the merged mask: -inf cells hatched in the masked colour, othe
   const Rect open_cell{lay.grids[0].x + 2, lay.grids[0].y + 2, lay.cell - 4, lay.cell - 4};
   CHECK(ink(im, blocked_cell, render::kMaskedColor) > 10);
   CHECK(ink(im, open_cell, centre(0, 0)) == 0);
-  const std::string svg = render_svg(fig.spec);
-  std::size_t hatches = 0;
-  for (std::size_t at = svg.find("class=\"hatch\""); at != std::string::npos;
-       at = svg.find("class=\"hatch\"", at + 1))
-    ++hatches;
-  CHECK(hatches > 0);
+  // In the SVG, one stroked path of hatch lines (#282828, as cairo writes it) for each blocked cell.
+  int blocked = 0;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) blocked += j > i || j == 2;
+  CHECK(count(render_svg(fig.spec), "stroke:rgb(15.686275%,15.686275%,15.686275%)") == std::size_t(blocked));
 }
 
 TEST_CASE("export difference map: head minus head, diverging, symmetric, max |diff| in the title",
@@ -301,8 +399,8 @@ TEST_CASE("export difference map: head minus head, diverging, symmetric, max |di
   };
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j <= i; ++j)
-      CHECK(near(centre(i, j),
-                 render::value_rgba(render::Colormap::diverging, w.at({1, 0, i, j}) - w.at({1, 1, i, j}), -m, m)));
+      CHECK(near(centre(i, j), render::value_rgba(render::Colormap::diverging,
+                                                  w.at({1, 0, i, j}) - w.at({1, 1, i, j}), -m, m)));
   CHECK(near(centre(0, 3), render::kMaskedColor));  // blocked in both heads
 
   // The same head minus itself: all zero, a readable colorbar all the same.
@@ -328,6 +426,29 @@ TEST_CASE("export write_figure: formats, CSV needs one panel, unwritable paths t
   CHECK_THROWS_WITH(write_figure(fig, "csv", "/tmp/never-written.csv"), Catch::Contains("one 2-D slice"));
   CHECK_THROWS_AS(write_figure(fig, "png", "/nonexistent-dir/x.png"), FileError);
   CHECK_THROWS_AS(write_figure(fig, "bmp", "/tmp/x.bmp"), ConfigError);
+
+  // Each format through the writer: the file starts as its format does.
+  const test::TempDir dir;
+  for (const std::string& format : {"png", "svg", "pdf"}) {
+    write_figure(fig, format, dir.file("f." + format));
+    std::ifstream in(dir.file("f." + format), std::ios::binary);
+    std::string head(5, '\0');
+    in.read(head.data(), 5);
+    INFO(format);
+    CHECK(head == (format == "png" ? "\x89PNG\r" : format == "svg" ? "<?xml" : "%PDF-"));
+  }
+}
+
+TEST_CASE("export formats by extension: png, svg, pdf, csv in any case, nothing else", "[export]") {
+  CHECK(format_from_extension("fig.pdf") == "pdf");
+  CHECK(format_from_extension("a/b.c/Fig.PDF") == "pdf");
+  CHECK(format_from_extension("x.Svg") == "svg");
+  CHECK(format_from_extension("x.png") == "png");
+  CHECK(format_from_extension("x.csv") == "csv");
+  CHECK(format_from_extension("x.bmp").empty());
+  CHECK(format_from_extension("x").empty());
+  CHECK(format_from_extension("pdf").empty());
+  CHECK(format_from_extension("dir.pdf/x").empty());
 }
 
 TEST_CASE("export reshape figure: q, its view and its transpose, cells in their head's hue", "[export]") {
@@ -351,7 +472,7 @@ TEST_CASE("export reshape figure: q, its view and its transpose, cells in their 
   for (int i = 0; i < 4; ++i)
     for (int e = 0; e < 8; ++e) {
       const int h = e / 4, c = e % 4;
-      const std::uint32_t want = head_colour(h, 2, q.at({2, i, e}), fig.maxabs);
+      const std::uint32_t want = render::head_colour(h, 2, q.at({2, i, e}), fig.maxabs);
       INFO("token " << i << " column " << e);
       CHECK(near(px(fig.flat.x + e * cw, fig.flat.y + i * ch), want));
       CHECK(near(px(fig.split.x + h * (4 * cw + fig.gap) + c * cw, fig.split.y + i * ch), want));
@@ -363,26 +484,36 @@ TEST_CASE("export reshape figure: q, its view and its transpose, cells in their 
   for (int i = 0; i < 4; ++i)
     for (int c = 0; c < 4; ++c) {
       CHECK(near(px(fig.stacked.x + c * cw, fig.stacked.y + i * ch),
-                 head_colour(0, 2, q.at({2, i, c}), fig.maxabs)));
+                 render::head_colour(0, 2, q.at({2, i, c}), fig.maxabs)));
       CHECK(near(px(fig.stacked.x + c * cw, head1_top + i * ch),
-                 head_colour(1, 2, q.at({2, i, 4 + c}), fig.maxabs)));
+                 render::head_colour(1, 2, q.at({2, i, 4 + c}), fig.maxabs)));
     }
   // The two heads' hues differ; the labels and captions are drawn.
-  CHECK(head_colour(0, 2, 1, 1) != head_colour(1, 2, 1, 1));
+  CHECK(render::head_colour(0, 2, 1, 1) != render::head_colour(1, 2, 1, 1));
   CHECK(ink(im, {0, 0, im.w, fig.flat.y - 2}, 0xFFFFFFFFu) > 200);                // title and captions
   CHECK(ink(im, {0, fig.flat.y, fig.flat.x - 1, fig.flat.h}, 0xFFFFFFFFu) > 20);  // token labels
   CHECK(render_png(fig.drawing) == render_png(reshape_figure(r, rs).drawing));    // deterministic
 
+  // The text: token labels and q_heads' caption, from the trace.
+  auto has_text = [&](const std::string& t) {
+    for (const Drawing::Text& x : fig.drawing.texts)
+      if (x.text.find(t) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(has_text("down"));
+  CHECK(has_text("not contiguous"));
+  // The SVG: the same boxes as vectors, each q value's cell in its head's hue, three times.
   const std::string svg = render_svg(fig.drawing);
-  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.rfind("<?xml", 0) == 0);
   CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
-  std::size_t cells = 0;
-  for (std::size_t at = svg.find("class=\"cell\""); at != std::string::npos;
-       at = svg.find("class=\"cell\"", at + 1))
-    ++cells;
-  CHECK(cells == 3 * 4 * 8);
-  CHECK(svg.find(">down</text>") != std::string::npos);
-  CHECK(svg.find("not contiguous") != std::string::npos);  // q_heads' caption, from the trace
+  CHECK(balanced_tags(svg));
+  const std::vector<SvgRect> rects = svg_rects(svg);
+  CHECK(rects.size() == 3 * 4 * 8);
+  for (int i = 0; i < 4; ++i)
+    for (int e = 0; e < 8; ++e)
+      CHECK(near(svg_fill_at(rects, fig.flat.x + e * cw, fig.flat.y + i * ch, cw, ch),
+                 render::head_colour(e / 4, 2, q.at({2, i, e}), fig.maxabs)));
+  CHECK(render_pdf(fig.drawing).size() > 1000);
 
   // 16 heads: the transposed blocks go four to a column, in four columns.
   Config c16;
@@ -401,10 +532,149 @@ TEST_CASE("export reshape figure: q, its view and its transpose, cells in their 
       INFO("head " << h << " column " << c);
       const int x = big.stacked.x + (h % 4) * big.pitch_x + c * big.cell_w + big.cell_w / 2;
       const int y = big.stacked.y + (h / 4) * big.pitch_y + 4 * big.cell_h + big.cell_h / 2;  // token 4
-      CHECK(near(bi.at(x, y), head_colour(h, 16, q16.at({0, 4, h * 4 + c}), big.maxabs)));
+      CHECK(near(bi.at(x, y), render::head_colour(h, 16, q16.at({0, 4, h * 4 + c}), big.maxabs)));
     }
 
   rs.batch_index = 3;
   CHECK_THROWS_WITH(reshape_figure(r, rs), Catch::Contains("out of range"));
   CHECK_THROWS_AS(write_drawing(fig.drawing, "csv", "/tmp/x.csv"), ConfigError);
+}
+
+TEST_CASE("export labels that are not UTF-8: U+FFFD in the figure, well-formed SVG and CSV", "[export]") {
+  // Stray continuation byte, truncated sequence, overlong '/', surrogate, past U+10FFFF, a lone lead.
+  CHECK(render::valid_utf8("ok \xC3\xA9 \xE2\x86\x92 \xF0\x9F\x98\x80") ==
+        "ok \xC3\xA9 \xE2\x86\x92 \xF0\x9F\x98\x80");
+  CHECK(render::valid_utf8("a\x80z") == "a\xEF\xBF\xBDz");
+  CHECK(render::valid_utf8("\xE2\x86") == "\xEF\xBF\xBD");  // one maximal subpart, one U+FFFD
+  CHECK(render::valid_utf8("\xC0\xAF") == "\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(render::valid_utf8("\xED\xA0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(render::valid_utf8("\xF4\x90\x80\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(render::valid_utf8("x\xF0") == "x\xEF\xBF\xBD");
+
+  const ForwardResult<float> r = notebook_causal();
+  StageSlice sl;
+  sl.query_labels = {"The",
+                     "c\xFF"
+                     "at",
+                     "\xE2\x86", "down"};
+  sl.key_labels = sl.query_labels;
+  StageFigure fig = stage_figure(r, sl);
+  fig.spec.font_path = kFont;
+  fig.spec.title = "bad \xC0 title";
+  CHECK(fig.spec.panels[0].row_labels[1] ==
+        "c\xEF\xBF\xBD"
+        "at");
+  const std::string svg = render_svg(fig.spec);
+  CHECK(balanced_tags(svg));
+  CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+  CHECK(count(svg, "<use xlink:href=\"#glyph") > 30);  // cairo drew the text, it did not stop at a bad byte
+  const std::string csv = render_csv(fig.spec.panels[0]);
+  CHECK(render::valid_utf8(csv) == csv);
+  CHECK(csv.find("c\xEF\xBF\xBD"
+                 "at") != std::string::npos);
+  // The PNG draws the same labels as the clean text would take room for.
+  const Image im = decode(render_png(fig.spec));
+  const Layout lay = layout(fig.spec);
+  CHECK(ink(im, lay.row_label_areas[0], 0xFFFFFFFFu) > 20);
+  CHECK(ink(im, lay.title, 0xFFFFFFFFu) > 20);
+}
+
+TEST_CASE("label thinning: the smallest power of two whose cells hold the text", "[export]") {
+  CHECK(render::label_step(48, 15) == 1);
+  CHECK(render::label_step(10, 15) == 2);
+  CHECK(render::label_step(1, 15) == 16);
+  CHECK(render::label_step(1, 16) == 16);
+  CHECK(render::label_step(1, 17) == 32);
+  CHECK(render::label_step(0, 15) == 1);
+}
+
+namespace {
+
+std::vector<unsigned char> font_bytes() {
+  std::ifstream in(kFont, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+void write_bytes(const std::string& path, const std::vector<unsigned char>& b) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+void put32(std::vector<unsigned char>& b, std::size_t at, std::uint32_t v) {
+  for (int k = 0; k < 4; ++k) b[at + std::size_t(k)] = static_cast<unsigned char>(v >> (24 - 8 * k));
+}
+std::uint32_t get32(const std::vector<unsigned char>& b, std::size_t at) {
+  return std::uint32_t(b[at]) << 24 | std::uint32_t(b[at + 1]) << 16 | std::uint32_t(b[at + 2]) << 8 |
+         b[at + 3];
+}
+
+}  // namespace
+
+TEST_CASE("fonts that are not fonts: a FileError naming the file, never a crash, hang or huge read",
+          "[export]") {
+  using Catch::Contains;
+  const test::TempDir dir;
+  const std::vector<unsigned char> good = font_bytes();
+  REQUIRE(good.size() > 1000);
+  CHECK_NOTHROW(validate_font(good.data(), good.size(), "DejaVuSans.ttf"));
+  CHECK_NOTHROW(FontFace(kFont));
+
+  // What a figure does with each: refuse it, naming the file, through the same path the CLI takes.
+  auto refused = [&](const std::string& path, const std::string& why) {
+    INFO(path);
+    CHECK_THROWS_WITH(FontFace(path), Contains(path) && Contains(why));
+    ExportSpec s;
+    const float v = 0.5f;
+    Panel p;
+    p.values = &v;
+    p.rows = p.cols = 1;
+    s.panels.push_back(p);
+    s.font_path = path;
+    CHECK_THROWS_AS(render_png(s), FileError);
+    CHECK_THROWS_AS(TextMeter(path, 13), FileError);
+  };
+  write_bytes(dir.file("empty.ttf"), {});
+  refused(dir.file("empty.ttf"), "empty");
+  refused("/dev/null", "not a regular file");
+  refused("/dev/zero", "not a regular file");
+  refused(dir.path.string(), "Is a directory");
+  refused(dir.file("missing.ttf"), "No such file");
+  REQUIRE(::mkfifo(dir.file("fifo.ttf").c_str(), 0600) == 0);  // no writer: a read would wait forever
+  refused(dir.file("fifo.ttf"), "not a regular file");
+  // Larger than any font: refused from its size (a sparse file), before a byte is read.
+  {
+    std::ofstream(dir.file("huge.ttf")).put('x');
+    REQUIRE(::truncate(dir.file("huge.ttf").c_str(), off_t(kMaxFontBytes) + 1) == 0);
+  }
+  refused(dir.file("huge.ttf"), "MiB");
+  write_bytes(dir.file("text.ttf"), {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '\n', '!'});
+  refused(dir.file("text.ttf"), "unknown sfnt version");
+  write_bytes(dir.file("short.ttf"), {0, 1, 0, 0, 0, 3});
+  refused(dir.file("short.ttf"), "shorter than a font's header");
+  // Truncated: the header and table directory whole, the tables cut off.
+  write_bytes(dir.file("cut.ttf"), std::vector<unsigned char>(good.begin(), good.begin() + 4000));
+  refused(dir.file("cut.ttf"), "lies outside the file");
+  // The directory itself cut short.
+  write_bytes(dir.file("cut_dir.ttf"), std::vector<unsigned char>(good.begin(), good.begin() + 40));
+  refused(dir.file("cut_dir.ttf"), "table directory runs past the end");
+  // A table whose offset + length wraps past 2^32: still outside the file.
+  std::vector<unsigned char> wrap = good;
+  put32(wrap, 12 + 8, 0xFFFFFF00u);
+  put32(wrap, 12 + 12, 0x200u);
+  write_bytes(dir.file("wrap.ttf"), wrap);
+  refused(dir.file("wrap.ttf"), "lies outside the file");
+  // A font without the tables text needs (every 'cmap' tag renamed).
+  std::vector<unsigned char> no_cmap = good;
+  for (std::size_t i = 0, n = std::size_t(no_cmap[4] << 8 | no_cmap[5]); i < n; ++i)
+    if (get32(no_cmap, 12 + 16 * i) == 0x636D6170u) put32(no_cmap, 12 + 16 * i, 0x786D6170u);  // "xmap"
+  write_bytes(dir.file("no_cmap.ttf"), no_cmap);
+  refused(dir.file("no_cmap.ttf"), "no 'cmap' table");
+  // A collection (.ttc) of one font is read as that font; one pointing past its end is refused.
+  std::vector<unsigned char> ttc = {'t', 't', 'c', 'f', 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 16};
+  ttc.insert(ttc.end(), good.begin(), good.end());
+  for (std::size_t i = 0, n = std::size_t(good[4] << 8 | good[5]); i < n; ++i)
+    put32(ttc, 16 + 12 + 16 * i + 8, get32(ttc, 16 + 12 + 16 * i + 8) + 16);  // offsets from the file start
+  write_bytes(dir.file("one.ttc"), ttc);
+  CHECK_NOTHROW(FontFace(dir.file("one.ttc")));
+  put32(ttc, 12, std::uint32_t(ttc.size()));
+  write_bytes(dir.file("bad.ttc"), ttc);
+  refused(dir.file("bad.ttc"), "starts past the end");
 }

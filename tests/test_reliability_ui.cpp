@@ -62,7 +62,6 @@ TEST_CASE("a typed mask cell: finite or -inf, anything else says why", "[reliabi
 TEST_CASE("a scenario whose tensors disagree with its sizes loads, and the error is inline",
           "[reliability]") {
   AppState s;
-  s.committed = s.scenario;
   s.recompute();
   REQUIRE(s.result.valid());
   const auto kept = s.result.forward;
@@ -86,14 +85,12 @@ TEST_CASE("scenario side files that are devices or folders are refused, not read
 
 TEST_CASE("huge sizes are refused inline with the bytes and the last result stays", "[reliability]") {
   AppState s;
-  s.committed = s.scenario;
   s.recompute();
   const auto kept = s.result.forward;
-  s.scenario.tgt_len = 1 << 20;  // the size field's maximum
-  s.scenario.embed_dim = 1024;
-  s.scenario.num_heads = 16;
   s.now = 1;
-  s.edited("L");
+  s.apply(set_control("embed_dim", "1024"));
+  s.apply(set_control("num_heads", "16"));
+  s.apply(set_control("tgt_len", std::to_string(1 << 20)));  // the size field's maximum
   for (int i = 0; i < 2000 && s.computer.busy(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   s.tick(2);
@@ -101,19 +98,19 @@ TEST_CASE("huge sizes are refused inline with the bytes and the last result stay
   CHECK_THAT(s.errors["sizes"], Contains("bytes"));
   CHECK(s.result.forward == kept);
   // A mask at those sizes is refused the same way, before its cells are allocated.
-  s.scenario.mask.preset = MaskPreset::causal;
-  CHECK_THROWS_AS(apply_mask_preset(s.scenario), mha::TooLargeError);
-  CHECK(s.scenario.mask.cells.empty());
+  CHECK_FALSE(s.apply(set_mask_preset("causal")));
+  CHECK_THAT(s.errors["mask"], Contains("more than"));
+  CHECK(s.scenario().mask.cells.empty());
+  CHECK(s.scenario().mask.preset == MaskPreset::none);  // refused: nothing half-applied
 }
 
 TEST_CASE("a view change alone (tab, colormap) is autosaved after the quiet second", "[reliability]") {
   mha::test::TempDir dir;
   AppState s;
   s.autosave_path = dir.file("autosave.json");
-  s.committed = s.scenario;
   s.tick(1);
   CHECK_FALSE(std::filesystem::exists(s.autosave_path));  // nothing changed: nothing written
-  s.scenario.view.tab = 3;                                // as the tab bar does: no undo step
+  s.view().tab = 3;                                      // as the tab bar does: no undo step
   s.tick(2);
   s.tick(2.5);
   CHECK_FALSE(std::filesystem::exists(s.autosave_path));

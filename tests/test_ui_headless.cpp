@@ -43,8 +43,7 @@ TEST_CASE("every preset scenario draws every panel", "[ui]") {
   for (const std::string& path : ui.env.presets) {
     INFO("preset " << path);
     AppState state;
-    state.scenario = load_scenario(path);
-    state.committed = state.scenario;
+    state.start(load_scenario(path));
     state.recompute();
     ui.settle(state);
     REQUIRE(state.errors.empty());
@@ -64,14 +63,14 @@ TEST_CASE("teaching and large sizes with every mask preset", "[ui]") {
       INFO("N=" << sz.N << " L=" << sz.L << " E=" << sz.E << " H=" << sz.H << " preset "
                 << to_string(MaskPreset(p)));
       AppState state;
-      Scenario& s = state.scenario;
+      Scenario s;
       s.batch = sz.N;
       s.tgt_len = sz.L;
       s.embed_dim = sz.E;
       s.num_heads = sz.H;
       s.mask.preset = MaskPreset(p);
       apply_mask_preset(s);
-      state.committed = s;
+      state.start(s);
       state.recompute();
       ui.settle(state);
       REQUIRE(state.errors.empty());
@@ -85,13 +84,11 @@ TEST_CASE("teaching and large sizes with every mask preset", "[ui]") {
 TEST_CASE("an invalid size is shown inline and the last result stays", "[ui]") {
   HeadlessUi ui;
   AppState state;
-  state.committed = state.scenario;
   state.recompute();
   ui.settle(state);
   REQUIRE(state.result.valid());
   const auto before = state.result.forward;
-  state.scenario.num_heads = 3;  // 8 % 3 != 0
-  state.edited("H num_heads");
+  state.apply(set_control("H num_heads", "3"));  // 8 % 3 != 0
   ui.frame(state);
   REQUIRE(state.errors.count("num_heads") == 1);
   CHECK_THAT(state.errors["num_heads"], Catch::Contains("embed_dim 8 not divisible by num_heads 3"));
@@ -101,7 +98,7 @@ TEST_CASE("an invalid size is shown inline and the last result stays", "[ui]") {
   state.undo();
   ui.frame(state);
   CHECK(state.errors.empty());
-  CHECK(state.scenario.num_heads == 2);
+  CHECK(state.scenario().num_heads == 2);
 }
 
 namespace {

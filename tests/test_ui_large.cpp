@@ -38,7 +38,6 @@ TEST_CASE("Large L view: no GPU path, the reason and the CPU heatmap", "[ui][lar
   auto gpu = mha::gpu::GpuBackend::unavailable("test: no OpenGL 4.3 here");
   ui.env.large_gpu = gpu.get();
   AppState state;
-  state.committed = state.scenario;
   state.recompute();
   ui.settle(state);
   REQUIRE(state.result.valid());
@@ -63,10 +62,11 @@ TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in"
   ui.env.large_gpu = gpu.get();
   ui.env.large_len = 1024;
   AppState state;
-  state.scenario.batch = 1;
-  state.scenario.embed_dim = 16;
-  state.scenario.num_heads = 2;
-  state.committed = state.scenario;
+  Scenario small;
+  small.batch = 1;
+  small.embed_dim = 16;
+  small.num_heads = 2;
+  state.start(small);
   state.recompute();
   ui.settle(state);
   ui.env.select_tab = kLargeTab;
@@ -107,7 +107,6 @@ TEST_CASE("Large L view: the GPU path fails while preparing: the reason and the 
   ui.env.large_gpu = gpu.get();
   ui.env.large_len = 1024;
   AppState state;
-  state.committed = state.scenario;
   state.recompute();
   ui.settle(state);
   ui.env.select_tab = kLargeTab;
@@ -131,8 +130,9 @@ TEST_CASE("Large L view: the hovered cell's value is the reference's weight ther
   ui.env.large_gpu = gpu.get();
   ui.env.large_len = 256;  // fits the map at 1 px per cell or more: exact cells
   AppState state;
-  state.scenario.batch = 2;
-  state.committed = state.scenario;
+  Scenario two;
+  two.batch = 2;
+  state.start(two);
   state.recompute();
   ui.settle(state);
   ui.env.select_tab = kLargeTab;
@@ -147,7 +147,7 @@ TEST_CASE("Large L view: the hovered cell's value is the reference's weight ther
   REQUIRE(info.hover_i >= 0);
   REQUIRE(info.hover_j >= 0);
   // The view's problem: the scenario at L = S = 256, self-attention, no mask (large.cpp).
-  Scenario s = state.scenario;
+  Scenario s = state.scenario();
   s.tgt_len = s.src_len = 256;
   s.separate_qkv = false;
   const Built b = build_forward(s);

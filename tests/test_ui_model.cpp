@@ -30,8 +30,7 @@ Scenario model_scenario(std::int64_t layer) {
 
 // The scenario opened as the app opens one, and its result landed.
 void open_scenario(HeadlessUi& ui, AppState& state, Scenario s) {
-  state.scenario = std::move(s);
-  state.committed = state.scenario;
+  state.start(std::move(s));
   state.recompute();
   ui.settle(state);
 }
@@ -51,7 +50,7 @@ TEST_CASE("a GPT-2 folder as the scenario's model: sizes, tokens and every panel
     CHECK(d.E == 32);
     CHECK(d.H == 4);
     CHECK(d.L == 15);  // the model's tokenizer, not whitespace
-    CHECK(state.scenario.embed_dim == 32);
+    CHECK(state.scenario().embed_dim == 32);
     CHECK(state.result.query_tokens[1] ==
           "\xE2\x90\xA3"
           "cat");  // "␣cat"
@@ -74,12 +73,10 @@ TEST_CASE("a what-if mask at one layer moves the prediction; undo brings it back
   const std::vector<float> weights0 = state.result.forward->trace["attn_weights"].contiguous().data;
 
   // Block key 1 ("␣cat") for every query after it, at layer 1, as painting the mask does.
-  Scenario& s = state.scenario;
-  const std::int64_t T = s.L();
-  s.mask.preset = MaskPreset::custom;
-  for (std::int64_t i = 2; i < T; ++i)
-    s.mask.cells[std::size_t(i * T + 1)] = -std::numeric_limits<float>::infinity();
-  state.edited("mask paint");
+  const int T = int(state.scenario().L());
+  Cells column;
+  for (int i = 2; i < T; ++i) column.push_back({i, 1});
+  REQUIRE(state.apply(paint_mask_cells(column, true)));
   ui.settle(state);
   REQUIRE(state.result.model);
   const auto after = state.result.model->top_k;
@@ -100,8 +97,7 @@ TEST_CASE("back to random init keeps the course's single module", "[ui][model]")
   HeadlessUi ui;
   AppState state;
   open_scenario(ui, state, model_scenario(0));
-  set_model(state.scenario, "");
-  state.edited("model");
+  REQUIRE(state.apply(choose_model("")));
   ui.settle(state);
   REQUIRE(state.result.valid());
   CHECK(!state.result.model);
@@ -126,7 +122,7 @@ TEST_CASE("attention weights saved elsewhere open read-only in the Attention fil
   mha::test::TempDir tmp("mha_attention_");
   const std::string path = tmp.file("attention.npy");
   mha::write_npy(path, mha::to_array(w));
-  const Scenario before = state.scenario;
+  const Scenario before = state.scenario();
   open_attention_file(path);
   AttentionFileInfo info = attention_file_info();
   CHECK(info.error.empty());
@@ -142,7 +138,7 @@ TEST_CASE("attention weights saved elsewhere open read-only in the Attention fil
   info = attention_file_info();
   CHECK_THAT(info.error, Catch::Contains("bad.npy"));
   CHECK(info.T == 5);
-  Scenario after = state.scenario;
+  Scenario after = state.scenario();
   after.view = before.view;  // the tab shown is view state; nothing else of the scenario moves
   CHECK(mha::studio::to_json(after) == mha::studio::to_json(before));
 }

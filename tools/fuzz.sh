@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(npy safetensors scenario text cli tokenizer tokenizer_files model_config)
+((${#targets[@]})) || targets=(npy safetensors scenario text cli tokenizer tokenizer_files model_config font)
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang (bash tools/install_deps.sh --sanitizers)"; exit 2; }
 cmake --preset fuzz >/dev/null

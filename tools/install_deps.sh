@@ -5,6 +5,8 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
       libimgui-dev libstb-dev libglfw3-dev libepoxy-dev xvfb xauth libgl1-mesa-dri
+      python3                        # tests/check_layering.py
+      libcairo2-dev libfreetype-dev  # figures: cairo draws PNG, SVG and PDF; FreeType reads the font
       libfontconfig-dev              # the font fallback (platform/data_dir.cpp)
       scdoc desktop-file-utils appstream dpkg-dev file  # man pages; install test: validators, cpack -G DEB
       libegl1-mesa-dev libegl-mesa0  # EGL headers + Mesa's EGL: the GPU path's headless llvmpipe context

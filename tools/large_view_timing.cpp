@@ -25,7 +25,6 @@ int main(int argc, char** argv) {
   ui.env.large_gpu = gpu.get();
   ui.env.large_len = argc > 1 ? std::atoll(argv[1]) : 4096;
   AppState state;
-  state.committed = state.scenario;
   state.recompute();
   ui.settle(state);
   ui.env.select_tab = 6;

@@ -140,8 +140,14 @@ void draw_compare(AppState& state, Textures& tex) {
     ImGui::TextWrapped("No result yet: the comparison appears once the inputs give a valid forward.");
     return;
   }
-  ViewState& view = state.scenario.view;
-  const ForwardResult<float>& f = *state.result.forward;
+  ViewState& view = state.view();
+  // Mode 3 compares two pins (or a pin and the live state): B takes the live result's place.
+  const Pin* pin_a = view.compare_mode == 3 ? state.find_pin(view.compare_pin_a) : nullptr;
+  const Pin* pin_b = view.compare_mode == 3 ? state.find_pin(view.compare_pin_b) : nullptr;
+  const std::shared_ptr<const ForwardResult<float>> live =
+      pin_b ? pin_b->result.forward : state.result.forward;
+  const Result& live_result = pin_b ? pin_b->result : state.result;
+  const ForwardResult<float>& f = *live;
   const Dims& d = f.dims;
   const float font = ImGui::GetFontSize();
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -160,11 +166,38 @@ void draw_compare(AppState& state, Textures& tex) {
           "The same layer input (ln_1 of the residual stream) through nn.MultiheadAttention's\n"
           "default init from the seed: what these heads looked like before training.");
   }
-  const int mode = view.compare_mode == 2 && model && model->untrained ? 2 : view.compare_mode == 1 ? 1 : 0;
-  // The result subtracted in modes 1 and 2 (mode 0 subtracts a head of the same result).
-  const std::shared_ptr<const ForwardResult<float>> other = mode == 1   ? state.previous.forward
-                                                            : mode == 2 ? model->untrained
-                                                                        : nullptr;
+  if (!state.pins.empty()) {
+    same_line_if_fits(labelled("pins", ImGui::GetFrameHeight()));
+    ImGui::RadioButton("pins", &view.compare_mode, 3);
+  }
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Pin this")) state.pin("pin " + std::to_string(state.pins.size() + 1));
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Keep this state and its result to compare against later");
+  const int mode = view.compare_mode == 2 && model && model->untrained ? 2
+                   : view.compare_mode == 3 && !state.pins.empty()     ? 3
+                   : view.compare_mode == 1                            ? 1
+                                                                       : 0;
+  if (mode == 3) {  // A and B: any pin, or the live state
+    if (!pin_a && !state.pins.empty()) view.compare_pin_a = state.pins.front().name;
+    pin_a = state.find_pin(view.compare_pin_a);
+    auto pick = [&](const char* label, std::string& name, bool allow_live) {
+      ImGui::SetNextItemWidth(font * 8);
+      if (ImGui::BeginCombo(label, name.c_str())) {
+        if (allow_live && ImGui::Selectable("live", name == "live")) name = "live";
+        for (const Pin& p : state.pins)
+          if (ImGui::Selectable(p.name.c_str(), name == p.name)) name = p.name;
+        ImGui::EndCombo();
+      }
+    };
+    pick("A (before)", view.compare_pin_a, false);
+    same_line_if_fits(labelled("B (after)", font * 8));
+    pick("B (after)", view.compare_pin_b, true);
+  }
+  // The result subtracted in modes 1, 2 and 3 (mode 0 subtracts a head of the same result).
+  const std::shared_ptr<const ForwardResult<float>> other = mode == 1            ? state.previous.forward
+                                                            : mode == 2          ? model->untrained
+                                                            : mode == 3 && pin_a ? pin_a->result.forward
+                                                                                 : nullptr;
 
   const int si = stage_index(view.stage);
   ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
@@ -225,18 +258,19 @@ void draw_compare(AppState& state, Textures& tex) {
   // Mode 0 shows A - B; mode 1 after - before, i.e. B - A: swap the rebuild's operands.
   const Side& first = mode == 0 ? A : B;
   const Side& second = mode == 0 ? B : A;
-  const std::uint64_t gen = state.result.generation, prev_gen = mode == 1   ? state.previous.generation
-                                                                : mode == 2 ? ~gen
-                                                                            : 0;
+  const std::uint64_t gen = live_result.generation, prev_gen = mode == 1   ? state.previous.generation
+                                                               : mode == 2 ? ~gen
+                                                               : mode == 3 && pin_a ? pin_a->result.generation
+                                                                                    : 0;
   const std::uint64_t key = mix({std::uint64_t(mode), gen, prev_gen, std::uint64_t(std::uintptr_t(&f)),
                                  std::uint64_t(std::uintptr_t(before)), std::uint64_t(si), std::uint64_t(b),
                                  std::uint64_t(ha), std::uint64_t(mode == 0 ? hb : 0)});
   static CompareCache cache;
   const std::shared_ptr<const ForwardResult<float>> none;
-  if (cache.key != key || !same_owner(cache.after, state.result.forward) ||
+  if (cache.key != key || !same_owner(cache.after, live) ||
       !same_owner(cache.before, before ? other : none)) {
     rebuild(cache, key, si, first, second);
-    cache.after = state.result.forward;
+    cache.after = live;
     cache.before = before ? other : none;
     cache.head_max.clear();
     if (mode != 0)  // which heads moved most: one pass over every head, here only
@@ -248,8 +282,8 @@ void draw_compare(AppState& state, Textures& tex) {
   }
 
   const int R = A.values.rows, C = A.values.cols;
-  const std::vector<std::string>* row_labels = &state.result.query_tokens;
-  const std::vector<std::string>* col_labels = si == kContext ? &feature_labels(C) : &state.result.key_tokens;
+  const std::vector<std::string>* row_labels = &live_result.query_tokens;
+  const std::vector<std::string>* col_labels = si == kContext ? &feature_labels(C) : &live_result.key_tokens;
 
   // The summary line: what is subtracted and the largest difference, with its tokens.
   char what[64];
@@ -257,6 +291,9 @@ void draw_compare(AppState& state, Textures& tex) {
     std::snprintf(what, sizeof what, "head %d - head %d", ha, hb);
   else if (mode == 1)
     std::snprintf(what, sizeof what, "after - before, head %d", ha);
+  else if (mode == 3)
+    std::snprintf(what, sizeof what, "%.20s - %.20s, head %d", view.compare_pin_b.c_str(),
+                  view.compare_pin_a.c_str(), ha);
   else
     std::snprintf(what, sizeof what, "trained - untrained, head %d", ha);
   if (cache.arg_i >= 0)
@@ -292,20 +329,25 @@ void draw_compare(AppState& state, Textures& tex) {
     sa.stage = kStages[si].name;
     sa.batch_index = b;
     sa.head = ha;
-    sa.query_labels = state.result.query_tokens;
-    sa.key_labels = state.result.key_tokens;
+    sa.query_labels = live_result.query_tokens;
+    sa.key_labels = live_result.key_tokens;
     exporter::StageSlice sb = sa;
-    const std::shared_ptr<const ForwardResult<float>> after = state.result.forward;
+    const std::shared_ptr<const ForwardResult<float>> after = live;
     const std::shared_ptr<const ForwardResult<float>> prev = mode != 0 ? other : after;
     if (mode == 0) sb.head = hb;
     const std::string a_name = mode == 0   ? "head " + std::to_string(ha)
                                : mode == 1 ? "after (head " + std::to_string(ha) + ")"
+                               : mode == 3 ? view.compare_pin_b + " (head " + std::to_string(ha) + ")"
                                            : "trained (head " + std::to_string(ha) + ")";
-    const std::string b_name = mode == 0 ? "head " + std::to_string(hb) : mode == 1 ? "before" : "untrained";
+    const std::string b_name = mode == 0   ? "head " + std::to_string(hb)
+                               : mode == 1 ? "before"
+                               : mode == 3 ? view.compare_pin_a
+                                           : "untrained";
     req.choices.push_back({"difference map",
                            "mha-" + sa.stage + "-batch" + std::to_string(b) +
                                (mode == 0 ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
                                 : mode == 1 ? "-head" + std::to_string(ha) + "-after-minus-before"
+                                : mode == 3 ? "-head" + std::to_string(ha) + "-pin-difference"
                                             : "-head" + std::to_string(ha) + "-trained-minus-untrained"),
                            [after, prev, sa, sb, a_name, b_name] {
                              return exporter::difference_figure(*after, sa, a_name, *prev, sb, b_name);
@@ -383,6 +425,9 @@ void draw_compare(AppState& state, Textures& tex) {
         std::snprintf(title, sizeof title, "%s: head %d", k == 0 ? "A" : "B", k == 0 ? ha : hb);
       else if (mode == 1)
         std::snprintf(title, sizeof title, "%s: head %d", k == 0 ? "before" : "after", ha);
+      else if (mode == 3)
+        std::snprintf(title, sizeof title, "%.20s: head %d",
+                      k == 0 ? view.compare_pin_a.c_str() : view.compare_pin_b.c_str(), ha);
       else
         std::snprintf(title, sizeof title, "%s: head %d", k == 0 ? "untrained" : "trained", ha);
       ImGui::TextUnformatted(title);

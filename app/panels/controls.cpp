@@ -16,8 +16,8 @@
 #include "io/state_dict.hpp"
 #include "model_cache.hpp"
 #include "panels.hpp"
-#include "text_parse.hpp"
 #include "studio_names.hpp"
+#include "text_parse.hpp"
 
 namespace mha::app {
 
@@ -33,35 +33,28 @@ void inline_error(const AppState& state, const char* slot) {
   ImGui::PopStyleColor();
 }
 
-// Keeps the mask fitted to new sizes; a mask too large to hold is reported, not a crash.
-void fit_mask(AppState& state) {
-  try {
-    fit_mask_to_sizes(state.scenario);
-  } catch (const Error& e) {
-    state.errors["mask"] = e.what();
-  }
-}
-
-// A size field: applies at once, keeps the mask fitted, one undo step per field and drag.
-void size_field(AppState& state, const char* label, std::int64_t* value, const char* tip, std::int64_t lo = 1,
-                std::int64_t hi = 1 << 20) {
-  std::int64_t v = *value;
+// A size field: applies at once (the action fits the mask), one undo step per field and drag.
+void size_field(AppState& state, const char* id, const char* label, std::int64_t value, const char* tip,
+                std::int64_t lo = 1, std::int64_t hi = 1 << 20) {
+  std::int64_t v = value;
   const std::int64_t step = 1;
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
   if (ImGui::InputScalar(label, ImGuiDataType_S64, &v, &step, nullptr, "%lld")) {
     v = std::clamp(v, lo, hi);
-    if (v != *value) {
-      *value = v;
-      fit_mask(state);
-      state.edited(label);
-    }
+    if (v != value) state.apply(set_control(id, std::to_string(v)));
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
 }
 
-// A DragFloat per cell of a (rows, cols) row-major block, where that is few enough cells to edit by
-// hand; a drag is one undo step (edits of one name coalesce).
-void edit_cells(AppState& state, const char* what, float* data, std::int64_t rows, std::int64_t cols) {
+// A checkbox bound to a control of the table.
+void check_control(AppState& state, const char* id, const char* label, bool value) {
+  if (ImGui::Checkbox(label, &value)) state.apply(set_control(id, value ? "true" : "false"));
+}
+
+// A DragFloat per cell of a (rows, cols) row-major block of `tensor`, where that is few enough cells
+// to edit by hand; a drag is one undo step (edits of one tensor coalesce).
+void edit_cells(AppState& state, const std::string& tensor, const float* data, std::int64_t rows,
+                std::int64_t cols) {
   constexpr std::int64_t kMaxCells = 256;
   if (rows * cols > kMaxCells) {
     ImGui::TextWrapped("%lld x %lld = %lld cells: too many to edit by hand here; load a file instead.",
@@ -69,7 +62,7 @@ void edit_cells(AppState& state, const char* what, float* data, std::int64_t row
     ImGui::TreePop();
     return;
   }
-  ImGui::BeginChild(what,
+  ImGui::BeginChild(tensor.c_str(),
                     ImVec2(0, ImGui::GetFrameHeightWithSpacing() * float(std::min<std::int64_t>(rows, 8)) +
                                   ImGui::GetStyle().ScrollbarSize),
                     false, ImGuiWindowFlags_HorizontalScrollbar);
@@ -79,7 +72,9 @@ void edit_cells(AppState& state, const char* what, float* data, std::int64_t row
       if (e) ImGui::SameLine(0, 2);
       ImGui::PushID(int(e));
       ImGui::SetNextItemWidth(ImGui::GetFontSize() * 2.8f);
-      if (ImGui::DragFloat("##c", &data[i * cols + e], 0.01f, 0, 0, "%.2f")) state.edited(what);
+      float v = data[i * cols + e];
+      if (ImGui::DragFloat("##c", &v, 0.01f, 0, 0, "%.2f"))
+        state.apply(set_tensor_value(tensor, i * cols + e, v));
       ImGui::PopID();
     }
     ImGui::PopID();
@@ -89,7 +84,7 @@ void edit_cells(AppState& state, const char* what, float* data, std::int64_t row
 }
 
 void inputs_section(AppState& state) {
-  Scenario& s = state.scenario;
+  const Scenario& s = state.scenario();
   const std::int64_t N = s.batch, L = s.L(), E = s.embed_dim;
   const bool edited_any = s.query || s.key || s.value;
   ImGui::TextDisabled("query = %s", edited_any && s.query ? "edited tensor" : "torch.rand from the seed");
@@ -107,8 +102,8 @@ void inputs_section(AppState& state) {
                                 " numbers; the query (N, L, E) = " + shape_str({N, L, E}) + " needs " +
                                 std::to_string(N * L * E);
     } else {
-      s.query = Tensor<float>({N, L, E}, v);
-      state.edited("paste query");
+      state.apply(
+          {"paste query", [t = Tensor<float>({N, L, E}, v)](Scenario& sc) { sc.query = t; }, "tensors"});
     }
   }
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
@@ -118,8 +113,7 @@ void inputs_section(AppState& state) {
     try {
       Tensor<float> t = to_tensor<float>(read_npy(npy_path));
       if (t.dim() == 2) t.shape.insert(t.shape.begin(), 1);  // (L, E) -> (1, L, E)
-      s.query = std::move(t);
-      state.edited("load query");
+      state.apply({"load query", [t = std::move(t)](Scenario& sc) { sc.query = t; }, "tensors"});
     } catch (const Error& e) {
       state.errors["tensors"] = e.what();
     }
@@ -129,40 +123,45 @@ void inputs_section(AppState& state) {
   const bool separate = s.cross_attention || s.separate_qkv;
   struct Slot {
     const char* name;
-    std::optional<Tensor<float>>* tensor;
+    const std::optional<Tensor<float>>* tensor;
   };
   for (const Slot& slot : {Slot{"query", &s.query}, Slot{"key", &s.key}, Slot{"value", &s.value}}) {
     if (!separate && slot.tensor != &s.query) continue;
     if (!*slot.tensor) {
       if (ImGui::Button((std::string("Edit ") + slot.name).c_str())) {
-        const Built b = build_forward(s);  // start from the values on screen
-        *slot.tensor = slot.tensor == &s.query ? b.inputs.query
-                       : slot.tensor == &s.key ? b.inputs.key
-                                               : b.inputs.value;
-        state.edited((std::string("edit ") + slot.name).c_str());
+        const std::string name = slot.name;
+        state.apply({"edit " + name,
+                     [name](Scenario& sc) {
+                       const Built b = build_forward(sc);  // start from the values on screen
+                       (name == "query" ? sc.query
+                        : name == "key" ? sc.key
+                                        : sc.value) = name == "query" ? b.inputs.query
+                                                      : name == "key" ? b.inputs.key
+                                                                      : b.inputs.value;
+                     },
+                     "tensors"});
       }
       ImGui::SameLine();
       continue;
     }
-    Tensor<float>& t = **slot.tensor;
+    const Tensor<float>& t = **slot.tensor;
     if (t.dim() == 3 && ImGui::TreeNode(slot.name, "%s cells (batch item 0)", slot.name))
-      edit_cells(state, (std::string("edit ") + slot.name + " cell").c_str(), t.ptr(), t.shape[1],
-                 t.shape[2]);
+      edit_cells(state, slot.name, t.ptr(), t.shape[1], t.shape[2]);
   }
   ImGui::NewLine();
   if (edited_any) {
     ImGui::SameLine();
-    if (ImGui::Button("Reset inputs")) {
-      s.query.reset();
-      s.key.reset();
-      s.value.reset();
-      state.edited("reset inputs");
-    }
+    if (ImGui::Button("Reset inputs"))
+      state.apply({"reset inputs", [](Scenario& sc) {
+                     sc.query.reset();
+                     sc.key.reset();
+                     sc.value.reset();
+                   }});
   }
 }
 
 void weights_section(AppState& state) {
-  Scenario& s = state.scenario;
+  const Scenario& s = state.scenario();
   static std::string path;
   ImGui::TextDisabled("weights = %s",
                       s.weights ? "edited or loaded" : "nn.MultiheadAttention default init (seed)");
@@ -175,33 +174,33 @@ void weights_section(AppState& state) {
       Weights<float> w = read_state_dict<float>(dir ? path : "", dir ? "" : path);
       if (w.out_proj_weight.empty())
         throw FileError(path, path + ": no out_proj.weight found (torch state_dict names expected)");
-      s.bias = !w.in_proj_bias.empty();
-      s.weights = std::move(w);
-      state.edited("load weights");
+      state.apply({"load weights",
+                   [w = std::move(w)](Scenario& sc) {
+                     sc.bias = !w.in_proj_bias.empty();
+                     sc.weights = w;
+                   },
+                   "tensors"});
     } catch (const Error& e) {
       state.errors["tensors"] = e.what();
     }
   }
   if (!s.weights) {
-    if (ImGui::Button("Edit weights")) {
-      s.weights = build_forward(s).weights;  // start from the default init on screen
-      state.edited("edit weights");
-    }
+    if (ImGui::Button("Edit weights"))  // start from the default init on screen
+      state.apply({"edit weights", [](Scenario& sc) { sc.weights = build_forward(sc).weights; }, "tensors"});
     return;
   }
   ImGui::SameLine();
   if (ImGui::Button("Default")) {
-    s.weights.reset();
-    state.edited("default weights");
+    state.apply({"default weights", [](Scenario& sc) { sc.weights.reset(); }});
     return;
   }
-  Weights<float>& w = *s.weights;
+  Weights<float> w = *s.weights;  // a copy: the names and shapes, read while the scenario may change
   for (auto [name, tensor] : state_dict(w)) {
     if (tensor->empty()) continue;
     const std::int64_t rows = tensor->dim() == 2 ? tensor->shape[0] : 1,
                        cols = tensor->numel() / std::max<std::int64_t>(rows, 1);
     if (ImGui::TreeNode(name, "%s %s", name, shape_str(tensor->shape).c_str()))
-      edit_cells(state, (std::string("edit ") + name).c_str(), tensor->ptr(), rows, cols);
+      edit_cells(state, name, tensor->ptr(), rows, cols);
   }
 }
 
@@ -250,21 +249,12 @@ void backend_section(AppState& state) {
 }
 
 // The model choice as one edit; a folder that does not load is refused next to the control.
-void choose_model(AppState& state, const std::string& model) {
-  Scenario next = state.scenario;
-  try {
-    set_model(next, model);
-  } catch (const Error& e) {
-    state.errors["model"] = e.what();
-    return;
-  }
-  state.errors.erase("model");
-  state.scenario = std::move(next);
-  state.edited("model");
+void pick_model(AppState& state, const std::string& model) {
+  state.apply(choose_model(model));
 }
 
 void model_section(AppState& state) {
-  Scenario& s = state.scenario;
+  const Scenario& s = state.scenario();
   static char folder[512] = "";
   static const std::vector<std::string> shipped = shipped_models();
   const char* kRandom = "random init (torch seed)";
@@ -272,10 +262,10 @@ void model_section(AppState& state) {
   ImGui::SetNextItemWidth(-1);
   bool open_folder = false;
   if (ImGui::BeginCombo("##model", s.has_model() ? s.model.c_str() : kRandom)) {
-    if (ImGui::Selectable(kRandom, !s.has_model())) choose_model(state, "");
+    if (ImGui::Selectable(kRandom, !s.has_model())) pick_model(state, "");
     for (const std::string& name : shipped)
       if (ImGui::Selectable((name + "  (trained, shipped)").c_str(), s.model == name))
-        choose_model(state, name);
+        pick_model(state, name);
     if (ImGui::Selectable("Open model folder...")) open_folder = true;
     ImGui::EndCombo();
   }
@@ -293,7 +283,7 @@ void model_section(AppState& state) {
     if ((ImGui::Button("Open") || enter) && folder[0]) {
       std::string path = folder;
       if (path.find('/') == std::string::npos) path = "./" + path;  // a folder, not a shipped name
-      choose_model(state, path);
+      pick_model(state, path);
       ImGui::CloseCurrentPopup();
     }
     ImGui::EndPopup();
@@ -304,8 +294,8 @@ void model_section(AppState& state) {
   if (m && m->n_layer > 1) {
     int layer = int(s.layer);
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-    if (ImGui::SliderInt("layer", &layer, 0, int(m->n_layer) - 1) && set_layer(s, layer))
-      state.edited("layer");
+    if (ImGui::SliderInt("layer", &layer, 0, int(m->n_layer) - 1) && layer != s.layer)
+      state.apply(choose_layer(layer));
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("PgUp / PgDn: the layer whose attention every view shows");
   }
   if (m && !m->top_k.empty()) {
@@ -328,7 +318,7 @@ void model_section(AppState& state) {
 }  // namespace
 
 void draw_controls(AppState& state) {
-  Scenario& s = state.scenario;
+  const Scenario& s = state.scenario();
   ImGui::TextDisabled("%s", s.name.c_str());
   model_section(state);
   const bool model = s.has_model();
@@ -336,67 +326,52 @@ void draw_controls(AppState& state) {
   ImGui::Separator();
   ImGui::TextUnformatted("Sentence (tokens label the axes)");
   ImGui::SetNextItemWidth(-1);
-  if (ImGui::InputTextWithHint("##sentence", "e.g. the cat sat on the mat", &s.sentence)) {
-    if (model) {
-      try {
-        adopt_model_sizes(s);
-      } catch (const Error& e) {
-        state.errors["model"] = e.what();
-      }
-    }
-    fit_mask(state);
-    state.edited("sentence");
-  }
+  std::string sentence = s.sentence;
+  if (ImGui::InputTextWithHint("##sentence", "e.g. the cat sat on the mat", &sentence))
+    state.apply(set_control("sentence", sentence));
   if (model) {
     ImGui::TextDisabled("N = 1, E = %lld, H = %lld, bias: set by the model", (long long)s.embed_dim,
                         (long long)s.num_heads);
     ImGui::Text("L = %lld tokens (the model's tokenizer)", (long long)s.L());
   }
   ImGui::BeginDisabled(model);  // with a model, the sizes, inputs and weights are the model's
-  if (ImGui::Checkbox("cross-attention (L != S)", &s.cross_attention)) {
-    fit_mask(state);
-    state.edited("cross-attention");
-  }
+  check_control(state, "cross_attention", "cross-attention (L != S)", s.cross_attention);
   if (s.cross_attention) {
     ImGui::SetNextItemWidth(-1);
-    if (ImGui::InputTextWithHint("##source", "key/value sentence", &s.source_sentence)) {
-      fit_mask(state);
-      state.edited("source sentence");
-    }
-  } else if (ImGui::Checkbox("separate q, k, v (as the notebook)", &s.separate_qkv)) {
-    state.edited("separate q, k, v");
+    std::string source = s.source_sentence;
+    if (ImGui::InputTextWithHint("##source", "key/value sentence", &source))
+      state.apply(set_control("source_sentence", source));
+  } else {
+    check_control(state, "separate_qkv", "separate q, k, v (as the notebook)", s.separate_qkv);
   }
 
   ImGui::Separator();
-  size_field(state, "N batch", &s.batch, "batch size N");
+  size_field(state, "batch", "N batch", s.batch, "batch size N");
   if (s.sentence.empty())
-    size_field(state, "L query len", &s.tgt_len, "query length L (or type a sentence)");
+    size_field(state, "tgt_len", "L query len", s.tgt_len, "query length L (or type a sentence)");
   else
     ImGui::Text("L = %lld tokens", (long long)s.L());
   if (s.cross_attention) {
     if (s.source_sentence.empty())
-      size_field(state, "S key len", &s.src_len, "key/value length S");
+      size_field(state, "src_len", "S key len", s.src_len, "key/value length S");
     else
       ImGui::Text("S = %lld tokens", (long long)s.S());
   }
-  size_field(state, "E embed_dim", &s.embed_dim, "d_model = embed_dim");
+  size_field(state, "embed_dim", "E embed_dim", s.embed_dim, "d_model = embed_dim");
   inline_error(state, "embed_dim");
-  size_field(state, "H num_heads", &s.num_heads, "heads; each gets d_k = E / H columns");
+  size_field(state, "num_heads", "H num_heads", s.num_heads, "heads; each gets d_k = E / H columns");
   inline_error(state, "num_heads");
-  size_field(state, "G kv heads", &s.num_kv_heads,
+  size_field(state, "num_kv_heads", "G kv heads", s.num_kv_heads,
              "grouped-query attention: G key/value heads (0 = H, 1 = MQA)", 0);
   inline_error(state, "num_kv_heads");
   if (s.num_heads > 0 && s.embed_dim % s.num_heads == 0)
     ImGui::TextDisabled("d_k = %lld / %lld = %lld", (long long)s.embed_dim, (long long)s.num_heads,
                         (long long)(s.embed_dim / s.num_heads));
   inline_error(state, "sizes");
-  if (ImGui::Checkbox("bias", &s.bias)) state.edited("bias");
+  check_control(state, "bias", "bias", s.bias);
   int seed = int(s.seed);
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-  if (ImGui::InputInt("seed", &seed) && seed >= 0) {
-    s.seed = std::uint64_t(seed);
-    state.edited("seed");
-  }
+  if (ImGui::InputInt("seed", &seed) && seed >= 0) state.apply(set_control("seed", std::to_string(seed)));
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("torch.manual_seed(seed): inputs by torch.rand, weights by default init");
 
@@ -412,15 +387,12 @@ void draw_controls(AppState& state) {
   bool policy_changed = ImGui::RadioButton("NaN (torch)", &policy, 0);
   ImGui::SameLine();
   policy_changed |= ImGui::RadioButton("0 (notebook)", &policy, 1);
-  if (policy_changed) {
-    s.fully_masked = policy ? FullyMasked::zero : FullyMasked::nan;
-    state.edited("fully masked policy");
-  }
+  if (policy_changed) state.apply(set_control("fully_masked", policy ? "zero" : "nan"));
 
   backend_section(state);
 
   ImGui::Separator();
-  ViewState& v = s.view;
+  ViewState& v = state.view();
   if (state.result.valid()) {
     int b = v.batch_index;
     const int n = int(state.result.forward->dims.N);

@@ -341,11 +341,15 @@ const std::vector<std::string>& feature_labels(int n) {
 }
 
 void row_check_lines(const RowCheck& c) {
-  ImGui::Text("entropy %.2f bits", c.entropy);
+  // Beside its maximum, log2 of the keys a row may see (log2 S without a mask): where the head sits
+  // between "one key" (0) and "uniform" (the maximum).
+  ImGui::PushTextWrapPos(0);
+  ImGui::Text("entropy %.2f bits (max %.2f)", c.entropy, c.entropy_max);
+  ImGui::PopTextWrapPos();
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "Mean over the query rows of -sum p log2 p.\n0 bits: each query looks at one key; %.2f bits: "
-        "uniform over the keys it may see.",
+        "Mean over the query rows of -sum p log2 p.\n0 bits: each query looks at one key; %.2f bits (the mean "
+        "of log2 of each row's visible keys): uniform over the keys it may see.",
         c.entropy_max);
   const bool ok = c.max_err < 1e-4;
   ImGui::TextColored(ok ? ImGui::GetStyleColorVec4(ImGuiCol_Text) : ImVec4(1.0f, 0.55f, 0.2f, 1.0f),
@@ -366,12 +370,13 @@ void draw_heads(AppState& state, Textures& tex) {
     ImGui::TextWrapped("No result yet: the heads appear once the inputs give a valid forward.");
     return;
   }
-  ViewState& view = state.scenario.view;
+  ViewState& view = state.view();
   const ForwardResult<float>& f = *state.result.forward;
   const Dims& d = f.dims;
   const float font = ImGui::GetFontSize();
   const ImGuiStyle& style = ImGui::GetStyle();
 
+  draw_what_if(state);  // temperature and ÷√d_k: their effect shows here, stage by stage
   // Controls: stage and batch item (the colormap and "cell values" are in the left column).
   const int si = stage_index(view.stage);
   ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
@@ -612,7 +617,14 @@ void draw_heads(AppState& state, Textures& tex) {
         hm.selected_row = view.sel_query;
         hm.selected_col = view.sel_key;
       }
+      hm.zoomable = true;
+      hm.hover_row = view.hover_query;  // linked hover: the token under the pointer in any view
+      hm.hover_col = si == kContext ? -1 : view.hover_key;
       const HeatmapEvent ev = draw_heatmap(tex, hm);
+      if (si != kContext)
+        report_hover(ev);
+      else if (ev.hovered || ev.label_row >= 0)  // context columns are features, not tokens
+        report_hover(ev.hovered ? ev.row : ev.label_row, -1);
       // A click selects for the inspector; it is view state, so it records no undo step.
       if (ev.clicked) {
         view.sel_query = ev.row;

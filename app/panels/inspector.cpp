@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "heatmap.hpp"
 #include "panels.hpp"
 
 namespace mha::app {
@@ -107,7 +108,27 @@ void draw_inspector(AppState& state) {
   const auto& f = *state.result.forward;
   const Dims& d = f.dims;
   const Trace<float>& t = f.trace;
-  ViewState& v = state.scenario.view;
+  ViewState& v = state.view();
+  // Linked hover: the token under the pointer in any view, and its weight in the selected head.
+  if ((v.hover_query >= 0 && v.hover_query < d.L) || (v.hover_key >= 0 && v.hover_key < d.S_total)) {
+    const std::int64_t n = std::clamp<std::int64_t>(v.batch_index, 0, d.N - 1);
+    const std::int64_t h = std::clamp<std::int64_t>(v.sel_head, 0, d.H - 1);
+    std::string line = "hover:";
+    if (v.hover_query >= 0) line += " query " + std::to_string(v.hover_query) + " " + token(state.result.query_tokens, v.hover_query);
+    if (v.hover_query >= 0 && v.hover_key >= 0) line += " ->";
+    if (v.hover_key >= 0) line += " key " + std::to_string(v.hover_key) + " " + token(state.result.key_tokens, v.hover_key);
+    if (v.hover_query >= 0 && v.hover_key >= 0 && t.has("attn_weights")) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, ": head %lld weight %.4f", (long long)h,
+                    double(at(t["attn_weights"], n, h, v.hover_query, v.hover_key)));
+      line += buf;
+    }
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(hover_colour()));
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextUnformatted(line.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
   if (v.sel_head < 0 || v.sel_query < 0 || v.sel_key < 0) {
     note(
         "Nothing selected. Click a cell in the Heads or Mask view to see how that attention weight is made, "

@@ -67,8 +67,15 @@ struct LargeView {
 LargeView g_view;
 LargeViewInfo g_info;
 
-// The scenario's E, H, G, N, bias, seed and weights at L = S = `len`, self-attention, with an
-// optional causal mask; the sentence, edited inputs and the drawn mask do not scale, so they drop.
+// Whether the scenario's mask scales to any L: a named preset (causal, sliding window, blocks,
+// prefix, random, padding) is made again at the new size; cells drawn by hand are not.
+bool mask_scales(const MaskSpec& m) {
+  return m.preset != MaskPreset::none && m.preset != MaskPreset::custom;
+}
+
+// The scenario's E, H, G, N, bias, seed and weights at L = S = `len`, self-attention, with its mask
+// preset made at that size (one (L, S) mask for every item and head), or a causal mask when `causal`
+// is ticked; the sentence, edited inputs and a hand-drawn mask do not scale, so they drop.
 Built large_problem(const Scenario& scenario, std::int64_t len, bool causal) {
   Scenario s = scenario;
   s.model.clear();  // one module with default init at the model's sizes (the view says so)
@@ -80,6 +87,17 @@ Built large_problem(const Scenario& scenario, std::int64_t len, bool causal) {
   s.key.reset();
   s.value.reset();
   s.mask = MaskSpec{};
+  if (!causal && mask_scales(scenario.mask)) {
+    const MaskSpec& m = scenario.mask;
+    s.mask.preset = m.preset;
+    s.mask.window = m.window;
+    s.mask.segments = m.segments;
+    s.mask.prefix = m.prefix;
+    s.mask.random_p = m.random_p;
+    s.mask.random_seed = m.random_seed;
+    s.mask.convention = m.convention;
+    apply_mask_preset(s);  // at L = S = len; TooLargeError past kMaxMaskCells
+  }
   Built b = build_forward(s, /*check_trace=*/false);
   b.options.fully_masked = s.fully_masked;
   if (causal) {
@@ -91,6 +109,14 @@ Built large_problem(const Scenario& scenario, std::int64_t len, bool causal) {
   }
   return b;
 }
+
+}  // namespace
+
+Built large_view_problem(const Scenario& scenario, std::int64_t len, bool causal) {
+  return large_problem(scenario, len, causal);
+}
+
+namespace {
 
 // The largest weight of head (n, h): exp(row_max − lse) per row; the colour scale's top.
 float head_max_weight(const LargeView& v) {
@@ -132,7 +158,7 @@ void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
   hm.col_stride = w.strides[3];
   hm.vmin = 0;
   hm.vmax = 1;
-  hm.colormap = state.scenario.view.colormap;
+  hm.colormap = state.scenario().view.colormap;
   hm.row_labels = &r.query_tokens;
   hm.col_labels = &r.key_tokens;
   hm.show_values = false;
@@ -170,7 +196,7 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
   LargeView& v = g_view;
   g_info = LargeViewInfo{};
   const float font = ImGui::GetFontSize();
-  if (state.scenario.has_model())
+  if (state.scenario().has_model())
     ImGui::TextWrapped(
         "With a model, this view runs one nn.MultiheadAttention at the model's sizes with default init "
         "from the seed, not the model's trained weights: the model's own layers are in the other views.");
@@ -184,8 +210,13 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     ImGui::EndCombo();
   }
   ImGui::SameLine();
-  ImGui::Checkbox("causal", causal);
-  const Scenario& s = state.scenario;
+  const Scenario& s = state.scenario();
+  ImGui::Checkbox(mask_scales(s.mask) ? "causal instead of the scenario's mask" : "causal", causal);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Off: the scenario's mask preset (%s) made again at L = S = %lld%s.", to_string(s.mask.preset),
+        (long long)*len,
+        s.mask.preset == MaskPreset::custom ? "; a hand-drawn mask does not scale, so none" : "");
   const std::int64_t N = s.batch, H = s.num_heads;
   v.n = std::clamp(v.n, 0, int(std::max<std::int64_t>(N, 1)) - 1);
   v.h = std::clamp(v.h, 0, int(std::max<std::int64_t>(H, 1)) - 1);
@@ -207,16 +238,12 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
   g_info.len = *len;
   if (!gpu) return draw_fallback(state, tex, "this program was built without the GPU path");
   if (!gpu->available()) return draw_fallback(state, tex, gpu->unavailable_reason());
-  const std::vector<std::int64_t> key = {*len,
-                                         N,
-                                         s.embed_dim,
-                                         H,
-                                         s.num_kv_heads,
-                                         s.bias,
-                                         std::int64_t(s.seed),
-                                         *causal,
-                                         std::int64_t(s.fully_masked),
-                                         s.weights.has_value()};
+  const std::vector<std::int64_t> key = {
+      *len, N, s.embed_dim, H, s.num_kv_heads, s.bias, std::int64_t(s.seed), *causal,
+      // The mask preset and its parameters: a new one recomputes.
+      std::int64_t(s.mask.preset), s.mask.window, s.mask.segments, s.mask.prefix,
+      std::int64_t(s.mask.random_p * 1e6f), std::int64_t(s.mask.random_seed), std::int64_t(s.mask.convention),
+      std::int64_t(s.fully_masked), s.weights.has_value()};
   // A finished preparation becomes the view's problem (a stale one too: the next starts at once).
   if (v.pending.valid() && v.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     Prepared p = v.pending.get();
@@ -244,7 +271,7 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
         p.stats = gpu->prepare_rows(b.config, b.weights, b.inputs, b.options);
         p.dims = dims_for(b.config, s.batch, n_len, n_len);
         p.gpu_bytes = gpu->buffer_bytes();
-        p.trace_bytes = trace_bytes(p.dims, sizeof(float), with_causal);
+        p.trace_bytes = trace_bytes(p.dims, sizeof(float), b.inputs.attn_mask || b.inputs.key_padding_mask);
       } catch (const std::exception& e) {  // mha::Error, or std::bad_alloc for the inputs
         p.error = e.what();
       }

@@ -20,8 +20,8 @@
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panels.hpp"
-#include "text_parse.hpp"
 #include "studio_names.hpp"
+#include "text_parse.hpp"
 
 namespace mha::app {
 
@@ -75,64 +75,67 @@ float grid_height(int rows, float max_cell) {
 }
 
 // A drag in progress on one grid. The first cell pressed decides whether the whole drag blocks or
-// unblocks (a paint tool); the scenario changes live (recomputed, no undo entry) and the drag becomes
-// one undoable edit on release.
+// unblocks (a paint tool); each frame's cells are one action, and the drag is one gesture: one undo
+// step, and Compare's "before" is the mask before the press.
 struct Drag {
   std::string grid;  // empty: no drag
   bool block = false;
   int row = -1, col = -1;  // last cell painted: fast drags fill the line from there
-  int start_row = -1, start_col = -1;
-  int painted = 0;
+  std::uint64_t gesture = 0;
 };
 Drag g_drag;
 
-// One frame of painting on `grid`. Returns true once, on release, when the drag changed something.
-bool paint(AppState& state, const std::string& grid, const HeatmapEvent& ev,
-           const std::function<bool(int, int)>& blocked, const std::function<void(int, int, bool)>& set) {
-  auto apply = [&](int r, int c) {
-    if (blocked(r, c) == g_drag.block) return;
-    set(r, c, g_drag.block);
-    ++g_drag.painted;
+// One frame of painting on `grid`: the cells the pointer crossed that change, as one action.
+void paint(AppState& state, const std::string& grid, const HeatmapEvent& ev,
+           const std::function<bool(int, int)>& blocked,
+           const std::function<Action(Cells, bool, std::uint64_t)>& make) {
+  Cells cells;
+  auto add = [&](int r, int c) {
+    if (blocked(r, c) != g_drag.block) cells.push_back({r, c});
   };
-  const int before = g_drag.painted;
   if (g_drag.grid.empty() && ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
-    g_drag = Drag{grid, !blocked(ev.row, ev.col), ev.row, ev.col, ev.row, ev.col, 0};
-    apply(ev.row, ev.col);
+    g_drag = Drag{grid, !blocked(ev.row, ev.col), ev.row, ev.col, new_gesture()};
+    add(ev.row, ev.col);
   } else if (g_drag.grid == grid && ev.hovered && ImGui::IsMouseDown(ImGuiMouseButton_Left) &&
              (ev.row != g_drag.row || ev.col != g_drag.col)) {
     const int steps = std::max(std::abs(ev.row - g_drag.row), std::abs(ev.col - g_drag.col));
     for (int k = 1; k <= steps; ++k)
-      apply(g_drag.row + int(std::lround(float(ev.row - g_drag.row) * float(k) / float(steps))),
-            g_drag.col + int(std::lround(float(ev.col - g_drag.col) * float(k) / float(steps))));
+      add(g_drag.row + int(std::lround(float(ev.row - g_drag.row) * float(k) / float(steps))),
+          g_drag.col + int(std::lround(float(ev.col - g_drag.col) * float(k) / float(steps))));
     g_drag.row = ev.row;
     g_drag.col = ev.col;
   }
-  if (g_drag.painted != before) state.recompute();
-  if (g_drag.grid == grid && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
-    const bool changed = g_drag.painted > 0;
-    if (!changed) g_drag = Drag{};
-    return changed;
-  }
-  return false;
+  if (!cells.empty()) state.apply(make(std::move(cells), g_drag.block, g_drag.gesture));
+  if (g_drag.grid == grid && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) g_drag = Drag{};
 }
 
-// Sliders change the scenario live (recomputed, no undo entry) and record one edit when released.
-void live_edit(AppState& state, bool changed, const std::string& what) {
-  if (changed) state.recompute();
-  if (ImGui::IsItemDeactivatedAfterEdit()) state.edited(what.c_str());
+// One additive value of the mask cells (bounds checked: the mask may have changed since the click).
+void set_cell(MaskSpec& m, std::size_t k, float v) {
+  if (k >= m.cells.size()) throw ConfigError("attn_mask", "the mask changed under the edited cell");
+  m.cells[k] = v;
+  m.preset = MaskPreset::custom;
 }
 
-// apply_mask_preset and fit_mask_to_sizes refuse a mask too large for memory. Then the scenario goes
-// back to the last edit and the reason shows by the mask controls; nothing throws out of the panel.
-bool mask_op(AppState& state, void (*op)(Scenario&)) {
-  try {
-    op(state.scenario);
-    return true;
-  } catch (const Error& e) {
-    state.scenario = state.committed;
-    state.errors["mask"] = e.what();
-    return false;
-  }
+// A slider's gesture: a new one each time the slider is grabbed, so a drag is one undo step.
+std::uint64_t slider_gesture() {
+  static std::uint64_t gesture = 0;
+  if (ImGui::IsItemActivated() || gesture == 0) gesture = new_gesture();
+  return gesture;
+}
+
+// An edit of the mask spec, refused with the reason by the mask controls if the mask would not fit
+// in memory (apply_mask_preset and fit_mask_to_sizes throw then).
+Action mask_edit(std::string what, std::function<void(MaskSpec&)> edit, void (*then)(Scenario&),
+                 std::uint64_t gesture = 0) {
+  Action a;
+  a.what = std::move(what);
+  a.slot = "mask";
+  a.gesture = gesture;
+  a.change = [edit = std::move(edit), then](Scenario& s) {
+    edit(s.mask);
+    if (then) then(s);
+  };
+  return a;
 }
 
 const char* const kPresetNames[] = {"none",           "causal",    "padding", "sliding window",
@@ -185,44 +188,49 @@ const char* cell_text(MaskConvention c, float v, float cell, char* buf, std::siz
 }
 
 void preset_controls(AppState& state) {
-  Scenario& sc = state.scenario;
-  MaskSpec& m = sc.mask;
+  const Scenario& sc = state.scenario();
+  const MaskSpec& m = sc.mask;
   const float font = ImGui::GetFontSize();
   ImGui::SetNextItemWidth(font * 9);
   if (ImGui::BeginCombo("preset", kPresetNames[int(m.preset)])) {
     for (int p = 0; p < int(MaskPreset::custom); ++p)
-      if (ImGui::Selectable(kPresetNames[p], int(m.preset) == p)) {
-        m.preset = MaskPreset(p);
-        if (mask_op(state, apply_mask_preset))
-          state.edited((std::string("mask preset: ") + kPresetNames[p]).c_str());
-      }
+      if (ImGui::Selectable(kPresetNames[p], int(m.preset) == p))
+        state.apply(set_mask_preset(to_string(MaskPreset(p))));
     ImGui::EndCombo();
   }
   const int L = int(std::max<std::int64_t>(1, sc.L())), S = int(std::max<std::int64_t>(1, sc.S()));
-  auto reapply = [&](bool changed, const char* what) {
-    live_edit(state, changed && mask_op(state, apply_mask_preset), what);
+  // A preset's parameter: each change re-applies the preset; a slider drag is one gesture.
+  auto slider = [&](bool changed, const char* what, std::function<void(MaskSpec&)> set) {
+    const std::uint64_t gesture = slider_gesture();
+    if (changed) state.apply(mask_edit(what, std::move(set), apply_mask_preset, gesture));
   };
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 7);
+  MaskSpec edit = m;  // the widgets edit a copy; the action carries the new value
   switch (m.preset) {
     case MaskPreset::sliding_window:
-      reapply(ImGui::SliderInt("window w", &m.window, 1, S), "mask: sliding window w");
+      slider(ImGui::SliderInt("window w", &edit.window, 1, S), "mask: sliding window w",
+             [w = edit.window](MaskSpec& x) { x.window = w; });
       break;
     case MaskPreset::block_diagonal:
-      reapply(ImGui::SliderInt("segments", &m.segments, 1, L), "mask: block-diagonal segments");
+      slider(ImGui::SliderInt("segments", &edit.segments, 1, L), "mask: block-diagonal segments",
+             [k = edit.segments](MaskSpec& x) { x.segments = k; });
       break;
     case MaskPreset::prefix_lm:
-      reapply(ImGui::SliderInt("prefix length", &m.prefix, 0, S), "mask: prefix length");
+      slider(ImGui::SliderInt("prefix length", &edit.prefix, 0, S), "mask: prefix length",
+             [k = edit.prefix](MaskSpec& x) { x.prefix = k; });
       break;
     case MaskPreset::random: {
-      reapply(ImGui::SliderFloat("p", &m.random_p, 0.0f, 1.0f, "blocked %.2f"), "mask: random p");
+      slider(ImGui::SliderFloat("p", &edit.random_p, 0.0f, 1.0f, "blocked %.2f"), "mask: random p",
+             [p = edit.random_p](MaskSpec& x) { x.random_p = p; });
       ImGui::SameLine();
       ImGui::SetNextItemWidth(font * 6);
       const std::uint64_t one = 1;
-      if (ImGui::InputScalar("seed", ImGuiDataType_U64, &m.random_seed, &one, nullptr, "%llu",
-                             ImGuiInputTextFlags_EnterReturnsTrue) &&
-          mask_op(state, apply_mask_preset))
-        state.edited("mask: random seed");
+      if (ImGui::InputScalar("seed", ImGuiDataType_U64, &edit.random_seed, &one, nullptr, "%llu",
+                             ImGuiInputTextFlags_EnterReturnsTrue))
+        state.apply(mask_edit(
+            "mask: random seed", [seed = edit.random_seed](MaskSpec& x) { x.random_seed = seed; },
+            apply_mask_preset));
       break;
     }
     case MaskPreset::padding: ImGui::TextDisabled("valid lengths: under key_padding_mask below"); break;
@@ -234,17 +242,15 @@ void preset_controls(AppState& state) {
 
 // Scope, the batch item / head pickers (clamped to the result's N and H) and the convention.
 void scope_controls(AppState& state, int N, int H) {
-  Scenario& sc = state.scenario;
-  MaskSpec& m = sc.mask;
-  ViewState& view = sc.view;
+  const MaskSpec& m = state.scenario().mask;
+  ViewState& view = state.view();
   const float font = ImGui::GetFontSize();
   ImGui::SetNextItemWidth(ImGui::CalcTextSize(kScopeNames[2]).x + ImGui::GetFrameHeight() * 1.5f);
   int scope = int(m.scope);
-  if (ImGui::Combo("scope", &scope, kScopeNames, 3) && scope != int(m.scope)) {
-    m.scope = MaskScope(scope);
-    if (mask_op(state, fit_mask_to_sizes))
-      state.edited((std::string("mask scope: ") + kScopeNames[scope]).c_str());
-  }
+  if (ImGui::Combo("scope", &scope, kScopeNames, 3) && scope != int(m.scope))
+    state.apply(mask_edit(
+        std::string("mask scope: ") + kScopeNames[scope],
+        [scope](MaskSpec& x) { x.scope = MaskScope(scope); }, fit_mask_to_sizes));
   // Which slice: the batch item and head are shared view state, so Heads and the inspector follow.
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 5);
@@ -260,10 +266,10 @@ void scope_controls(AppState& state, int N, int H) {
 
   ImGui::SetNextItemWidth(ImGui::CalcTextSize(kConventionNames[0]).x + ImGui::GetFrameHeight() * 1.5f);
   int conv = int(m.convention);
-  if (ImGui::Combo("convention", &conv, kConventionNames, 3) && conv != int(m.convention)) {
-    m.convention = MaskConvention(conv);
-    state.edited((std::string("mask convention: ") + kConventionNames[conv]).c_str());
-  }
+  if (ImGui::Combo("convention", &conv, kConventionNames, 3) && conv != int(m.convention))
+    state.apply(mask_edit(
+        std::string("mask convention: ") + kConventionNames[conv],
+        [conv](MaskSpec& x) { x.convention = MaskConvention(conv); }, nullptr));
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("%s", convention_text(m.convention));
   ImGui::PopTextWrapPos();
@@ -281,7 +287,7 @@ ValuePopup g_popup;
 void value_popup(AppState& state, const std::vector<std::string>& rows,
                  const std::vector<std::string>& cols) {
   if (!ImGui::BeginPopup("mask value")) return;
-  MaskSpec& m = state.scenario.mask;
+  const MaskSpec& m = state.scenario().mask;
   // The mask or the sizes changed under the popup.
   if (g_popup.index >= m.cells.size() || std::size_t(g_popup.row) >= rows.size() ||
       std::size_t(g_popup.col) >= cols.size()) {
@@ -292,11 +298,10 @@ void value_popup(AppState& state, const std::vector<std::string>& rows,
   ImGui::Text("query %s -> key %s: added to the score", rows[std::size_t(g_popup.row)].c_str(),
               cols[std::size_t(g_popup.col)].c_str());
   auto set = [&](float v, const char* what) {
-    m.cells[g_popup.index] = v;
-    m.preset = MaskPreset::custom;
     char buf[96];
     std::snprintf(buf, sizeof buf, "mask cell (%d, %d) %s", g_popup.row, g_popup.col, what);
-    state.edited(buf);
+    state.apply(mask_edit(
+        buf, [k = g_popup.index, v](MaskSpec& x) { set_cell(x, k, v); }, nullptr));
     ImGui::CloseCurrentPopup();
   };
   if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
@@ -315,8 +320,8 @@ void value_popup(AppState& state, const std::vector<std::string>& rows,
 
 // The cells of the slice being edited, painted or typed into.
 void cell_grid(AppState& state, Textures& tex, float width) {
-  Scenario& sc = state.scenario;
-  MaskSpec& m = sc.mask;
+  const Scenario& sc = state.scenario();
+  const MaskSpec& m = sc.mask;
   const float font = ImGui::GetFontSize();
   const std::int64_t N = sc.batch, H = sc.num_heads;
   const Shape want = m.scope == MaskScope::shared      ? Shape{sc.L(), sc.S()}
@@ -326,17 +331,18 @@ void cell_grid(AppState& state, Textures& tex, float width) {
     ImGui::TextWrapped(
         "No attn_mask: every query may attend to every key. Pick a preset, or start from an "
         "all-attend mask and paint it.");
-    if (ImGui::Button("Start an empty mask")) {
-      m.preset = MaskPreset::custom;  // fitting a custom mask that has no cells makes them all 0 (attend)
-      if (mask_op(state, fit_mask_to_sizes)) state.edited("mask: start an empty mask");
-    }
+    if (ImGui::Button("Start an empty mask"))  // fitting a custom mask with no cells makes them all 0
+      state.apply(mask_edit(
+          "mask: start an empty mask", [](MaskSpec& x) { x.preset = MaskPreset::custom; },
+          fit_mask_to_sizes));
     return;
   }
   if (m.cells_shape != want || m.cells.size() != std::size_t(numel(want))) {
     ImGui::TextColored(kWarn, "The mask is %s but the sizes and scope need %s.",
                        shape_str(m.cells_shape).c_str(), shape_str(want).c_str());
-    if (ImGui::Button("Fit the mask to the sizes") && mask_op(state, fit_mask_to_sizes))
-      state.edited("mask: fit to sizes");
+    if (ImGui::Button("Fit the mask to the sizes"))
+      state.apply(mask_edit(
+          "mask: fit to sizes", [](MaskSpec&) {}, fit_mask_to_sizes));
     return;
   }
   const int L = int(want[want.size() - 2]), S = int(want.back());
@@ -347,7 +353,7 @@ void cell_grid(AppState& state, Textures& tex, float width) {
                              : m.scope == MaskScope::per_batch ? n
                                                                : n * H + hd;
   const std::size_t base = std::size_t(slice) * std::size_t(L) * std::size_t(S);
-  float* cells = m.cells.data() + base;
+  const float* cells = m.cells.data() + base;
 
   // The colour range and count of biases change only with the values: cached by fingerprint.
   static std::uint64_t cached = 0;
@@ -405,16 +411,15 @@ void cell_grid(AppState& state, Textures& tex, float width) {
 
   if (ev.hovered &&
       (ImGui::IsMouseClicked(ImGuiMouseButton_Left) || ImGui::IsMouseClicked(ImGuiMouseButton_Right))) {
-    sc.view.sel_query = ev.row;  // the inspector follows the cell being edited
-    sc.view.sel_key = ev.col;
+    state.view().sel_query = ev.row;  // the inspector follows the cell being edited
+    state.view().sel_key = ev.col;
   }
   if (ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
     const std::size_t k = base + std::size_t(ev.row) * std::size_t(S) + std::size_t(ev.col);
     if (m.cells[k] != 0) {
-      m.cells[k] = 0;
-      m.preset = MaskPreset::custom;
       std::snprintf(buf, sizeof buf, "mask cell (%d, %d) = 0", ev.row, ev.col);
-      state.edited(buf);
+      state.apply(mask_edit(
+          buf, [k](MaskSpec& x) { set_cell(x, k, 0.0f); }, nullptr));
     }
   }
   if (additive) {
@@ -432,16 +437,9 @@ void cell_grid(AppState& state, Textures& tex, float width) {
     }
     value_popup(state, *rows, *cols);
   } else {
-    const bool done = paint(
+    paint(
         state, "cells", ev, [cells, S](int r, int c) { return is_blocked(cells[std::size_t(r * S + c)]); },
-        [cells, S](int r, int c, bool block) { cells[std::size_t(r * S + c)] = block ? kBlocked : 0.0f; });
-    if (done) {
-      m.preset = MaskPreset::custom;
-      std::snprintf(buf, sizeof buf, "mask: %s %d cell%s from (%d, %d)", g_drag.block ? "block" : "unblock",
-                    g_drag.painted, g_drag.painted == 1 ? "" : "s", g_drag.start_row, g_drag.start_col);
-      g_drag = Drag{};
-      state.edited(buf);
-    }
+        paint_mask_cells);
   }
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled(
@@ -468,7 +466,7 @@ struct MergedInfo {
 void merged_grid(AppState& state, Textures& tex, float width) {
   const auto& f = *state.result.forward;
   const Dims& d = f.dims;
-  ViewState& view = state.scenario.view;
+  ViewState& view = state.view();
   ImGui::TextUnformatted("What torch adds to the scores");
   const Stage<float>* s = f.trace.find("attn_mask");
   if (!s) {
@@ -570,16 +568,19 @@ void merged_grid(AppState& state, Textures& tex, float width) {
 
 // key_padding_mask (N, S): 1 = padding. Toggled per batch item and key, or set by valid length.
 void key_padding(AppState& state, Textures& tex) {
-  Scenario& sc = state.scenario;
-  MaskSpec& m = sc.mask;
+  const Scenario& sc = state.scenario();
+  const MaskSpec& m = sc.mask;
   const float font = ImGui::GetFontSize();
   const int N = int(sc.batch), S = int(sc.S());
   bool on = !m.key_padding.empty();
-  if (ImGui::Checkbox("key_padding_mask (N, S)", &on)) {
-    m.key_padding.assign(on ? std::size_t(std::max(0, N * S)) : 0, 0);
-    m.key_padding_shape = on ? Shape{N, S} : Shape{};
-    state.edited(on ? "key_padding_mask on" : "key_padding_mask off");
-  }
+  if (ImGui::Checkbox("key_padding_mask (N, S)", &on))
+    state.apply(mask_edit(
+        on ? "key_padding_mask on" : "key_padding_mask off",
+        [on, N, S](MaskSpec& x) {
+          x.key_padding.assign(on ? std::size_t(std::max(0, N * S)) : 0, 0);
+          x.key_padding_shape = on ? Shape{N, S} : Shape{};
+        },
+        nullptr));
   ImGui::SameLine();
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("True = padding: no query of that batch item attends to that key.");
@@ -588,15 +589,16 @@ void key_padding(AppState& state, Textures& tex) {
   if (N <= 0 || S <= 0 || m.key_padding.size() != std::size_t(N * S)) {
     ImGui::TextColored(kWarn, "key_padding_mask holds %zu values but N\xC2\xB7S = %d.", m.key_padding.size(),
                        N * S);
-    if (ImGui::Button("Fit key_padding_mask to the sizes") && mask_op(state, fit_mask_to_sizes))
-      state.edited("key_padding_mask: fit to sizes");
+    if (ImGui::Button("Fit key_padding_mask to the sizes"))
+      state.apply(mask_edit(
+          "key_padding_mask: fit to sizes", [](MaskSpec&) {}, fit_mask_to_sizes));
     return;
   }
   static std::vector<float> values;  // the heatmap reads floats: 0/1 of the N·S bytes, a few hundred
   values.assign(m.key_padding.begin(), m.key_padding.end());
   static std::vector<std::string> items;
   while (int(items.size()) < N) items.push_back("item " + std::to_string(items.size()));
-  std::uint8_t* pad = m.key_padding.data();
+  const std::uint8_t* pad = m.key_padding.data();
 
   // Toggles first, so the valid-length sliders can sit level with their rows in the column left of them.
   const float slider_w = font * 6;
@@ -622,16 +624,8 @@ void key_padding(AppState& state, Textures& tex) {
     h.version = fingerprint(pad, m.key_padding.size(), 0xcbf29ce484222325ull);
     const HeatmapEvent ev =
         heatmap_with_text(tex, h, [pad, S](int r, int c, float) { return pad[r * S + c] ? "pad" : ""; });
-    if (paint(
-            state, "padding", ev, [pad, S](int r, int c) { return pad[r * S + c] != 0; },
-            [pad, S](int r, int c, bool block) { pad[r * S + c] = block; })) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "key_padding_mask: %s %d key%s from (%d, %d)",
-                    g_drag.block ? "pad" : "unpad", g_drag.painted, g_drag.painted == 1 ? "" : "s",
-                    g_drag.start_row, g_drag.start_col);
-      g_drag = Drag{};
-      state.edited(buf);
-    }
+    paint(
+        state, "padding", ev, [pad, S](int r, int c) { return pad[r * S + c] != 0; }, paint_key_padding);
 
     ImGui::TableSetColumnIndex(0);
     const float x = ImGui::GetCursorScreenPos().x;
@@ -653,9 +647,14 @@ void key_padding(AppState& state, Textures& tex) {
       ImGui::SetNextItemWidth(slider_w);
       const bool changed =
           ImGui::SliderInt("##len", &len, 0, S, level ? "%d" : (items[std::size_t(n)] + ": %d").c_str());
+      const std::uint64_t gesture = slider_gesture();
       if (changed)
-        for (int j = 0; j < S; ++j) pad[n * S + j] = j >= len;
-      live_edit(state, changed, "valid length of item " + std::to_string(n));
+        state.apply(mask_edit(
+            "valid length of item " + std::to_string(n),
+            [n, len, S](MaskSpec& x) {
+              for (int j = 0; j < S; ++j) x.key_padding[std::size_t(n * S + j)] = j >= len;
+            },
+            nullptr, gesture));
       ImGui::PopID();
     }
     ImGui::EndTable();
@@ -669,7 +668,7 @@ void pytorch_box(AppState& state) {
   static std::uint64_t generation = 0;
   auto make = [&] {
     try {
-      text = mask_as_pytorch(state.scenario);
+      text = mask_as_pytorch(state.scenario());
     } catch (const Error& e) {
       text = std::string("# ") + e.what();
     }
@@ -736,13 +735,7 @@ void draw_mask_editor(AppState& state, Textures& tex) {
   pytorch_box(state);
   // A drag whose grid was not drawn this frame (the mask was emptied or resized meanwhile) ends here,
   // so the next press can start a new one; what it painted is still one edit.
-  if (!g_drag.grid.empty() && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
-    if (g_drag.painted > 0) {
-      if (g_drag.grid == "cells") state.scenario.mask.preset = MaskPreset::custom;
-      state.edited(g_drag.grid == "cells" ? "mask: paint" : "key_padding_mask: paint");
-    }
-    g_drag = Drag{};
-  }
+  if (!g_drag.grid.empty() && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) g_drag = Drag{};
 }
 
 }  // namespace mha::app

@@ -2,6 +2,8 @@
 // through state.edited(...). None touches GL: textures come through Textures.
 #pragma once
 
+#include <imgui.h>
+
 #include <string>
 #include <vector>
 
@@ -23,6 +25,30 @@ void draw_mask_editor(AppState& state, Textures& tex);  // presets, click/drag, 
 void draw_inspector(AppState& state);                   // right column: one weight, term by term
 void draw_compare(AppState& state, Textures& tex);      // difference of two heads / before-after
 void draw_complexity(AppState& state);                  // FLOPs and memory per stage, growth with L
+void draw_overview(AppState& state, Textures& tex);     // every head (and layer) at once; click opens one
+void draw_token_lines(AppState& state);                 // BertViz head view: tokens joined by weighted lines
+// What the Overview and Token lines views drew last frame (tests, scripts).
+struct OverviewInfo {
+  int layers = 0, heads = 0, cols = 0, rows = 0;
+  float cell = 0;         // cell size in pixels
+  bool fits = false;      // the whole grid lies inside the view: no scrolling
+  bool labels = false;    // token labels drawn on the tiles
+  int tagged = 0;         // tiles showing a head-role tag
+  std::vector<ImVec4> tiles;  // (x0, y0, x1, y1) of each map, layer-major
+};
+const OverviewInfo& overview_info();
+struct TokenLinesInfo {
+  int lines = 0;                    // lines drawn
+  int only_query = -1, only_key = -1;  // the filter in force (a hovered token, or the selected query)
+  std::vector<int> heads_drawn;     // heads whose lines were drawn
+  std::vector<int> queries_drawn;   // distinct query rows that have a line
+  float left_x = 0, right_x = 0, top = 0, row_h = 0;  // token columns: query i at y = top + (i + 0.5)·row_h
+};
+const TokenLinesInfo& token_lines_info();
+// what_if.cpp: the temperature and scale what-if controls (not torch's computation), and a one-line
+// warning for views that show its numbers (returns whether the what-if is on).
+void draw_what_if(AppState& state);
+bool what_if_banner(const AppState& state);
 void draw_attention_file(Textures& tex);                // a saved attention tensor, read-only
 // Opens a .npy in the Attention file view, as its Open button does (a bad file: the reason shows
 // there and the file on screen stays). attention_file_info: what it holds now.
@@ -49,6 +75,9 @@ struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
   float hover_value = 0;                    // read back from the GPU: the weight, or the block's max/mean
 };
 const LargeViewInfo& large_view_info();
+// The problem the Large L view computes: the scenario's sizes, seed and weights at L = S = len, its mask
+// preset made again at that size (a hand-drawn mask does not scale: none), or causal when `causal`.
+Built large_view_problem(const Scenario& scenario, std::int64_t len, bool causal);
 // Waits for the view's preparing thread (before its GPU backend or context goes away).
 void large_view_wait();
 // Waits, then forgets the view's problem and position (tests: the next backend starts afresh).

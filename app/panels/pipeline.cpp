@@ -343,7 +343,7 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes) 
     return;
   }
   const Stage<float>& s = tr.stages[std::size_t(index)];
-  ViewState& view = state.scenario.view;
+  ViewState& view = state.view();
   const int n = std::clamp(view.batch_index, 0, int(std::max<std::int64_t>(1, f.dims.N)) - 1);
 
   ImGui::PushTextWrapPos(0);

@@ -633,7 +633,7 @@ void draw_mistake_no_transpose(AppState& state, Textures& tex, int n) {
       "output is wrong too, for every token.");
   const Stage<float>& right = f.trace["concat"];
   const std::uint64_t v = state.result.generation * 131 + std::uint64_t(n);
-  const bool values = state.scenario.view.show_values;
+  const bool values = state.scenario().view.show_values;
   Heatmap a = base_map("reshape/right", v, &state.query_tokens(), run.range, values);
   a.values = right.storage->data() + right.offset + std::int64_t(n) * right.strides[0];
   a.rows = int(d.L);
@@ -710,7 +710,7 @@ void draw_mistake_no_out_proj(AppState& state, Textures& tex, int n) {
   std::vector<std::pair<const char*, Heatmap>> maps;
   for (const Stage<float>* s : {&concat, &out}) {
     Heatmap hm = base_map("reshape/" + s->name, v, &state.query_tokens(), cache.range,
-                          state.scenario.view.show_values);
+                          state.scenario().view.show_values);
     hm.values = s->storage->data() + s->offset + std::int64_t(n) * s->strides[0];
     hm.rows = int(d.L);
     hm.cols = int(d.E);
@@ -730,7 +730,7 @@ void draw_reshape(AppState& state, Textures& tex) {
   }
   const F& f = *state.result.forward;
   const Dims& d = f.dims;
-  ViewState& view = state.scenario.view;
+  ViewState& view = state.view();
   const int n = std::clamp(view.batch_index, 0, int(std::max<std::int64_t>(1, d.N)) - 1);
   const double now = ImGui::GetTime();
   if (playing || now - anim.start < kMoveSeconds) state.animating = true;  // keep frames coming

@@ -1,5 +1,5 @@
 // `mha export`: one forward (inputs as `mha compute` takes them, a GPT-2 layer, or attention weights
-// computed elsewhere), then a stage's heatmap as PNG, SVG or CSV — one head, the head average, or all
+// computed elsewhere), then a stage's heatmap as PNG, SVG, PDF or CSV — one head, the head average, or all
 // heads as a grid; or, given a folder, every head and the average as separate files plus the grid,
 // listed in index.json.
 #include <cstdio>
@@ -74,7 +74,24 @@ std::optional<std::int64_t> attention_layer(const std::string& text) {
   throw ConfigError("--layer", "--layer " + text + ": expected a layer number");
 }
 
+// The format: --format when given, else the one --out's extension names (png, svg, pdf, csv); an
+// extension that names none is refused rather than guessed. A folder's files are PNG by default.
+std::string figure_format(const ExportArgs& a, bool folder) {
+  if (!a.format.empty()) return a.format;
+  if (folder) return "png";
+  const std::string f = exporter::format_from_extension(a.out);
+  if (!f.empty()) return f;
+  std::string names;
+  for (const std::string& n : exporter::kFigureFormats) names += (names.empty() ? "" : ", ") + n;
+  throw ConfigError("--out", "--out " + a.out + ": the extension names no figure format; formats: " + names +
+                                 " (end the name with one, or give --format)");
+}
+
 int run(const ExportArgs& a) {
+  // A folder: an existing directory or a path ending in '/'.
+  if (a.out.empty()) throw FileError("--out", "--out is empty: give a file or a folder");
+  const bool folder = fs::is_directory(a.out) || a.out.back() == '/';
+  const std::string format = figure_format(a, folder);  // before the forward: a bad name costs nothing
   Problem<float> p;
   ForwardResult<float> r;
   std::string title_prefix;  // "layer 3  " for a model's layer
@@ -148,9 +165,6 @@ int run(const ExportArgs& a) {
     fig.spec.font_path = a.font;
   };
 
-  // A folder: an existing directory or a path ending in '/'.
-  if (a.out.empty()) throw FileError("--out", "--out is empty: give a file or a folder");
-  const bool folder = fs::is_directory(a.out) || a.out.back() == '/';
   if (a.figure == "reshape") {
     if (!a.minus_head.empty() || !a.minus_backend.empty() || !a.minus_scenario.empty())
       throw ConfigError("--figure",
@@ -163,9 +177,6 @@ int run(const ExportArgs& a) {
     rs.transparent = a.transparent;
     rs.font_path = a.font;
     const exporter::ReshapeFigure fig = exporter::reshape_figure(r, rs);
-    const std::string format = !a.format.empty()                       ? a.format
-                               : fs::path(a.out).extension() == ".svg" ? "svg"
-                                                                       : "png";
     exporter::write_drawing(fig.drawing, format, a.out);
     std::printf("wrote %s (%s, reshape figure %d×%d)\n", a.out.c_str(), format.c_str(), fig.drawing.width,
                 fig.drawing.height);
@@ -204,21 +215,11 @@ int run(const ExportArgs& a) {
     const ForwardResult<float>& rb_ref = a.minus_head.empty() ? rb : r;
     exporter::StageFigure fig = exporter::difference_figure(r, slice, a_name, rb_ref, other, b_name);
     style(fig);
-    const std::string ext = fs::path(a.out).extension().string();
-    const std::string format = !a.format.empty() ? a.format
-                               : ext == ".svg"   ? "svg"
-                               : ext == ".csv"   ? "csv"
-                                                 : "png";
     exporter::write_figure(fig, format, a.out);
     std::printf("wrote %s (%s): %s\n", a.out.c_str(), format.c_str(), fig.spec.title.c_str());
     return 0;
   }
   if (!folder) {
-    const std::string ext = fs::path(a.out).extension().string();
-    const std::string format = !a.format.empty() ? a.format
-                               : ext == ".svg"   ? "svg"
-                               : ext == ".csv"   ? "csv"
-                                                 : "png";
     exporter::StageFigure fig = exporter::stage_figure(r, slice);
     style(fig);
     exporter::write_figure(fig, format, a.out);
@@ -231,7 +232,6 @@ int run(const ExportArgs& a) {
   std::error_code ec;
   fs::create_directories(a.out, ec);
   if (ec) throw FileError("--out", "--out " + a.out + ": cannot create: " + ec.message());
-  const std::string format = a.format.empty() ? "png" : a.format;
   const int heads = exporter::stage_heads(r, a.stage);
   std::vector<std::pair<std::string, int>> jobs;  // file name, head
   const std::string stem = a.stage + "_b" + std::to_string(a.batch_index);
@@ -272,8 +272,9 @@ std::function<int()> add_export(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
   CLI::App* cmd = app.add_subcommand(
       "export",
-      "A stage's heatmap as a PNG or SVG figure (title, token labels, colorbar, masked cells, NaN rows)\n"
-      "or a CSV slice, from the same inputs as `mha compute`. --out FILE writes one figure; --out DIR/\n"
+      "A stage's heatmap as a PNG, SVG or PDF figure (title, token labels, colorbar, masked cells, NaN\n"
+      "rows) or a CSV slice, from the same inputs as `mha compute`. --out FILE writes one figure in the\n"
+      "format its extension names (or --format); --out DIR/\n"
       "writes every head, the average and the grid, with index.json. Computes in float32.");
   add_forward_options(cmd, *a);
   add_model_options(cmd, a->model, "With --model, or a 5-D --attention: the layer to draw (default 0)");
@@ -283,8 +284,10 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_option("--stage", a->stage, "Trace stage to export (default attn_weights)");
   cmd->add_option("--batch-index", a->batch_index, "Batch item (default 0)");
   cmd->add_option("--head", a->head, "Head index, all (a grid with the average) or avg (default 0)");
-  cmd->add_option("--format", a->format, "png, svg or csv (default: from --out's extension, else png)")
-      ->check(CLI::IsMember({"png", "svg", "csv"}));
+  cmd->add_option("--format", a->format,
+                  "png, svg, pdf or csv; wins over --out's extension (default: from the extension; PNG "
+                  "for a folder)")
+      ->check(CLI::IsMember(exporter::kFigureFormats));
   cmd->add_option("--scale", a->scale, "Pixels per cell (default: automatic, 48 at teaching sizes)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--colormap", a->colormap, "viridis, magma, cividis or diverging (default by stage)")
@@ -306,11 +309,13 @@ std::function<int()> add_export(CLI::App& app) {
                   "heatmap (default: --stage as a heatmap) or reshape (q of --batch-index: (N, L, E) -> "
                   "view (N, L, H, d_k) -> transpose (N, H, L, d_k), columns coloured by head)")
       ->check(CLI::IsMember({"heatmap", "reshape"}));
-  cmd->add_option("--font", a->font, "TrueType font for the text (default: the bundled DejaVu Sans)");
+  CLI::Option* font = cmd->add_option(
+      "--font", a->font, "TrueType or OpenType font for the text (default: the bundled DejaVu Sans)");
   cmd->add_option("--out", a->out, "Output file, or a folder (existing, or ending in /) for a batch export")
       ->required();
-  return [a]() -> int {
+  return [a, font]() -> int {
     if (a->model.model_dir.empty() && a->attention_file.empty()) check_forward_args(*a);
+    if (font->count() && a->font.empty()) throw FileError("--font", "--font is empty: give a font file");
     if (a->font.empty()) {  // the shipped font, else fontconfig's match, said on stderr
       const platform::FontLookup found = platform::default_font();
       if (!found.note.empty()) std::fprintf(stderr, "mha: %s\n", found.note.c_str());

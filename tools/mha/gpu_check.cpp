@@ -59,7 +59,8 @@ std::function<int()> add_gpu_check(CLI::App& app) {
     std::printf("GL renderer:  %s\n", r.renderer.empty() ? "(no context)" : r.renderer.c_str());
     std::printf("GL version:   %s\n", r.version.empty() ? "(no context)" : r.version.c_str());
     std::printf("context:      %s\n", r.context.empty() ? "(none)" : r.context.c_str());
-    std::printf("launch sizes: TILE=%d, LOCAL_SIZE=%d\n", r.sizes.tile, r.sizes.local_size);
+    std::printf("launch sizes: TILE=%d, LOCAL_SIZE=%d, MM_TILE=%d, MM_WORK=%d, MM_DEPTH=%d\n", r.sizes.tile,
+                r.sizes.local_size, r.sizes.product_tile, r.sizes.product_work, r.sizes.product_depth);
     for (const gpu::SelfCheckReport::Case& k : r.cases) {
       std::printf("\ncase %s: %s\n", k.name.c_str(), k.what.c_str());
       for (const gpu::SelfCheckReport::Stage& st : k.stages)

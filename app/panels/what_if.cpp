@@ -1,0 +1,90 @@
+// The what-if controls: softmax temperature and the ÷√d_k scale on or off. They change the computation
+// away from torch's (Scenario::what_if), so they say so wherever they are not at torch's values.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "panels.hpp"
+
+namespace mha::app {
+
+namespace {
+const ImVec4 kWhatIfColour(1.0f, 0.55f, 0.1f, 1.0f);
+}
+
+bool what_if_banner(const AppState& state) {
+  const WhatIf& w = state.scenario().what_if;
+  if (!w.active()) return false;
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf,
+      "WHAT-IF, not torch's computation: scores %s, softmax temperature %.3g. Reset in the Heads view.",
+      w.scale_by_sqrt_dk ? "divided by sqrt(d_k)" : "NOT divided by sqrt(d_k)", double(w.temperature));
+  ImGui::PushStyleColor(ImGuiCol_Text, kWhatIfColour);
+  ImGui::TextWrapped("%s", buf);
+  ImGui::PopStyleColor();
+  return true;
+}
+
+void draw_what_if(AppState& state) {
+  const WhatIf w = state.scenario().what_if;
+  const float font = ImGui::GetFontSize();
+  if (w.active()) ImGui::PushStyleColor(ImGuiCol_Text, kWhatIfColour);
+  const bool open = ImGui::TreeNodeEx("what_if", w.active() ? ImGuiTreeNodeFlags_DefaultOpen : 0, "%s",
+                                      w.active() ? "What-if ON: not torch's computation"
+                                                 : "What-if: temperature, scale (not torch's computation)");
+  if (w.active()) ImGui::PopStyleColor();
+  if (!open) return;
+  ImGui::PushTextWrapPos(0);
+  ImGui::TextDisabled(
+      "torch computes softmax(q.k / sqrt(d_k) + mask). Here: softmax(q.k / (s * T) + mask) with s = "
+      "sqrt(d_k) or "
+      "1. Without the scale, scores grow like sqrt(d_k) and the softmax saturates to one key per row: raise "
+      "E/H "
+      "to see it.");
+  ImGui::PopTextWrapPos();
+  bool scale = w.scale_by_sqrt_dk;
+  if (ImGui::Checkbox("divide by sqrt(d_k)", &scale)) {
+    Action a;
+    a.what = std::string("what-if: scale ") + (scale ? "on" : "off");
+    a.slot = "what_if";
+    a.change = [scale](Scenario& s) { s.what_if.scale_by_sqrt_dk = scale; };
+    state.apply(a);
+  }
+  ImGui::SameLine();
+  float t = w.temperature;
+  static std::uint64_t gesture = 0;
+  ImGui::SetNextItemWidth(font * 9);
+  const bool changed =
+      ImGui::SliderFloat("temperature T", &t, 0.1f, 10.0f, "%.2f", ImGuiSliderFlags_Logarithmic);
+  if (ImGui::IsItemActivated()) gesture = new_gesture();  // a drag is one undo step
+  if (changed && t > 0 && std::isfinite(t)) {
+    Action a;
+    a.what = "what-if: temperature = " + std::to_string(t);
+    a.slot = "what_if";
+    a.key = "what_if.temperature";  // typed values (Ctrl+click) coalesce like a drag
+    a.gesture = gesture;
+    a.change = [t](Scenario& s) { s.what_if.temperature = t; };
+    state.apply(a);
+  }
+  if (w.active()) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton("back to torch")) {
+      Action a;
+      a.what = "what-if: back to torch";
+      a.slot = "what_if";
+      a.change = [](Scenario& s) { s.what_if = WhatIf{}; };
+      state.apply(a);
+    }
+  }
+  auto it = state.errors.find("what_if");
+  if (it != state.errors.end()) {
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", it->second.c_str());
+    ImGui::PopTextWrapPos();
+  }
+  ImGui::TreePop();
+}
+
+}  // namespace mha::app

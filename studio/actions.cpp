@@ -1,0 +1,334 @@
+// The actions a script can name, and the control table behind `set` and the Controls panel.
+#include "actions.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "compute.hpp"
+#include "errors.hpp"
+
+namespace mha::studio {
+
+namespace {
+
+constexpr std::int64_t kMaxSize = std::int64_t(1) << 20;  // the size fields' upper end
+
+std::int64_t parse_int(const std::string& id, const std::string& text, std::int64_t lo, std::int64_t hi) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+    throw ActionError(id + ": expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                      ", got \"" + text + "\"");
+  return v;
+}
+
+float parse_float(const std::string& id, const std::string& text, float lo, float hi) {
+  char* end = nullptr;
+  const float v = std::strtof(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi)
+    throw ActionError(id + ": expected a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                      ", got \"" + text + "\"");
+  return v;
+}
+
+bool parse_bool(const std::string& id, const std::string& text) {
+  if (text == "true" || text == "on" || text == "1") return true;
+  if (text == "false" || text == "off" || text == "0") return false;
+  throw ActionError(id + ": expected true or false, got \"" + text + "\"");
+}
+
+const std::vector<ControlInfo> kControls = {
+    {"model", "Model", "\"\" (random init), a shipped model's name or a GPT-2 folder"},
+    {"layer", "layer", "a layer of the model, from 0"},
+    {"sentence", "Sentence", "text; its tokens label the queries and set L"},
+    {"cross_attention", "cross-attention (L != S)", "true or false"},
+    {"source_sentence", "source sentence", "text; the keys' tokens (cross-attention)"},
+    {"separate_qkv", "separate q, k, v (as the notebook)", "true or false"},
+    {"batch", "N batch", "an integer from 1"},
+    {"tgt_len", "L query len", "an integer from 1"},
+    {"src_len", "S key len", "an integer from 1"},
+    {"embed_dim", "E embed_dim", "an integer from 1"},
+    {"num_heads", "H num_heads", "an integer from 1"},
+    {"num_kv_heads", "G kv heads", "an integer from 0 (0 = H)"},
+    {"bias", "bias", "true or false"},
+    {"seed", "seed", "an integer from 0"},
+    {"fully_masked", "A query that may see no key", "nan (torch) or zero (notebook)"},
+    {"batch_index", "batch item", "a batch item, from 0"},
+    {"colormap", "colormap", "viridis, magma, cividis or diverging"},
+    {"show_values", "cell values", "true or false"},
+    {"presenter", "presenter mode", "true or false"},
+    {"font_scale", "font scale", "a number from 1 to 3"},
+};
+
+const ControlInfo& find_control(const std::string& id_or_label) {
+  for (const ControlInfo& c : kControls)
+    if (id_or_label == c.id || id_or_label == c.label) return c;
+  std::string known;
+  for (const ControlInfo& c : kControls) known += std::string(known.empty() ? "" : ", ") + c.id;
+  throw ActionError("no control \"" + id_or_label + "\"; the controls are " + known);
+}
+
+// A size field: the value applies at once and the mask is fitted to the new sizes.
+Action size_action(const std::string& id, std::int64_t Scenario::*field, std::int64_t v) {
+  Action a;
+  a.what = id + " = " + std::to_string(v);
+  a.key = id;
+  a.change = [field, v](Scenario& s) { s.*field = v; };
+  a.refit_mask = true;
+  return a;
+}
+
+Action bool_action(const std::string& id, bool Scenario::*field, bool v, bool refit) {
+  Action a;
+  a.what = id + (v ? " on" : " off");
+  a.change = [field, v](Scenario& s) { s.*field = v; };
+  a.refit_mask = refit;
+  return a;
+}
+
+template <class F>
+Action view_action(const std::string& id, const std::string& value, F f) {
+  Action a;
+  a.what = id + " = " + value;
+  a.change = [f](Scenario& s) { f(s.view); };
+  a.view_only = true;
+  return a;
+}
+
+}  // namespace
+
+std::uint64_t new_gesture() {
+  static std::atomic<std::uint64_t> next{1};
+  return next++;
+}
+
+const std::vector<ControlInfo>& controls() {
+  return kControls;
+}
+
+std::string control_value(const Scenario& s, const std::string& id_or_label) {
+  const std::string id = find_control(id_or_label).id;
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  if (id == "model") return s.model;
+  if (id == "layer") return std::to_string(s.layer);
+  if (id == "sentence") return s.sentence;
+  if (id == "cross_attention") return b(s.cross_attention);
+  if (id == "source_sentence") return s.source_sentence;
+  if (id == "separate_qkv") return b(s.separate_qkv);
+  if (id == "batch") return std::to_string(s.batch);
+  if (id == "tgt_len") return std::to_string(s.tgt_len);
+  if (id == "src_len") return std::to_string(s.src_len);
+  if (id == "embed_dim") return std::to_string(s.embed_dim);
+  if (id == "num_heads") return std::to_string(s.num_heads);
+  if (id == "num_kv_heads") return std::to_string(s.num_kv_heads);
+  if (id == "bias") return b(s.bias);
+  if (id == "seed") return std::to_string(s.seed);
+  if (id == "fully_masked") return s.fully_masked == FullyMasked::zero ? "zero" : "nan";
+  if (id == "batch_index") return std::to_string(s.view.batch_index);
+  if (id == "colormap") return to_string(s.view.colormap);
+  if (id == "show_values") return b(s.view.show_values);
+  if (id == "presenter") return b(s.view.presenter);
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", double(s.view.font_scale));
+  return text;  // font_scale
+}
+
+Action set_control(const std::string& id_or_label, const std::string& value) {
+  const std::string id = find_control(id_or_label).id;
+  if (id == "model") return choose_model(value);
+  if (id == "layer") return choose_layer(parse_int(id, value, 0, kMaxSize));
+  if (id == "sentence" || id == "source_sentence") {
+    Action a;
+    a.what = id;
+    a.key = id;
+    const bool source = id == "source_sentence";
+    a.change = [value, source](Scenario& s) {
+      (source ? s.source_sentence : s.sentence) = value;
+      if (!source && s.has_model()) adopt_model_sizes(s);
+    };
+    a.refit_mask = true;
+    return a;
+  }
+  if (id == "cross_attention")
+    return bool_action(id, &Scenario::cross_attention, parse_bool(id, value), true);
+  if (id == "separate_qkv") return bool_action(id, &Scenario::separate_qkv, parse_bool(id, value), false);
+  if (id == "bias") return bool_action(id, &Scenario::bias, parse_bool(id, value), false);
+  if (id == "batch") return size_action(id, &Scenario::batch, parse_int(id, value, 1, kMaxSize));
+  if (id == "tgt_len") return size_action(id, &Scenario::tgt_len, parse_int(id, value, 1, kMaxSize));
+  if (id == "src_len") return size_action(id, &Scenario::src_len, parse_int(id, value, 1, kMaxSize));
+  if (id == "embed_dim") return size_action(id, &Scenario::embed_dim, parse_int(id, value, 1, kMaxSize));
+  if (id == "num_heads") return size_action(id, &Scenario::num_heads, parse_int(id, value, 1, kMaxSize));
+  if (id == "num_kv_heads")
+    return size_action(id, &Scenario::num_kv_heads, parse_int(id, value, 0, kMaxSize));
+  if (id == "seed") {
+    const std::int64_t v = parse_int(id, value, 0, std::numeric_limits<std::int32_t>::max());
+    Action a;
+    a.what = "seed = " + value;
+    a.key = id;
+    a.change = [v](Scenario& s) { s.seed = std::uint64_t(v); };
+    return a;
+  }
+  if (id == "fully_masked") {
+    if (value != "nan" && value != "zero")
+      throw ActionError("fully_masked: expected nan or zero, got \"" + value + "\"");
+    Action a;
+    a.what = "fully masked policy: " + value;
+    a.change = [zero = value == "zero"](Scenario& s) {
+      s.fully_masked = zero ? FullyMasked::zero : FullyMasked::nan;
+    };
+    return a;
+  }
+  if (id == "batch_index") {
+    const int v = int(parse_int(id, value, 0, kMaxSize));
+    return view_action(id, value, [v](ViewState& view) { view.batch_index = v; });
+  }
+  if (id == "colormap") {
+    for (Colormap c : {Colormap::viridis, Colormap::magma, Colormap::cividis, Colormap::diverging})
+      if (value == to_string(c)) return view_action(id, value, [c](ViewState& view) { view.colormap = c; });
+    throw ActionError("colormap: expected viridis, magma, cividis or diverging, got \"" + value + "\"");
+  }
+  if (id == "show_values") {
+    const bool v = parse_bool(id, value);
+    return view_action(id, value, [v](ViewState& view) { view.show_values = v; });
+  }
+  if (id == "presenter") {
+    const bool v = parse_bool(id, value);
+    return view_action(id, value, [v](ViewState& view) { view.presenter = v; });
+  }
+  const float v = parse_float(id, value, 1.0f, 3.0f);  // font_scale
+  return view_action(id, value, [v](ViewState& view) { view.font_scale = v; });
+}
+
+Action set_tensor_value(const std::string& tensor, std::int64_t index, float value) {
+  Action a;
+  a.what = "edit " + tensor;
+  a.key = "edit " + tensor;
+  a.slot = "tensors";
+  a.change = [tensor, index, value](Scenario& s) {
+    Tensor<float>* t = nullptr;
+    if (tensor == "query" || tensor == "key" || tensor == "value") {
+      std::optional<Tensor<float>>& slot = tensor == "query" ? s.query : tensor == "key" ? s.key : s.value;
+      if (!slot) {  // start from the values on screen
+        const Built b = build_forward(s);
+        slot = tensor == "query" ? b.inputs.query : tensor == "key" ? b.inputs.key : b.inputs.value;
+      }
+      t = &*slot;
+    } else {
+      if (!s.weights) s.weights = build_forward(s).weights;  // start from the default init on screen
+      for (auto [name, w] : state_dict(*s.weights))
+        if (tensor == name) t = w;
+      if (!t || t->empty()) throw ConfigError("weights", "no weight \"" + tensor + "\" in this module");
+    }
+    if (index < 0 || index >= t->numel())
+      throw ConfigError(tensor, tensor + " has " + std::to_string(t->numel()) + " values; index " +
+                                    std::to_string(index) + " is outside");
+    t->data[std::size_t(index)] = value;
+  };
+  return a;
+}
+
+Action set_mask_preset(const std::string& name) {
+  for (MaskPreset p : {MaskPreset::none, MaskPreset::causal, MaskPreset::padding, MaskPreset::sliding_window,
+                       MaskPreset::block_diagonal, MaskPreset::prefix_lm, MaskPreset::random})
+    if (name == to_string(p)) {
+      Action a;
+      a.what = "mask preset: " + name;
+      a.slot = "mask";
+      a.change = [p](Scenario& s) {
+        s.mask.preset = p;
+        apply_mask_preset(s);
+      };
+      return a;
+    }
+  throw ActionError(
+      "no mask preset \"" + name +
+      "\"; the presets are none, causal, padding, sliding_window, block_diagonal, prefix_lm, random");
+}
+
+std::string cells_text(const Cells& cells) {
+  if (cells.empty()) return "no cell";
+  const std::string first =
+      "(" + std::to_string(cells[0].first) + ", " + std::to_string(cells[0].second) + ")";
+  return cells.size() == 1 ? first : std::to_string(cells.size()) + " cells from " + first;
+}
+
+Action paint_mask_cells(Cells cells, bool block, std::uint64_t gesture) {
+  Action a;
+  a.what = std::string("mask: ") + (block ? "block " : "unblock ") + cells_text(cells);
+  a.slot = "mask";
+  a.gesture = gesture;
+  a.change = [cells = std::move(cells), block](Scenario& s) {
+    MaskSpec& m = s.mask;
+    if (m.cells.empty()) {  // painting on no mask starts an all-attend one, as the editor's button does
+      m.preset = MaskPreset::custom;
+      fit_mask_to_sizes(s);
+    }
+    const std::int64_t L = s.L(), S = s.S(), N = s.batch, H = s.num_heads;
+    const std::int64_t n = std::clamp<std::int64_t>(s.view.batch_index, 0, std::max<std::int64_t>(0, N - 1));
+    const std::int64_t h = std::clamp<std::int64_t>(s.view.sel_head, 0, std::max<std::int64_t>(0, H - 1));
+    const std::int64_t slice = m.scope == MaskScope::shared      ? 0
+                               : m.scope == MaskScope::per_batch ? n
+                                                                 : n * H + h;
+    if (std::size_t((slice + 1) * L * S) > m.cells.size())
+      throw ConfigError("attn_mask", "the mask does not fit the sizes: fit it to the sizes first");
+    for (auto [row, col] : cells) {
+      if (row < 0 || row >= L || col < 0 || col >= S)
+        throw ConfigError("attn_mask", "mask cell (" + std::to_string(row) + ", " + std::to_string(col) +
+                                           ") is outside the (L, S) = (" + std::to_string(L) + ", " +
+                                           std::to_string(S) + ") mask");
+      m.cells[std::size_t((slice * L + row) * S + col)] =
+          block ? -std::numeric_limits<float>::infinity() : 0.0f;
+    }
+    m.preset = MaskPreset::custom;
+  };
+  return a;
+}
+
+Action paint_key_padding(Cells cells, bool pad, std::uint64_t gesture) {
+  Action a;
+  a.what = std::string("key_padding_mask: ") + (pad ? "pad " : "unpad ") + cells_text(cells);
+  a.slot = "mask";
+  a.gesture = gesture;
+  a.change = [cells = std::move(cells), pad](Scenario& s) {
+    MaskSpec& m = s.mask;
+    const std::int64_t N = s.batch, S = s.S();
+    if (m.key_padding.size() != std::size_t(N * S)) {
+      m.key_padding.assign(std::size_t(N * S), 0);
+      m.key_padding_shape = {N, S};
+    }
+    for (auto [item, key] : cells) {
+      if (item < 0 || item >= N || key < 0 || key >= S)
+        throw ConfigError("key_padding_mask", "key_padding_mask cell (" + std::to_string(item) + ", " +
+                                                  std::to_string(key) + ") is outside (N, S) = (" +
+                                                  std::to_string(N) + ", " + std::to_string(S) + ")");
+      m.key_padding[std::size_t(item * S + key)] = pad ? 1 : 0;
+    }
+  };
+  return a;
+}
+
+Action choose_model(const std::string& model) {
+  Action a;
+  a.what = model.empty() ? "model: random init" : "model: " + model;
+  a.slot = "model";
+  a.change = [model](Scenario& s) { set_model(s, model); };
+  return a;
+}
+
+Action choose_layer(std::int64_t layer) {
+  Action a;
+  a.what = "layer " + std::to_string(layer);
+  a.slot = "model";
+  a.change = [layer](Scenario& s) {
+    if (!s.has_model()) throw ConfigError("model", "layer: only a model has layers; choose a model first");
+    if (!set_layer(s, layer)) throw NoChange{};
+  };
+  return a;
+}
+
+}  // namespace mha::studio

@@ -1,0 +1,75 @@
+// Actions: the one way the scenario changes. A click in a panel, a key, a line of a script
+// (`mha-studio --script`), the soak (`--soak`, `--edits`) and the latency driver (`--frame-stats`) all
+// build an Action and hand it to AppState::apply, so every driver goes through the path a user's
+// click goes through, and undo/redo is the history of applied actions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "scenario.hpp"
+
+namespace mha::studio {
+
+struct Action {
+  std::string what;                       // in words, for undo and the status line: "H num_heads = 4"
+  std::function<void(Scenario&)> change;  // run by AppState::apply on the live scenario
+  std::string slot = "sizes";             // where a refusal is shown: "sizes", "mask", "model", "tensors"
+  // Repeats of one control within a moment (typing, +/- clicks) coalesce into one undo step: the
+  // control's id, or "" to use `what`.
+  std::string key;
+  // Actions of one gesture (a drag, typing in one field) share a non-zero id: they are one undo step,
+  // and Compare's "before" is the state before the gesture's first action.
+  std::uint64_t gesture = 0;
+  bool refit_mask = false;  // the sizes may have changed: fit the mask to them afterwards
+  // A view setting (batch item, colormap, presenter…): applied and autosaved, not an undo step, and
+  // nothing is recomputed.
+  bool view_only = false;
+};
+
+// Thrown by a change that finds nothing to do (the layer is already the last one): apply records
+// nothing and shows no error.
+struct NoChange {};
+
+// A fresh id for a gesture (never 0).
+std::uint64_t new_gesture();
+
+// An action that cannot be built from what it was given (unknown control, bad number): the message
+// says which and what is accepted.
+struct ActionError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The controls on the left of the app, by id (the scenario's JSON name) and by the label the panel
+// shows. `set` in a script and the Controls panel both go through set_control.
+struct ControlInfo {
+  const char* id;      // "num_heads"
+  const char* label;   // "H num_heads"
+  const char* values;  // what it accepts, for errors and docs/scripting.md: "an integer from 1"
+};
+const std::vector<ControlInfo>& controls();
+// The control's value as text, as `set` accepts it back.
+std::string control_value(const Scenario& s, const std::string& id_or_label);
+// Throws ActionError for an unknown control or a value it does not accept.
+Action set_control(const std::string& id_or_label, const std::string& value);
+
+// One value of an edited tensor: "query", "key" or "value" (made editable from the values on screen
+// first), or a weight by its state_dict name ("out_proj.weight"). `index` is the flat row-major index.
+Action set_tensor_value(const std::string& tensor, std::int64_t index, float value);
+
+// The mask (attn_mask) presets by their names in scenario files ("causal", "sliding_window", …).
+Action set_mask_preset(const std::string& name);
+// Cells (row, col) of the attn_mask slice the mask editor shows (view.batch_index, view.sel_head by
+// scope): blocked (-inf) or attending (0). The preset becomes custom.
+using Cells = std::vector<std::pair<int, int>>;
+Action paint_mask_cells(Cells cells, bool block, std::uint64_t gesture = 0);
+// Keys (item, key) of key_padding_mask: padding (True) or not. Turns the mask on if it is off.
+Action paint_key_padding(Cells cells, bool pad, std::uint64_t gesture = 0);
+// The model ("" = one module with default init, a shipped name, or a GPT-2 folder).
+Action choose_model(const std::string& model);
+Action choose_layer(std::int64_t layer);
+
+}  // namespace mha::studio

@@ -33,9 +33,10 @@
 #include "limits.hpp"
 #include "model_cache.hpp"
 #include "open_path.hpp"
-#include "studio_names.hpp"
 #include "panels/panels.hpp"
+#include "script.hpp"
 #include "soak.hpp"
+#include "studio_names.hpp"
 #include "ui.hpp"
 
 namespace fs = std::filesystem;
@@ -123,7 +124,9 @@ int main(int argc, char** argv) {
   double soak_seconds = 0;
   int soak_edits = 0;
   std::uint64_t soak_seed = 1;
-  std::string soak_report, dump_state;
+  std::string soak_report, dump_state, script_file;
+  cli.add_option("--script", script_file,
+                 "Run user actions from FILE, one a line (docs/scripting.md), then exit; a bad line exits 2");
   bool exit_after_dump = false;
   cli.add_option("--soak", soak_seconds,
                  "Random edits for this many seconds, then write --soak-report and exit");
@@ -134,11 +137,21 @@ int main(int argc, char** argv) {
                  "Once the edits are done and autosaved, write the scenario as JSON to this file");
   cli.add_flag("--exit-after-dump", exit_after_dump, "Exit once --dump-state is written");
   std::string open_file;
-  cli.add_option("FILE", open_file, "A scenario (.json), attention weights (.npy) or a GPT-2 model folder to open");
+  cli.add_option("FILE", open_file,
+                 "A scenario (.json), attention weights (.npy) or a GPT-2 model folder to open");
   if (const int status = mha::platform::parse_command_line(cli, argc, argv); status >= 0) return status;
   if (const std::string bad = check_ranges(width, height, soak_seconds, soak_edits, frames); !bad.empty()) {
     std::fprintf(stderr, "mha-studio: error: %s\n", bad.c_str());
     return 2;
+  }
+  Script loaded_script;  // read and checked before any window opens: a bad line exits 2 at once
+  if (!script_file.empty()) {
+    try {
+      loaded_script = Script::load(script_file);
+    } catch (const ScriptError& e) {
+      std::fprintf(stderr, "mha-studio: %s\n", e.message.c_str());
+      return 2;
+    }
   }
   // FILE: whichever of --scenario, --attention or a model folder it is (open_path.hpp).
   std::string model_folder;
@@ -148,7 +161,8 @@ int main(int argc, char** argv) {
       std::string& slot = open.kind == OpenKind::scenario    ? scenario_file
                           : open.kind == OpenKind::attention ? attention_file
                                                              : model_folder;
-      if (!slot.empty()) return mha::platform::usage_error(cli, cli, "FILE and --scenario/--attention name two files");
+      if (!slot.empty())
+        return mha::platform::usage_error(cli, cli, "FILE and --scenario/--attention name two files");
       slot = open.path;
     } catch (const mha::Error& e) {
       return mha::platform::usage_error(cli, cli, e.what());
@@ -156,8 +170,9 @@ int main(int argc, char** argv) {
   }
   const std::string assets = find_assets_dir();
   if (assets.empty())
-    std::fprintf(stderr, "mha-studio: no assets folder (presets, fonts, models) next to the program; "
-                         "set MHA_ASSETS_DIR\n");
+    std::fprintf(stderr,
+                 "mha-studio: no assets folder (presets, fonts, models) next to the program; "
+                 "set MHA_ASSETS_DIR\n");
   set_models_dir(assets + "/models");
 
   // ---- Setup: window and GL context ----
@@ -247,11 +262,14 @@ int main(int argc, char** argv) {
   env.presets = list_presets(assets + "/presets");
   std::unique_ptr<FrameStats> stats;
   if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);
-  const bool batch_run = !screenshot.empty() || stats;
+  std::unique_ptr<Script> script;
+  if (!script_file.empty()) script = std::make_unique<Script>(std::move(loaded_script));
+  const bool batch_run = !screenshot.empty() || stats || script;
   // A soak is random edits: it must not restore or overwrite the user's autosave (--edits does, on purpose).
   // One instance owns the autosave (a second one says so and does not write it); an unreadable one
   // is moved aside before anything could overwrite it; dead instances' temp files are removed.
-  AutosaveSession session = open_autosave((no_autosave || batch_run || soak_seconds > 0) ? "" : autosave_path());
+  AutosaveSession session =
+      open_autosave((no_autosave || batch_run || soak_seconds > 0) ? "" : autosave_path());
   const std::string autosave = session.path;
   try {
     if (!scenario_file.empty()) {
@@ -267,7 +285,8 @@ int main(int argc, char** argv) {
     state.status = "could not open the scenario; started from the default";
   }
   state.autosave_path = autosave;
-  if (!session.message.empty() && !(session.restored && !scenario_file.empty())) state.status = session.message;
+  if (!session.message.empty() && !(session.restored && !scenario_file.empty()))
+    state.status = session.message;
   if (font_scale > 0) {
     state.view().presenter = true;
     state.view().font_scale = std::clamp(font_scale, 1.0f, 3.0f);
@@ -316,10 +335,12 @@ int main(int argc, char** argv) {
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     if (batch_run) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover in screenshots
+    if (script) script->before_new_frame(io);
     ImGui::NewFrame();
     if (stats) stats->before_frame(state);
     if (soak) soak->before_frame(state, env);
     state.tick(ImGui::GetTime());
+    if (script) script->before_ui(state, env);
     draw_ui(state, *textures, env);
 
     // ---- Rendering ----
@@ -331,6 +352,16 @@ int main(int argc, char** argv) {
     glClearColor(bg.x, bg.y, bg.z, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    if (script) {
+      script->after_render(state, env, fb_w, fb_h, save_screenshot);
+      if (script->failed()) {
+        std::fprintf(stderr, "mha-studio: %s\n", script->error().c_str());
+        frame = -2;
+        env.quit_requested = true;
+      } else if (script->done()) {
+        env.quit_requested = true;
+      }
+    }
     // A screenshot waits for a background compute (and the Large L view's) to land: a real result.
     if (!screenshot.empty() && ++frame >= frames && !state.computer.busy() && !large_view_info().computing) {
       const bool ok = save_screenshot(screenshot, fb_w, fb_h);
@@ -398,5 +429,5 @@ int main(int argc, char** argv) {
   if (gpu_window) glfwDestroyWindow(gpu_window);
   glfwDestroyWindow(window);
   glfwTerminate();
-  return frame < 0 ? 1 : 0;
+  return frame == -2 ? 2 : frame < 0 ? 1 : 0;
 }

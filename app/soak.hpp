@@ -22,7 +22,7 @@ class Soak {
  public:
   // Runs for `seconds` (soak) or for `max_edits` edits (whichever comes first; 0 = no limit).
   Soak(double seconds, int max_edits, std::uint64_t seed);
-  // Before a frame is drawn: applies the next random edit through AppState::edited, as the UI does.
+  // Before a frame is drawn: applies the next random edit as the actions a user would make.
   void before_frame(AppState& state, UiEnv& env);
   // After the frame was swapped: frame time, and an RSS sample every half second.
   void after_frame();

@@ -12,13 +12,13 @@
 
 namespace mha::app {
 
-const char* const kTabNames[kTabCount] = {"Pipeline", "Reshape",        "Heads",    "Mask",
-                                          "Compare",  "Complexity",     "Large L",  "Attention file",
+const char* const kTabNames[kTabCount] = {"Pipeline", "Reshape",    "Heads",   "Mask",
+                                          "Compare",  "Complexity", "Large L", "Attention file",
                                           "Overview", "Token lines"};
 const int kTabOrder[kTabCount] = {
-    int(ViewTab::pipeline),   int(ViewTab::reshape),    int(ViewTab::heads),   int(ViewTab::overview),
-    int(ViewTab::token_lines), int(ViewTab::mask),      int(ViewTab::compare), int(ViewTab::complexity),
-    int(ViewTab::large_l),    int(ViewTab::attention_file)};
+    int(ViewTab::pipeline),    int(ViewTab::reshape),       int(ViewTab::heads),   int(ViewTab::overview),
+    int(ViewTab::token_lines), int(ViewTab::mask),          int(ViewTab::compare), int(ViewTab::complexity),
+    int(ViewTab::large_l),     int(ViewTab::attention_file)};
 
 std::vector<std::string> list_presets(const std::string& dir) {
   std::vector<std::string> out;
@@ -156,6 +156,23 @@ void status_bar(AppState& state) {
 
 }  // namespace
 
+const std::vector<std::pair<const char*, const char*>>& key_help() {
+  static const std::vector<std::pair<const char*, const char*>> keys = {
+      {"1 - 9", "the views, in the tab bar's order"},
+      {"Left / Right", "the stage shown: q, k, v, scores ... attn_weights, context, output"},
+      {"Up / Down", "the head"},
+      {"PgUp / PgDn", "the model's layer"},
+      {"F", "focus: the view alone (Esc leaves)"},
+      {"[  ]", "the controls / the inspector panel"},
+      {"P", "presenter mode"},
+      {"Ctrl+Z / Ctrl+Y", "undo / redo"},
+      {"Ctrl+O / Ctrl+S", "open / save a scenario"},
+      {"Ctrl+Q", "quit"},
+      {"?", "this list"},
+  };
+  return keys;
+}
+
 void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   ImGuiIO& io = ImGui::GetIO();
   // Keyboard: Ctrl+Z / Ctrl+Y (and Ctrl+Shift+Z) undo/redo, unless a text field has focus.
@@ -173,6 +190,38 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
                      : ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp)) ? -1
                                                                                 : 0;
     if (step) state.apply(choose_layer(std::max<std::int64_t>(0, state.scenario().layer + step)));
+  }
+
+  // Presenting: 1-9 tabs, arrows step through stages and heads, F focus, P presenter, [ and ] the
+  // side panels, ? the list of keys. Plain keys only when no text field has focus.
+  if (!io.WantTextInput && !io.KeyCtrl) {
+    ViewState& v = state.view();
+    for (int k = 0; k < 9 && k < kTabCount; ++k)
+      if (ImGui::IsKeyPressed('1' + k)) env.select_tab = kTabOrder[k];
+    if (ImGui::IsKeyPressed('F')) env.focus = !env.focus;
+    if (ImGui::IsKeyPressed('P')) v.presenter = !v.presenter;
+    if (ImGui::IsKeyPressed('[')) env.show_controls = !env.show_controls;
+    if (ImGui::IsKeyPressed(']')) env.show_inspector = !env.show_inspector;
+    if (ImGui::IsKeyPressed('/') && io.KeyShift) env.show_keys = !env.show_keys;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) env.show_keys = env.focus = false;
+    if (state.result.valid()) {
+      const int H = int(state.result.forward->dims.H);
+      if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow))) v.sel_head = std::max(0, v.sel_head - 1);
+      if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow)))
+        v.sel_head = std::min(H - 1, v.sel_head + 1);
+    }
+    static const char* const kStepStages[] = {
+        "q", "k", "v", "scores", "scores_scaled", "scores_masked", "attn_weights", "context", "output"};
+    const int step = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))  ? 1
+                     : ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)) ? -1
+                                                                                   : 0;
+    if (step) {
+      const int n = int(sizeof kStepStages / sizeof kStepStages[0]);
+      int at = 6;  // attn_weights when the current stage is not in the list
+      for (int k = 0; k < n; ++k)
+        if (v.stage == kStepStages[k]) at = k;
+      v.stage = kStepStages[std::clamp(at + step, 0, n - 1)];
+    }
   }
 
   take_hover(state.view());  // what the pointer was over last frame, for every view to mark
@@ -199,8 +248,19 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("View")) {
-      for (const int i : kTabOrder)
-        if (ImGui::MenuItem(kTabNames[i], nullptr, state.scenario().view.tab == i)) env.select_tab = i;
+      char key[8];
+      int n = 0;
+      for (const int i : kTabOrder) {
+        std::snprintf(key, sizeof key, "%d", ++n);
+        if (ImGui::MenuItem(kTabNames[i], n <= 9 ? key : nullptr, state.scenario().view.tab == i))
+          env.select_tab = i;
+      }
+      ImGui::Separator();
+      ImGui::MenuItem("Controls panel", "[", &env.show_controls);
+      ImGui::MenuItem("Inspector panel", "]", &env.show_inspector);
+      ImGui::MenuItem("Focus: the view alone", "F", &env.focus);
+      ImGui::MenuItem("Presenter mode", "P", &state.view().presenter);
+      ImGui::MenuItem("Keys", "?", &env.show_keys);
       ImGui::EndMenu();
     }
     ImGui::EndMenuBar();
@@ -218,11 +278,15 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float left_w = std::min(font * 19, io.DisplaySize.x * 0.26f);
   const float right_w = std::min(font * 22, io.DisplaySize.x * 0.26f);
 
-  ImGui::BeginChild("controls", ImVec2(left_w, h), true);
-  draw_controls(state);
-  ImGui::EndChild();
-  ImGui::SameLine();
-  const float centre_w = ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x;
+  const bool left = env.show_controls && !env.focus, right = env.show_inspector && !env.focus;
+  if (left) {
+    ImGui::BeginChild("controls", ImVec2(left_w, h), true);
+    draw_controls(state);
+    ImGui::EndChild();
+    ImGui::SameLine();
+  }
+  const float centre_w =
+      right ? ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x : 0.0f;
   ImGui::BeginChild("views", ImVec2(centre_w, h), true);
   if (ImGui::BeginTabBar("views-tabs")) {
     for (const int i : kTabOrder) {
@@ -257,11 +321,31 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   }
   env.select_tab = -1;
   ImGui::EndChild();
-  ImGui::SameLine();
-  ImGui::BeginChild("inspector", ImVec2(0, h), true);
-  draw_inspector(state);
-  ImGui::EndChild();
+  if (right) {
+    ImGui::SameLine();
+    ImGui::BeginChild("inspector", ImVec2(0, h), true);
+    draw_inspector(state);
+    ImGui::EndChild();
+  }
   status_bar(state);
+  if (env.show_keys) {  // the keys overlay, over the views
+    ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, io.DisplaySize.y * 0.5f), ImGuiCond_Always,
+                            ImVec2(0.5f, 0.5f));
+    ImGui::SetNextWindowBgAlpha(0.95f);
+    if (ImGui::Begin("Keys", &env.show_keys,
+                     ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse |
+                         ImGuiWindowFlags_NoSavedSettings) &&
+        ImGui::BeginTable("keys", 2, ImGuiTableFlags_RowBg)) {
+      for (const auto& [k, what] : key_help()) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(k);
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(what);
+      }
+      ImGui::EndTable();
+    }
+    ImGui::End();
+  }
   ImGui::End();
 }
 

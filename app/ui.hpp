@@ -25,7 +25,12 @@ struct UiEnv {
   gpu::GpuBackend* large_gpu = nullptr;
   std::int64_t large_len = 1024;
   bool large_causal = false;
+  // Layout: the side panels shown or collapsed, focus mode (the view alone), the keys overlay.
+  bool show_controls = true, show_inspector = true, focus = false, show_keys = false;
 };
+
+// The keys the app answers to, as the `?` overlay lists them: {key, what it does}.
+const std::vector<std::pair<const char*, const char*>>& key_help();
 
 // Tabs by ViewTab number (studio/scenario.hpp); kTabOrder is the order the tab bar shows them in.
 constexpr int kTabCount = kViewTabCount;

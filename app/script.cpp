@@ -1,0 +1,416 @@
+// The scripted UI: each line becomes what a user's mouse or keyboard would have produced.
+#include "script.hpp"
+
+#include <GLFW/glfw3.h>  // key codes only: ImGui 1.86 indexes io.KeysDown by the backend's codes
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "errors.hpp"
+#include "heatmap.hpp"
+#include "io/file_io.hpp"
+#include "panels/panels.hpp"
+
+namespace mha::app {
+
+namespace {
+
+struct ActionSpec {
+  const char* name;
+  int min_args, max_args;
+  const char* usage;
+};
+
+const std::vector<ActionSpec> kActions = {
+    {"open", 1, 1, "open FILE.json"},
+    {"tab", 1, 1, "tab NAME"},
+    {"set", 2, 2, "set CONTROL VALUE"},
+    {"mask-preset", 1, 1, "mask-preset NAME"},
+    {"mask-paint", 2, 3, "mask-paint ROW COL [block|unblock]"},
+    {"key", 1, 1, "key NAME"},
+    {"hover", 3, 3, "hover VIEW ROW COL"},
+    {"unhover", 0, 0, "unhover"},
+    {"pin", 1, 1, "pin NAME"},
+    {"compare", 2, 2, "compare A B"},
+    {"undo", 0, 0, "undo"},
+    {"redo", 0, 0, "redo"},
+    {"screenshot", 1, 1, "screenshot FILE.png"},
+    {"dump-state", 1, 1, "dump-state FILE.json"},
+};
+
+const ActionSpec* find_action(const std::string& name) {
+  for (const ActionSpec& a : kActions)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+// A tab by its name in the tab bar ("Heads", "Token lines"), case and spaces aside ("token-lines").
+int tab_index(const std::string& name) {
+  auto norm = [](std::string s) {
+    std::string out;
+    for (char c : s) out += c == ' ' || c == '_' ? '-' : char(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  for (int i = 0; i < kTabCount; ++i)
+    if (norm(kTabNames[i]) == norm(name)) return i;
+  return -1;
+}
+
+std::string tab_list() {
+  std::string out;
+  for (const int i : kTabOrder) out += std::string(out.empty() ? "" : ", ") + kTabNames[i];
+  return out;
+}
+
+// A key by name: a letter or digit, "[", "]", "/", or a named key; "ctrl+", "shift+" before it.
+// "?" is shift+/ as on a keyboard.
+bool parse_key(std::string name, int* code, bool* ctrl, bool* shift) {
+  *ctrl = *shift = false;
+  for (;;) {
+    if (name.rfind("ctrl+", 0) == 0) {
+      *ctrl = true;
+      name = name.substr(5);
+    } else if (name.rfind("shift+", 0) == 0) {
+      *shift = true;
+      name = name.substr(6);
+    } else {
+      break;
+    }
+  }
+  static const std::map<std::string, int> named = {
+      {"left", GLFW_KEY_LEFT},      {"right", GLFW_KEY_RIGHT},     {"up", GLFW_KEY_UP},
+      {"down", GLFW_KEY_DOWN},      {"pageup", GLFW_KEY_PAGE_UP},  {"pagedown", GLFW_KEY_PAGE_DOWN},
+      {"escape", GLFW_KEY_ESCAPE},  {"enter", GLFW_KEY_ENTER},     {"tab", GLFW_KEY_TAB},
+      {"[", GLFW_KEY_LEFT_BRACKET}, {"]", GLFW_KEY_RIGHT_BRACKET}, {"/", GLFW_KEY_SLASH},
+  };
+  std::string lower;
+  for (char c : name) lower += char(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "?") {
+    *shift = true;
+    *code = GLFW_KEY_SLASH;
+    return true;
+  }
+  if (auto it = named.find(lower); it != named.end()) {
+    *code = it->second;
+    return true;
+  }
+  if (lower.size() == 1 && std::isalnum(static_cast<unsigned char>(lower[0]))) {
+    *code = std::toupper(static_cast<unsigned char>(lower[0]));  // GLFW: letters and digits are ASCII
+    return true;
+  }
+  return false;
+}
+
+int parse_index(const std::string& text, const char* what) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end || v < 0 || v > (1 << 24))
+    throw ActionError(std::string(what) + ": expected an index from 0, got \"" + text + "\"");
+  return int(v);
+}
+
+// The largest |after - before| over one stage of two results of the same shape, and where.
+nlohmann::json stage_difference(const ForwardResult<float>& after, const ForwardResult<float>& before,
+                                const std::string& stage) {
+  const Stage<float>* a = after.trace.find(stage);
+  const Stage<float>* b = before.trace.find(stage);
+  if (!a || !b || a->shape != b->shape) return {{"stage", stage}, {"comparable", false}};
+  const Tensor<float> x = a->contiguous(), y = b->contiguous();
+  double max_abs = 0;
+  std::int64_t at = -1, changed = 0;
+  std::set<std::int64_t> rows;  // (N, H, L, ·) stages: the query rows with a change
+  const std::int64_t cols = x.shape.size() == 4 ? x.shape[3] : 1, L = x.shape.size() == 4 ? x.shape[2] : 1;
+  for (std::size_t k = 0; k < x.data.size(); ++k) {
+    const float u = x.data[k], v = y.data[k];
+    if (std::isnan(u) && std::isnan(v)) continue;
+    if (u == v) continue;  // equal, blocked on both sides (-inf) included
+    ++changed;
+    if (x.shape.size() == 4) rows.insert((std::int64_t(k) / cols) % L);
+    const double d = std::isfinite(u) && std::isfinite(v) ? std::fabs(double(u) - double(v))
+                                                          : std::numeric_limits<double>::infinity();
+    if (d > max_abs || at < 0) max_abs = d, at = std::int64_t(k);
+  }
+  nlohmann::json where = nlohmann::json::array();
+  for (std::int64_t k = at, i = std::int64_t(x.shape.size()) - 1; at >= 0 && i >= 0; --i) {
+    where.insert(where.begin(), k % x.shape[std::size_t(i)]);
+    k /= x.shape[std::size_t(i)];
+  }
+  return {{"stage", stage},
+          {"comparable", true},
+          {"max_abs_diff", std::isfinite(max_abs) ? nlohmann::json(max_abs) : nlohmann::json("inf")},
+          {"at", where},
+          {"cells_changed", changed},
+          {"rows_changed", std::vector<std::int64_t>(rows.begin(), rows.end())}};
+}
+
+}  // namespace
+
+std::vector<std::string> script_words(const std::string& line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false, quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '\\' && i + 1 < line.size() && (line[i + 1] == '"' || line[i + 1] == '\\')) {
+        word += line[++i];
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        word += c;
+      }
+    } else if (c == '"') {
+      quoted = in_word = true;
+    } else if (c == '#') {
+      break;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quoted) throw ScriptError{"a quote is not closed"};
+  if (in_word) words.push_back(word);
+  return words;
+}
+
+const std::vector<std::string>& Script::action_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const ActionSpec& a : kActions) n.push_back(a.name);
+    return n;
+  }();
+  return names;
+}
+
+Script Script::load(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw ScriptError{path + ": cannot read the script"};
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse(text.str(), path);
+}
+
+Script Script::parse(const std::string& text, const std::string& name) {
+  Script s;
+  s.name_ = name;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string where = name + ":" + std::to_string(number) + ": ";
+    std::vector<std::string> words;
+    try {
+      words = script_words(line);
+    } catch (const ScriptError& e) {
+      throw ScriptError{where + e.message};
+    }
+    if (words.empty()) continue;
+    const ActionSpec* a = find_action(words[0]);
+    if (!a) {
+      std::string known;
+      for (const ActionSpec& k : kActions) known += std::string(known.empty() ? "" : ", ") + k.name;
+      throw ScriptError{where + "unknown action \"" + words[0] + "\"; the actions are " + known};
+    }
+    const int n = int(words.size()) - 1;
+    if (n < a->min_args || n > a->max_args)
+      throw ScriptError{
+          where + words[0] + " takes " +
+          (a->min_args == a->max_args ? std::to_string(a->min_args)
+                                      : std::to_string(a->min_args) + " to " + std::to_string(a->max_args)) +
+          " argument" + (a->max_args == 1 ? "" : "s") + " (" + a->usage + "), got " + std::to_string(n)};
+    s.lines_.push_back({number, std::move(words)});
+  }
+  return s;
+}
+
+void Script::fail(const ScriptLine& line, const std::string& why) {
+  failed_ = true;
+  error_ = name_ + ":" + std::to_string(line.number) + ": " + why;
+}
+
+bool Script::settled(const AppState& state) const {
+  return !state.computer.busy() && !large_view_info().computing &&
+         (state.autosave_path.empty() || !state.autosave_pending);
+}
+
+void Script::before_new_frame(ImGuiIO& io) {
+  if (key_ < 0) return;
+  const bool down = key_frames_ == 0;  // down for one frame, then up: one press
+  io.KeysDown[key_] = down;
+  io.KeyCtrl = down && key_ctrl_;
+  io.KeyShift = down && key_shift_;
+  if (++key_frames_ > 1) key_ = -1;
+}
+
+void Script::before_ui(AppState& state, UiEnv& env) {
+  if (hover_query_ >= 0 || hover_key_ >= 0) report_hover(hover_query_, hover_key_);
+  if (failed_ || next_ >= lines_.size() || key_ >= 0 || !pending_screenshot_.empty()) return;
+  // The previous line's result has landed and been drawn twice (a tab opened, a layout settled).
+  if (!settled(state) || ++quiet_frames_ < 3) return;
+  quiet_frames_ = 0;
+  const ScriptLine& line = lines_[next_++];
+  try {
+    run(line, state, env);
+  } catch (const ActionError& e) {
+    fail(line, e.what());
+  } catch (const Error& e) {
+    fail(line, e.what());
+  }
+}
+
+void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
+  const std::vector<std::string>& w = line.words;
+  const std::string& verb = w[0];
+  auto applied = [&](const Action& a, const char* slot) {
+    if (!state.apply(a) && state.errors.count(slot)) fail(line, state.errors[slot]);
+  };
+  if (verb == "open") {
+    state.load(load_scenario(w[1]), "open " + w[1]);
+    env.scenario_path = w[1];
+    env.select_tab = state.scenario().view.tab;
+  } else if (verb == "tab") {
+    const int t = tab_index(w[1]);
+    if (t < 0) return fail(line, "no tab \"" + w[1] + "\"; the tabs are " + tab_list());
+    env.select_tab = t;
+  } else if (verb == "set") {
+    const Action a = set_control(w[1], w[2]);
+    applied(a, a.slot.c_str());
+  } else if (verb == "mask-preset") {
+    applied(set_mask_preset(w[1]), "mask");
+  } else if (verb == "mask-paint") {
+    const int row = parse_index(w[1], "mask-paint ROW"), col = parse_index(w[2], "mask-paint COL");
+    bool block;
+    if (w.size() == 4) {
+      if (w[3] != "block" && w[3] != "unblock")
+        return fail(line, "mask-paint: the third word is block or unblock, got \"" + w[3] + "\"");
+      block = w[3] == "block";
+    } else {  // a click: the cell pressed decides, as in the mask editor
+      const Scenario& s = state.scenario();
+      const std::size_t k =
+          std::size_t(row) * std::size_t(std::max<std::int64_t>(1, s.S())) + std::size_t(col);
+      block = !(k < s.mask.cells.size() && std::isinf(s.mask.cells[k]));
+      if (s.mask.scope != MaskScope::shared)
+        throw ActionError("mask-paint ROW COL needs block or unblock with a per-batch or per-head mask");
+    }
+    applied(paint_mask_cells({{row, col}}, block), "mask");
+  } else if (verb == "key") {
+    if (!parse_key(w[1], &key_, &key_ctrl_, &key_shift_)) {
+      key_ = -1;
+      return fail(line, "no key \"" + w[1] +
+                            "\"; keys are letters, digits, [ ] / ?, left right up down pageup pagedown "
+                            "escape enter tab, with ctrl+ or shift+ before them");
+    }
+    key_frames_ = 0;
+  } else if (verb == "hover") {
+    const int t = tab_index(w[1]);
+    if (t < 0) return fail(line, "no view \"" + w[1] + "\"; the views are " + tab_list());
+    env.select_tab = t;
+    hover_query_ = parse_index(w[2], "hover ROW");
+    hover_key_ = parse_index(w[3], "hover COL");
+  } else if (verb == "unhover") {
+    hover_query_ = hover_key_ = -1;
+  } else if (verb == "pin") {
+    if (!state.pin(w[1])) fail(line, state.status);
+  } else if (verb == "compare" && w[1] == "previous" && w[2] == "live") {  // before / after the last edit
+    state.view().compare_mode = 1;
+    env.select_tab = int(ViewTab::compare);
+  } else if (verb == "compare") {
+    for (const std::string& p : {w[1], w[2]})
+      if (p != "live" && !state.find_pin(p))
+        return fail(line, "no pin \"" + p + "\" (pin it first, or say live)");
+    ViewState& v = state.view();
+    v.compare_mode = 3;
+    v.compare_pin_a = w[1];
+    v.compare_pin_b = w[2];
+    env.select_tab = int(ViewTab::compare);
+  } else if (verb == "undo") {
+    state.undo();
+  } else if (verb == "redo") {
+    state.redo();
+  } else if (verb == "screenshot") {
+    pending_screenshot_ = w[1];
+  } else if (verb == "dump-state") {
+    pending_dump_ = w[1];
+  }
+}
+
+void Script::after_render(const AppState& state, const UiEnv& env, int width, int height,
+                          const std::function<bool(const std::string&, int, int)>& save) {
+  if (!pending_screenshot_.empty()) {
+    if (!save(pending_screenshot_, width, height)) {
+      failed_ = true;
+      error_ = name_ + ": cannot write the screenshot " + pending_screenshot_;
+    }
+    pending_screenshot_.clear();
+  }
+  if (pending_dump_.empty()) return;
+  const std::string path = pending_dump_;
+  pending_dump_.clear();
+  nlohmann::json j = nlohmann::json::parse(to_json(state.scenario()));
+  const ViewState& v = state.scenario().view;
+  nlohmann::json r = {
+      {"tab", kTabNames[std::clamp(v.tab, 0, kTabCount - 1)]},
+      {"stage", v.stage},
+      {"hovered", {{"query", v.hover_query}, {"key", v.hover_key}}},
+      {"selected", {{"head", v.sel_head}, {"query", v.sel_query}, {"key", v.sel_key}}},
+      {"side_panels",
+       {{"controls", env.show_controls && !env.focus}, {"inspector", env.show_inspector && !env.focus}}},
+      {"presenter", v.presenter},
+      {"valid", state.result.valid()},
+      {"can_undo", state.history.can_undo()},
+      {"can_redo", state.history.can_redo()},
+      {"errors", state.errors},
+      {"status", state.status}};
+  if (state.result.valid()) {
+    const Dims& d = state.result.forward->dims;
+    nlohmann::json heads = nlohmann::json::array();
+    for (std::int64_t h = 0; h < d.H; ++h) heads.push_back(h);
+    r["visible_heads"] = heads;
+    r["dims"] = {{"N", d.N}, {"L", d.L}, {"S", d.S_total}, {"E", d.E}, {"H", d.H}};
+    r["query_tokens"] = state.result.query_tokens;
+    if (state.result.model) {
+      nlohmann::json top = nlohmann::json::array();
+      for (std::size_t k = 0; k < state.result.model->top_k.size(); ++k)
+        top.push_back({{"token", state.result.model->top_k_labels[k]},
+                       {"probability", state.result.model->top_k[k].probability}});
+      r["next_token"] = top;
+    }
+  }
+  nlohmann::json pins = nlohmann::json::array();
+  for (const Pin& p : state.pins) pins.push_back(p.name);
+  r["pins"] = pins;
+  if (v.tab == int(ViewTab::compare) && state.result.valid()) {
+    std::shared_ptr<const ForwardResult<float>> after = state.result.forward, before;
+    if (v.compare_mode == 1) before = state.previous.forward;
+    if (v.compare_mode == 3) {
+      const Pin* a = state.find_pin(v.compare_pin_a);
+      const Pin* b = state.find_pin(v.compare_pin_b);
+      before = a ? a->result.forward : nullptr;
+      if (b) after = b->result.forward;
+    }
+    nlohmann::json c = {{"mode", v.compare_mode}};
+    if (before && after) c.update(stage_difference(*after, *before, v.stage));
+    r["compare"] = c;
+  }
+  j["result"] = r;
+  const std::string text = j.dump(2) + "\n";
+  try {
+    write_file_atomic(path, std::vector<unsigned char>(text.begin(), text.end()));
+  } catch (const Error& e) {
+    failed_ = true;
+    error_ = name_ + ": " + e.what();
+  }
+}
+
+}  // namespace mha::app

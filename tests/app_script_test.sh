@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The scripted UI end to end under Xvfb: the scripts in tests/scripts/ run through the real app, and
+# their dumps are checked; bad scripts stop with exit 2 and the line.
+#   usage: app_script_test.sh MHA_STUDIO SOURCE_DIR OUT_DIR
+set -euo pipefail
+app=$1 src=$2 out=$3
+rm -rf "$out" && mkdir -p "$out"
+cd "$src"
+run() {  # run SCRIPT: the script with OUT replaced by the output folder
+  sed "s#OUT/#$out/#g" "tests/scripts/$1" >"$out/$1"
+  xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/$1" >"$out/$1.log" 2>&1
+}
+run paint_compare_undo.txt || { cat "$out/paint_compare_undo.txt.log"; exit 1; }
+run views_keys_pins.txt || { cat "$out/views_keys_pins.txt.log"; exit 1; }
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+load = lambda n: json.load(open(f"{out}/{n}"))
+before, painted, undone = load("0.json"), load("1.json"), load("2.json")
+c = painted["result"]["compare"]
+# The painted cell (query 3, key 1) is the whole effect: only row 3 changes, most at key 1.
+assert c["mode"] == 1 and c["comparable"], c
+assert c["rows_changed"] == [3], c
+assert c["at"][2] == 3 and c["at"][3] == 1, c
+assert c["max_abs_diff"] > 0, c
+for d in (before, painted, undone): d.pop("result")
+assert painted != before, "the paint changed nothing"
+assert undone == before, "undo did not restore the original scenario"
+hover = load("hover.json")["result"]
+assert hover["tab"] == "Heads" and hover["hovered"] == {"query": 2, "key": 4}, hover
+assert hover["selected"]["head"] == 1 and hover["stage"] == "context", hover
+focus = load("focus.json")["result"]
+assert focus["side_panels"] == {"controls": False, "inspector": False}, focus
+pins = load("pins.json")
+r = pins["result"]
+assert pins["sizes"]["num_heads"] == 2 and r["dims"]["L"] == 7, r
+assert r["pins"] == ["causal", "window"] and r["compare"]["mode"] == 3, r
+assert r["compare"]["max_abs_diff"] > 0, r
+print("scripted UI: paint/compare/undo, hover, keys, focus, controls, pins: ok")
+PY
+# Bad scripts: exit 2 and the line.
+bad() {  # bad NAME TEXT EXPECTED
+  printf '%b' "$2" >"$out/$1"
+  set +e
+  xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/$1" >"$out/$1.log" 2>&1
+  rc=$?
+  set -e
+  [[ $rc == 2 ]] || { echo "FAIL: $1 exited $rc, expected 2"; cat "$out/$1.log"; exit 1; }
+  grep -q "$3" "$out/$1.log" || { echo "FAIL: $1 does not say '$3'"; cat "$out/$1.log"; exit 1; }
+}
+bad unknown.txt "tab Heads\n\npaint 1 2\n" "unknown.txt:3: unknown action \"paint\""
+bad args.txt "undo\nmask-paint 1\n" "args.txt:2: mask-paint takes 2 to 3 arguments"
+bad value.txt "set num_heads many\n" "value.txt:1: num_heads: expected an integer"
+bad control.txt "undo\nset heads 2\n" "control.txt:2: no control \"heads\""
+bad tab.txt "tab Nowhere\n" "tab.txt:1: no tab \"Nowhere\""
+bad pin.txt "compare a b\n" "pin.txt:1: no pin \"a\""
+echo "bad scripts: exit 2 with the line"

@@ -200,8 +200,8 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       if (ImGui::IsKeyPressed('1' + k)) env.select_tab = kTabOrder[k];
     if (ImGui::IsKeyPressed('F')) env.focus = !env.focus;
     if (ImGui::IsKeyPressed('P')) v.presenter = !v.presenter;
-    if (ImGui::IsKeyPressed('[')) env.show_controls = !env.show_controls;
-    if (ImGui::IsKeyPressed(']')) env.show_inspector = !env.show_inspector;
+    if (ImGui::IsKeyPressed('[')) env.show_controls = !env.show_controls, env.layout_chosen = true;
+    if (ImGui::IsKeyPressed(']')) env.show_inspector = !env.show_inspector, env.layout_chosen = true;
     if (ImGui::IsKeyPressed('/') && io.KeyShift) env.show_keys = !env.show_keys;
     if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) env.show_keys = env.focus = false;
     if (state.result.valid()) {
@@ -256,8 +256,8 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
           env.select_tab = i;
       }
       ImGui::Separator();
-      ImGui::MenuItem("Controls panel", "[", &env.show_controls);
-      ImGui::MenuItem("Inspector panel", "]", &env.show_inspector);
+      if (ImGui::MenuItem("Controls panel", "[", &env.show_controls)) env.layout_chosen = true;
+      if (ImGui::MenuItem("Inspector panel", "]", &env.show_inspector)) env.layout_chosen = true;
       ImGui::MenuItem("Focus: the view alone", "F", &env.focus);
       ImGui::MenuItem("Presenter mode", "P", &state.view().presenter);
       ImGui::MenuItem("Keys", "?", &env.show_keys);
@@ -278,6 +278,10 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float left_w = std::min(font * 19, io.DisplaySize.x * 0.26f);
   const float right_w = std::min(font * 22, io.DisplaySize.x * 0.26f);
 
+  if (!env.layout_chosen) {  // widths in font sizes: the panels' own plus a view that stays readable
+    env.show_controls = io.DisplaySize.x >= font * 44;
+    env.show_inspector = io.DisplaySize.x >= font * 68;
+  }
   const bool left = env.show_controls && !env.focus, right = env.show_inspector && !env.focus;
   if (left) {
     ImGui::BeginChild("controls", ImVec2(left_w, h), true);
@@ -288,7 +292,8 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float centre_w =
       right ? ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x : 0.0f;
   ImGui::BeginChild("views", ImVec2(centre_w, h), true);
-  if (ImGui::BeginTabBar("views-tabs")) {
+  // Tabs keep their full names; when they do not fit, the bar scrolls (arrows at its end).
+  if (ImGui::BeginTabBar("views-tabs", ImGuiTabBarFlags_FittingPolicyScroll)) {
     for (const int i : kTabOrder) {
       const ImGuiTabItemFlags flags = env.select_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(kTabNames[i], nullptr, flags)) {
@@ -328,6 +333,10 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     ImGui::EndChild();
   }
   status_bar(state);
+  if (!left || !right) {  // a collapsed panel says how to bring it back
+    ImGui::SameLine();
+    ImGui::TextDisabled("  |  %s%s? keys", left ? "" : "[ controls  ", right ? "" : "] inspector  ");
+  }
   if (env.show_keys) {  // the keys overlay, over the views
     ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, io.DisplaySize.y * 0.5f), ImGuiCond_Always,
                             ImVec2(0.5f, 0.5f));

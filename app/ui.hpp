@@ -26,7 +26,11 @@ struct UiEnv {
   std::int64_t large_len = 1024;
   bool large_causal = false;
   // Layout: the side panels shown or collapsed, focus mode (the view alone), the keys overlay.
+  // Until the user shows or hides a panel, the layout follows the window: a side panel is shown
+  // only where the view keeps room beside it at the current font size (a projector at 2x font
+  // opens on the view alone; [ and ] bring the panels back).
   bool show_controls = true, show_inspector = true, focus = false, show_keys = false;
+  bool layout_chosen = false;
 };
 
 // The keys the app answers to, as the `?` overlay lists them: {key, what it does}.

@@ -273,8 +273,11 @@ int main(int argc, char** argv) {
   const std::string autosave = session.path;
   try {
     if (!scenario_file.empty()) {
-      state.start(load_scenario(scenario_file));
+      std::vector<std::string> warnings;
+      state.start(load_scenario(scenario_file, &warnings));
       env.scenario_path = scenario_file;
+      for (const std::string& w : warnings) std::fprintf(stderr, "mha-studio: warning: %s\n", w.c_str());
+      if (!warnings.empty()) state.status = warnings.front();
     } else if (session.restored) {
       state.start(std::move(*session.restored));
     } else if (fs::exists(assets + "/presets/course_notebook.json")) {

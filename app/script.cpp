@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -276,7 +277,10 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     if (!state.apply(a) && state.errors.count(slot)) fail(line, state.errors[slot]);
   };
   if (verb == "open") {
-    state.load(load_scenario(w[1]), "open " + w[1]);
+    std::vector<std::string> warnings;
+    state.load(load_scenario(w[1], &warnings), "open " + w[1]);
+    for (const std::string& warning : warnings)
+      std::fprintf(stderr, "mha-studio: warning: %s\n", warning.c_str());
     env.scenario_path = w[1];
     env.select_tab = state.scenario().view.tab;
   } else if (verb == "tab") {

@@ -103,8 +103,9 @@ void path_popup(const char* id, AppState& state, UiEnv& env, bool saving) {
         save_scenario(buf, state.scenario());
         state.status = std::string("saved ") + buf;
       } else {
-        state.load(load_scenario(buf), std::string("open ") + buf);
-        state.status = std::string("opened ") + buf;
+        std::vector<std::string> warnings;
+        state.load(load_scenario(buf, &warnings), std::string("open ") + buf);
+        state.status = warnings.empty() ? std::string("opened ") + buf : warnings.front();
       }
       env.scenario_path = buf;
       state.errors.erase("file");

@@ -1093,14 +1093,49 @@ std::string to_json(const Scenario& s) {
   return text + "\n";
 }
 
-Scenario scenario_from_json(const std::string& text, const std::string& name_for_errors) {
-  return parse_scenario(text, name_for_errors, {});
+namespace {
+
+// Members of `given` (the file) that the scenario read back as JSON does not have: fields this
+// version does not know, so they were not read. Objects are compared member by member; arrays and
+// values are not looked into.
+void unknown_fields(const Json& given, const Json& known, const std::string& path, std::vector<std::string>* out) {
+  if (!given.is_object() || !known.is_object()) return;
+  for (auto it = given.begin(); it != given.end(); ++it) {
+    const std::string at = path.empty() ? it.key() : path + "." + it.key();
+    const auto k = known.find(it.key());
+    if (k == known.end())
+      out->push_back(at);
+    else
+      unknown_fields(*it, *k, at, out);
+  }
 }
 
-Scenario load_scenario(const std::string& path) {
+Scenario parse_with_warnings(const std::string& text, const std::string& name, const std::filesystem::path& base,
+                             std::vector<std::string>* warnings) {
+  Scenario s = parse_scenario(text, name, base);
+  if (warnings) {
+    std::vector<std::string> fields;
+    try {
+      unknown_fields(Json::parse(text), Json::parse(to_json(s)), "", &fields);
+    } catch (const Json::exception&) {  // parsed once already: cannot happen
+    }
+    for (const std::string& f : fields)
+      warnings->push_back(name + ": \"" + f + "\" is not a scenario field this version knows; it was ignored");
+  }
+  return s;
+}
+
+}  // namespace
+
+Scenario scenario_from_json(const std::string& text, const std::string& name_for_errors,
+                            std::vector<std::string>* warnings) {
+  return parse_with_warnings(text, name_for_errors, {}, warnings);
+}
+
+Scenario load_scenario(const std::string& path, std::vector<std::string>* warnings) {
   const std::vector<unsigned char> bytes = read_file_bytes(path);
-  return parse_scenario(std::string(bytes.begin(), bytes.end()), path,
-                        std::filesystem::path(path).parent_path());
+  return parse_with_warnings(std::string(bytes.begin(), bytes.end()), path,
+                             std::filesystem::path(path).parent_path(), warnings);
 }
 
 void save_scenario(const std::string& path, const Scenario& s) {

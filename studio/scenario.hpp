@@ -161,8 +161,10 @@ std::string mask_as_pytorch(const Scenario& s);
 
 // JSON, versioned. Throws mha::FileError with the reason; `from_json` never half-applies.
 std::string to_json(const Scenario& s);
-Scenario scenario_from_json(const std::string& text, const std::string& name_for_errors);
-Scenario load_scenario(const std::string& path);
+// With `warnings`: one line for each field of the file this version does not know (it was ignored).
+Scenario scenario_from_json(const std::string& text, const std::string& name_for_errors,
+                            std::vector<std::string>* warnings = nullptr);
+Scenario load_scenario(const std::string& path, std::vector<std::string>* warnings = nullptr);
 void save_scenario(const std::string& path, const Scenario& s);  // atomic: temp file + rename
 
 }  // namespace mha::studio

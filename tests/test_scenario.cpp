@@ -736,3 +736,22 @@ TEST_CASE("mask_as_pytorch writes a torch snippet in the mask's convention", "[s
     CHECK_THAT(mask_as_pytorch(r), Catch::Contains("attn_mask = torch.tensor([\n"));
   }
 }
+
+TEST_CASE("fields a scenario file has but this version does not know are named in warnings", "[scenario]") {
+  const std::string path = std::string(MHA_ASSETS_DIR) + "/presets/cat_sat_mat.json";
+  std::vector<std::string> warnings;
+  load_scenario(path, &warnings);
+  CHECK(warnings.empty());  // every field of a preset is known
+  nlohmann::json j = nlohmann::json::parse(to_json(load_scenario(path)));
+  j["colour"] = "red";
+  j["sizes"]["zoom"] = 3;
+  j["mask"]["windw"] = 2;
+  const Scenario s = scenario_from_json(j.dump(), "typo.json", &warnings);
+  REQUIRE(warnings.size() == 3);
+  std::string all;
+  for (const std::string& w : warnings) all += w + "\n";
+  CHECK_THAT(all, Catch::Matchers::Contains("typo.json: \"colour\" is not a scenario field"));
+  CHECK_THAT(all, Catch::Matchers::Contains("\"sizes.zoom\""));
+  CHECK_THAT(all, Catch::Matchers::Contains("\"mask.windw\""));
+  CHECK(s.tgt_len == load_scenario(path).tgt_len);  // the known fields are read as always
+}

@@ -225,7 +225,9 @@ bool check_forward_args(const ForwardArgs& a) {
 // A scenario file, built exactly as the app builds it (app/compute.cpp). The app computes in float32,
 // on the reference path for tiny problems; --backend, when given, overrides that choice.
 Problem<float> scenario_problem(const ForwardArgs& a) {
-  const studio::Scenario s = studio::load_scenario(a.scenario_file);
+  std::vector<std::string> warnings;
+  const studio::Scenario s = studio::load_scenario(a.scenario_file, &warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "mha: warning: %s\n", w.c_str());
   studio::Built b = studio::build_forward(s);
   Problem<float> p;
   p.config = b.config;

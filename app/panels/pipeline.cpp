@@ -1,6 +1,7 @@
-// Pipeline view: every stage of the trace as a box, in the order torch computes them, laid out as a
-// wrapping flow with arrows. Each box gives shape, strides, contiguity, the torch expression, FLOPs and
-// bytes. Clicking a box shows that tensor below for the current batch item (one head of 4-D stages).
+// Pipeline view: the trace as a dataflow graph, tensors as boxes and operations as labelled arrows, in
+// the order torch computes them. A box gives the name and shape; its tooltip the strides, contiguity,
+// the torch expression, FLOPs and bytes. Clicking a box shows that tensor below for the current batch
+// item (one head of 4-D stages).
 #include <imgui.h>
 
 #include <algorithm>
@@ -150,141 +151,243 @@ void arrow_head(ImDrawList* dl, ImVec2 tip, ImVec2 dir, float size, ImU32 col) {
       ImVec2(tip.x - dir.x * size - n.x * size * 0.5f, tip.y - dir.y * size - n.y * size * 0.5f), col);
 }
 
-// Text clipped to a width, ending in "..." when cut; returns whether it was cut.
-bool clipped_text(ImDrawList* dl, ImVec2 pos, ImU32 col, const std::string& text, float width) {
-  if (ImGui::CalcTextSize(text.c_str()).x <= width) {
-    dl->AddText(pos, col, text.c_str());
-    return false;
-  }
-  // The longest prefix that fits with the dots, by bisection on its length.
-  const float dots = ImGui::CalcTextSize("...").x;
-  std::size_t lo = 0, hi = text.size();
-  while (lo < hi) {
-    const std::size_t mid = (lo + hi + 1) / 2;
-    if (ImGui::CalcTextSize(text.c_str(), text.c_str() + mid).x + dots <= width)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  dl->AddText(pos, col, (text.substr(0, lo) + "...").c_str());
-  return true;
-}
-
 std::string selected_stage = "attn_weights";  // the box shown below; file-local (Heads owns view.stage)
 
-// Box sizes in font units (presenter mode scales them) and how many fit in a row.
-struct FlowGeometry {
-  float pad, line, box_w, box_h, gap_x, gap_y;
-  int per_row, rows;
-  float width() const { return float(per_row) * (box_w + gap_x) - gap_x; }
-  float height() const { return float(rows) * (box_h + gap_y) - gap_y; }
+// The dataflow graph: tensors are boxes, operations are the arrows between them, labelled with the
+// torch call. The query, key and value each run along a lane (input, projection, view, transpose);
+// the lanes meet at the scores, and the per-head chain, drawn as a stack of H boxes, flows on to the
+// output, wrapping onto further rows when the width runs out. Boxes show the name and the shape in
+// full; the hover tooltip has the strides, the expression, the FLOPs and the memory.
+
+// The lane a stage belongs to: 0 query, 1 key, 2 value, 3 the joined chain.
+int lane_of(const std::string& n) {
+  if (n == "query" || n == "q" || n.rfind("q_", 0) == 0) return 0;
+  if (n == "key" || n == "k" || n.rfind("k_", 0) == 0 || n.rfind("bias_k", 0) == 0) return 1;
+  if (n == "value" || n == "v" || n.rfind("v_", 0) == 0 || n.rfind("bias_v", 0) == 0) return 2;
+  return 3;
+}
+
+// The operation that makes a stage, short enough for an arrow: the torch call or operator.
+std::string op_label(const Stage<float>& s) {
+  static const std::pair<const char*, const char*> kOps[] = {{"q", "F.linear"},
+                                                             {"k", "F.linear"},
+                                                             {"v", "F.linear"},
+                                                             {"q_view", "view"},
+                                                             {"k_view", "view"},
+                                                             {"v_view", "view"},
+                                                             {"q_heads", "transpose"},
+                                                             {"k_heads", "transpose"},
+                                                             {"v_heads", "transpose"},
+                                                             {"scores", "q @ k^T"},
+                                                             {"scores_scaled", "/ sqrt(d_k)"},
+                                                             {"scores_masked", "+ attn_mask"},
+                                                             {"attn_weights", "softmax"},
+                                                             {"context", "@ v"},
+                                                             {"context_transposed", "transpose"},
+                                                             {"concat", "contiguous().view"},
+                                                             {"output", "out_proj"},
+                                                             {"attn_weights_avg", "mean(dim=1)"}};
+  for (const auto& [name, op] : kOps)
+    if (s.name == name) return op;
+  const std::string& f = s.formula;  // other stages (bias_k, GQA's repeats): the call's name
+  if (f == s.name || f.empty()) return "";
+  const std::size_t open = f.find('(');
+  return f.substr(0, std::min<std::size_t>(open == std::string::npos ? f.size() : open, 16));
+}
+
+struct Node {
+  int box;           // index in boxes
+  ImVec2 pos, size;  // screen position and size
+  bool per_head;     // a stack of H boxes
 };
 
-// Boxes share the width: as many as fit at 9.5 font widths or more each, at most 14.
-FlowGeometry flow_geometry(float width, int count) {
-  const float font = ImGui::GetFontSize();
-  FlowGeometry g;
-  g.pad = font * 0.4f;
-  g.gap_x = font * 1.1f;
-  g.gap_y = font * 1.3f;
-  g.per_row = std::max(1, int((width + g.gap_x) / (font * 9.5f + g.gap_x)));
-  g.box_w = std::clamp((width - float(g.per_row - 1) * g.gap_x) / float(g.per_row), font * 8, font * 14);
-  g.line = ImGui::GetTextLineHeight() + ImGui::GetStyle().ItemSpacing.y * 0.5f;  // tight: six lines a box
-  g.box_h = g.line * 6 + g.pad * 1.5f;
-  g.rows = (count + g.per_row - 1) / g.per_row;
+struct Graph {
+  std::vector<Node> nodes;
+  float height = 0, width = 0;
+};
+
+// Places every box: the three lanes as rows of columns, then the joined chain in rows that wrap.
+Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, ImVec2 origin) {
+  const float font = ImGui::GetFontSize(), line = ImGui::GetTextLineHeightWithSpacing();
+  const float pad = font * 0.4f, gap = font * 3.2f, row_gap = font * 1.6f, stack = font * 0.3f;
+  Graph g;
+  auto box_size = [&](const Box& b) {
+    const Stage<float>& s = *b.stage;
+    const float w = std::max({ImGui::CalcTextSize(s.name.c_str()).x,
+                              ImGui::CalcTextSize(shape_str(s.shape).c_str()).x, font * 4.0f});
+    return ImVec2(w + pad * 2 + font * 0.35f, line * 2 + pad * 1.5f);
+  };
+  auto per_head = [&](const Box& b) {
+    const Stage<float>& s = *b.stage;
+    return s.shape.size() == 4 && d.H > 1 && s.name != "attn_weights_avg" && lane_of(s.name) == 3 &&
+           s.name != "concat" && s.name != "output";
+  };
+  // Lanes: column c of every lane shares one width.
+  std::vector<std::vector<int>> lanes(3);
+  std::vector<int> chain;
+  for (int i = 0; i < int(boxes.size()); ++i) {
+    const int l = lane_of(boxes[std::size_t(i)].stage->name);
+    (l < 3 ? lanes[std::size_t(l)] : chain).push_back(i);
+  }
+  // The gap before a box holds its operation's label.
+  auto gap_before = [&](int i) {
+    return std::max(gap, ImGui::CalcTextSize(op_label(*boxes[std::size_t(i)].stage).c_str()).x + font * 1.2f);
+  };
+  std::vector<float> col_w, col_gap;
+  for (const auto& lane : lanes)
+    for (std::size_t c = 0; c < lane.size(); ++c) {
+      if (col_w.size() <= c) col_w.push_back(0), col_gap.push_back(0);
+      col_w[c] = std::max(col_w[c], box_size(boxes[std::size_t(lane[c])]).x);
+      col_gap[c] = std::max(col_gap[c], gap_before(lane[c]));
+    }
+  float y = origin.y;
+  for (const auto& lane : lanes) {
+    if (lane.empty()) continue;
+    float x = origin.x;
+    for (std::size_t c = 0; c < lane.size(); ++c) {
+      const ImVec2 sz = box_size(boxes[std::size_t(lane[c])]);
+      if (c > 0) x += col_gap[c];
+      g.nodes.push_back({lane[c], ImVec2(x, y), ImVec2(col_w[c], sz.y), false});
+      x += col_w[c];
+    }
+    x += gap;
+    g.width = std::max(g.width, x - gap - origin.x);
+    y += line * 2 + pad * 1.5f + row_gap * 0.6f;
+  }
+  // The joined chain, indented under the lanes' last column, wrapping at the width.
+  y += row_gap * 0.4f;
+  float x = origin.x;
+  for (const int i : chain) {
+    const Box& b = boxes[std::size_t(i)];
+    const ImVec2 sz = box_size(b);
+    const bool heads = per_head(b);
+    const float w = sz.x + (heads ? stack * 2 : 0), before = x > origin.x ? gap_before(i) : 0.0f;
+    if (x > origin.x && x + before + w > origin.x + width) {
+      x = origin.x + font;  // a wrapped row starts in a little, so the arrow into it has room
+      y += sz.y + stack * 2 + row_gap * 1.4f;
+    } else {
+      x += before;
+    }
+    g.nodes.push_back({i, ImVec2(x + (heads ? stack * 2 : 0), y + (heads ? stack * 2 : 0)), sz, heads});
+    x += w;
+    g.width = std::max(g.width, x - origin.x);
+  }
+  g.height = y + line * 2 + pad * 1.5f + stack * 2 + font * 0.5f - origin.y;
   return g;
 }
 
-void draw_flow(const std::vector<Box>& boxes, const FlowGeometry& g, float height) {
-  ImGui::BeginChild("##pipeline_flow", ImVec2(0, height), false);
+void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height) {
+  ImGui::BeginChild("##pipeline_graph", ImVec2(0, height), false, ImGuiWindowFlags_HorizontalScrollbar);
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float font = ImGui::GetFontSize(), line = g.line;
-  const float pad = g.pad, box_w = g.box_w, box_h = g.box_h, gap_x = g.gap_x, gap_y = g.gap_y;
-  const int per_row = g.per_row;
+  const float font = ImGui::GetFontSize(), pad = font * 0.4f, stack = font * 0.3f;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float width = ImGui::GetContentRegionAvail().x;
+  const Graph g = layout_graph(boxes, d, width, origin);
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   const ImU32 bg = ImGui::GetColorU32(ImGuiCol_FrameBg), arrow = ImGui::GetColorU32(ImGuiCol_TextDisabled);
-  auto box_pos = [&](int i) {
-    return ImVec2(origin.x + float(i % per_row) * (box_w + gap_x),
-                  origin.y + float(i / per_row) * (box_h + gap_y));
+  const ImU32 op_col = ImGui::GetColorU32(ImGuiCol_PlotLinesHovered);
+  auto node_of = [&](const std::string& name) -> const Node* {
+    for (const Node& n : g.nodes)
+      if (boxes[std::size_t(n.box)].stage->name == name) return &n;
+    return nullptr;
   };
-
-  for (int i = 0; i < int(boxes.size()); ++i) {
-    const Box& b = boxes[std::size_t(i)];
+  // An arrow from a's right edge to b's left edge (an elbow when they are on different rows),
+  // labelled with b's operation above its last straight part.
+  auto connect = [&](const Node& a, const Node& b, const std::string& label) {
+    const float asz = font * 0.45f;
+    const ImVec2 from(a.pos.x + a.size.x + 2, a.pos.y + a.size.y * 0.5f);
+    const ImVec2 to(b.pos.x - (b.per_head ? stack * 2 : 0) - 3, b.pos.y + b.size.y * 0.5f);
+    if (std::fabs(from.y - to.y) < 1 && to.x > from.x) {
+      dl->AddLine(from, to, arrow, 1.5f);
+    } else {  // down the gap right of a, across under the rows, down to b's row, then in from the left
+      const float mid_y = b.pos.y - (b.per_head ? stack * 2 : 0) - font * 0.8f;
+      const float out_x = from.x + font * 0.6f, in_x = to.x - font * 0.9f;
+      dl->AddLine(from, ImVec2(out_x, from.y), arrow, 1.5f);
+      dl->AddLine(ImVec2(out_x, from.y), ImVec2(out_x, mid_y), arrow, 1.5f);
+      dl->AddLine(ImVec2(out_x, mid_y), ImVec2(in_x, mid_y), arrow, 1.5f);
+      dl->AddLine(ImVec2(in_x, mid_y), ImVec2(in_x, to.y), arrow, 1.5f);
+      dl->AddLine(ImVec2(in_x, to.y), to, arrow, 1.5f);
+    }
+    arrow_head(dl, ImVec2(to.x + 1, to.y), ImVec2(1, 0), asz, arrow);
+    if (!label.empty() && std::fabs(from.y - to.y) < 1) {
+      const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+      const float lx = std::max(from.x, (from.x + to.x - ts.x) * 0.5f);
+      dl->AddText(ImVec2(lx, from.y - ts.y - 1), op_col, label.c_str());
+    }
+  };
+  // Edges: each stage from the one before it in its lane or chain; the scores from q and k, the
+  // context from the weights and v.
+  auto last_of_lane = [&](int lane) -> const Node* {
+    const Node* last = nullptr;
+    for (const Node& n : g.nodes)
+      if (lane_of(boxes[std::size_t(n.box)].stage->name) == lane) last = &n;
+    return last;
+  };
+  const Node* prev_in_lane[4] = {nullptr, nullptr, nullptr, nullptr};
+  for (const Node& n : g.nodes) {
+    const Stage<float>& s = *boxes[std::size_t(n.box)].stage;
+    const int lane = lane_of(s.name);
+    const std::string op = op_label(s);
+    if (lane == 3 && !prev_in_lane[3]) {  // the first joined stage (the scores) takes q and k
+      if (const Node* q = last_of_lane(0)) connect(*q, n, "");
+      if (const Node* k = last_of_lane(1)) connect(*k, n, "");
+    } else if (prev_in_lane[lane]) {
+      connect(*prev_in_lane[lane], n, op);
+    }
+    if (s.name == "context")
+      if (const Node* v = last_of_lane(2)) connect(*v, n, "");
+    if (s.name == "scores_masked")
+      if (const Node* m = node_of("attn_mask"); m && m != prev_in_lane[3]) connect(*m, n, "");
+    prev_in_lane[lane] = &n;
+  }
+  // Boxes over the arrows.
+  for (const Node& n : g.nodes) {
+    const Box& b = boxes[std::size_t(n.box)];
     const Stage<float>& s = *b.stage;
-    const ImVec2 p = box_pos(i), q(p.x + box_w, p.y + box_h);
     const KindStyle ks = kind_style(b.cost.kind);
-
+    const ImVec2 p = n.pos, q(p.x + n.size.x, p.y + n.size.y);
+    if (n.per_head)  // a stack: the same box once per head
+      for (int k = 2; k >= 1; --k)
+        dl->AddRect(ImVec2(p.x - stack * float(k), p.y - stack * float(k)),
+                    ImVec2(q.x - stack * float(k), q.y - stack * float(k)), dim, font * 0.3f);
     ImGui::SetCursorScreenPos(p);
-    ImGui::PushID(i);
-    if (ImGui::InvisibleButton("##box", ImVec2(box_w, box_h))) selected_stage = s.name;
+    ImGui::PushID(n.box);
+    if (ImGui::InvisibleButton("##box", n.size)) selected_stage = s.name;
     const bool hovered = ImGui::IsItemHovered();
     ImGui::PopID();
     const bool selected = s.name == selected_stage;
-
     dl->AddRectFilled(p, q, bg, font * 0.3f);
     dl->AddRectFilled(p, ImVec2(p.x + font * 0.35f, q.y), ks.colour, font * 0.3f,
                       ImDrawFlags_RoundCornersLeft);
     dl->AddRect(p, q, selected ? text : hovered ? ks.colour : dim, font * 0.3f, 0, selected ? 3.0f : 1.0f);
-
-    const float x = p.x + font * 0.35f + pad, w = box_w - font * 0.35f - pad * 2;
-    float y = p.y + pad;
-    // Name, and on the right what it holds: "view of q" or its own bytes.
-    const std::string tag = s.view_of.empty() ? b.bytes : "view of " + s.view_of;
-    const float tag_w = ImGui::CalcTextSize(tag.c_str()).x;
-    dl->AddText(ImVec2(q.x - pad - tag_w, y), dim, tag.c_str());
-    clipped_text(dl, ImVec2(x, y), ks.colour, s.name, w - tag_w - pad);
-    y += line;
-    dl->AddText(ImVec2(x, y), text, ("shape " + shape_str(s.shape)).c_str());
-    y += line;
-    clipped_text(dl, ImVec2(x, y), text, "strides " + shape_str(s.strides), w);
-    y += line;
-    const bool broadcast = std::find(s.strides.begin(), s.strides.end(), 0) != s.strides.end();
-    dl->AddText(ImVec2(x, y), b.contiguous ? text : IM_COL32(240, 110, 90, 255),
-                b.contiguous ? "contiguous: yes"
-                : broadcast  ? "contiguous: no (stride 0)"
-                             : "contiguous: no");
-    y += line;
-    // Inputs have no expression but their own name; their note says what they are.
-    const bool cut = clipped_text(dl, ImVec2(x, y), dim, s.formula == s.name ? s.note : s.formula, w);
-    y += line;
-    clipped_text(dl, ImVec2(x, y), text,
-                 count_str(b.cost.flops, "FLOPs") + (s.view_of.empty() ? "" : ", " + b.bytes), w);
-
+    const float x = p.x + font * 0.35f + pad;
+    dl->AddText(ImVec2(x, p.y + pad * 0.75f), ks.colour, s.name.c_str());
+    dl->AddText(ImVec2(x, p.y + pad * 0.75f + ImGui::GetTextLineHeightWithSpacing()),
+                mha::is_contiguous(s.shape, s.strides) ? text : IM_COL32(240, 110, 90, 255),
+                shape_str(s.shape).c_str());
+    if (n.per_head) {
+      char h[24];
+      std::snprintf(h, sizeof h, "x%lld heads", (long long)d.H);
+      dl->AddText(ImVec2(q.x - ImGui::CalcTextSize(h).x, q.y + 1), dim, h);
+    }
     if (hovered) {
       ImGui::BeginTooltip();
       ImGui::PushTextWrapPos(font * 30);
       ImGui::Text("%s  (%s)", s.name.c_str(), ks.label);
       ImGui::TextUnformatted(s.formula.c_str());
       ImGui::Text("shape %s, strides %s", shape_str(s.shape).c_str(), shape_str(s.strides).c_str());
+      ImGui::Text("contiguous: %s", b.contiguous ? "yes" : "no (red shape)");
+      if (!s.view_of.empty()) ImGui::Text("a view of %s: no copy", s.view_of.c_str());
       if (!s.note.empty()) ImGui::TextDisabled("%s", s.note.c_str());
       ImGui::Text("FLOPs: %s = %s", b.cost.formula.c_str(), count_str(b.cost.flops, "FLOPs").c_str());
       ImGui::Text("memory: %s", b.bytes.c_str());
-      if (cut) ImGui::TextDisabled("(the box shows the expression shortened)");
       ImGui::TextDisabled("click to show this tensor below");
       ImGui::PopTextWrapPos();
       ImGui::EndTooltip();
     }
-
-    // Arrow to the next box: straight within a row, down-and-back at a row's end.
-    if (i + 1 < int(boxes.size())) {
-      const ImVec2 n = box_pos(i + 1);
-      const float asz = font * 0.45f;
-      if ((i + 1) % per_row != 0) {
-        const float my = p.y + box_h * 0.5f;
-        dl->AddLine(ImVec2(q.x + 2, my), ImVec2(n.x - 3, my), arrow, 1.5f);
-        arrow_head(dl, ImVec2(n.x - 2, my), ImVec2(1, 0), asz, arrow);
-      } else {
-        const float cx = p.x + box_w * 0.5f, ny = q.y + gap_y * 0.5f, nx = n.x + box_w * 0.5f;
-        dl->AddLine(ImVec2(cx, q.y + 2), ImVec2(cx, ny), arrow, 1.5f);
-        dl->AddLine(ImVec2(cx, ny), ImVec2(nx, ny), arrow, 1.5f);
-        dl->AddLine(ImVec2(nx, ny), ImVec2(nx, n.y - 3), arrow, 1.5f);
-        arrow_head(dl, ImVec2(nx, n.y - 2), ImVec2(0, 1), asz, arrow);
-      }
-    }
   }
   ImGui::SetCursorScreenPos(origin);
-  ImGui::Dummy(ImVec2(g.width(), g.height()));
+  ImGui::Dummy(ImVec2(g.width, g.height));
   ImGui::EndChild();
 }
 
@@ -503,14 +606,14 @@ void draw_pipeline(AppState& state, Textures& tex) {
     ImGui::TextUnformatted(ks.label);
   }
 
-  // The flow takes what it needs up to 45% of the height; the chosen tensor gets the rest. The width
-  // leaves room for a scrollbar so the layout does not change when one appears.
+  // The graph takes what it needs up to 55% of the height; the chosen tensor gets the rest.
   const ImGuiStyle& style = ImGui::GetStyle();
-  const FlowGeometry g =
-      flow_geometry(ImGui::GetContentRegionAvail().x - style.ScrollbarSize, int(boxes.size()));
+  const Graph g =
+      layout_graph(boxes, f.dims, ImGui::GetContentRegionAvail().x - style.ScrollbarSize, ImVec2(0, 0));
   const float avail_h = ImGui::GetContentRegionAvail().y;
-  draw_flow(boxes, g,
-            std::max(g.box_h + g.gap_y, std::min(g.height() + style.ItemSpacing.y, avail_h * 0.45f)));
+  draw_graph(boxes, f.dims,
+             std::max(ImGui::GetFontSize() * 6,
+                      std::min(g.height + style.ScrollbarSize + style.ItemSpacing.y, avail_h * 0.55f)));
   ImGui::Separator();
   draw_detail(state, tex, boxes);
 }

@@ -33,11 +33,13 @@ for step in "${steps[@]}"; do
       cmake --preset tsan >/dev/null
       cmake --build --preset tsan -j"$jobs" --target mha_ui_tests mha-studio
       # The worker's tests and the headless panels that drive it; exit status is Catch2's.
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/mha_ui_tests "[state],[scenario],[ui],[reliability]"
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp build-tsan/mha_ui_tests "[state],[scenario],[ui],[reliability]"
       # The real app's --edits run at 512 tokens (the ASan step runs it as the ctest app_edits_512).
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 bash tests/app_edits_512.sh build-tsan/mha-studio build-tsan/edits_512
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp bash tests/app_edits_512.sh build-tsan/mha-studio build-tsan/edits_512
       # The random edits and the latency replay (16, 512 and 2048 tokens) in one run.
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 bash tests/app_drivers_together.sh build-tsan/mha-studio build-tsan/drivers_together ;;
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp bash tests/app_drivers_together.sh build-tsan/mha-studio build-tsan/drivers_together
+      # The scripted UI: every action through the real app.
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp bash tests/app_script_test.sh build-tsan/mha-studio "$PWD" build-tsan/script_test ;;
     fuzz)
       echo "== fuzz: ${FUZZ_SECONDS:-30} s per target =="
       bash tools/fuzz.sh "${FUZZ_SECONDS:-30}" ;;

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "labels.hpp"
 #include "scenario.hpp"  // to_string(Colormap)
 #include "studio_names.hpp"
 
@@ -27,11 +28,6 @@ void add_text_vertical(ImDrawList* dl, ImVec2 start, ImU32 col, const char* text
     ImVec2& p = dl->VtxBuffer[i].pos;
     p = ImVec2(start.x + (p.y - start.y), start.y - (p.x - start.x));
   }
-}
-
-int label_step(float cell, float text_extent) {
-  if (cell <= 0) return 1;
-  return std::max(1, int(std::ceil(text_extent / cell)));
 }
 
 }  // namespace
@@ -244,7 +240,7 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   // Axis labels: queries down the left, keys across the top; every k-th when cells are small. The
   // hovered token's label is drawn whatever the step, highlighted.
   if (h.row_labels) {
-    const int step = label_step(cell, font);
+    const int step = render::label_step(cell, font);
     // The clip stops labels running into the grid, and past its rows when zoomed.
     dl->PushClipRect(ImVec2(origin.x, g0.y - font * 0.5f),
                      ImVec2(g0.x - style.ItemSpacing.x * 0.5f, g1.y + font), true);
@@ -261,7 +257,7 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     dl->PopClipRect();
   }
   if (h.col_labels) {
-    const int step = vertical ? label_step(cell, font) : 1;
+    const int step = vertical ? render::label_step(cell, font) : 1;
     dl->PushClipRect(ImVec2(g0.x - font * 0.5f, origin.y), ImVec2(g1.x + font * 0.5f, g0.y), true);
     for (int c = c_lo; c < c_hi && c < int(h.col_labels->size()); ++c) {
       const bool hovered = c == h.hover_col;

@@ -13,7 +13,9 @@
 
 #include "data_dir.hpp"
 #include "export_dialog.hpp"
+#include "head_colour.hpp"
 #include "heatmap.hpp"
+#include "labels.hpp"
 #include "panels.hpp"
 #include "reshape_export.hpp"
 
@@ -267,13 +269,10 @@ bool place(const Grid& g, Layout lay, bool wrong, int i, int h, int c, ImVec2* o
   return true;
 }
 
+// The head's hue (render/head_colour.hpp, as the exported figure) at the animation's alpha.
 ImU32 cell_colour(int h, std::int64_t H, float value, float maxabs, float alpha) {
-  if (!std::isfinite(value)) return IM_COL32(255, 0, 255, int(alpha * 255));
-  const float m = std::clamp(std::fabs(value) / maxabs, 0.0f, 1.0f);
-  float r, gr, b;
-  ImGui::ColorConvertHSVtoRGB(std::fmod(0.58f + float(h) / float(std::max<std::int64_t>(1, H)), 1.0f),
-                              0.35f + 0.5f * m, 0.3f + 0.7f * m, r, gr, b);
-  return ImGui::GetColorU32(ImVec4(r, gr, b, alpha));
+  const ImU32 a = ImU32(std::lround(std::clamp(alpha, 0.0f, 1.0f) * 255.0f));
+  return (render::head_colour(h, H, value, maxabs) & 0x00FFFFFFu) | a << IM_COL32_A_SHIFT;
 }
 
 // What the grid shows at a step: the values of q (steps 0-2) or of the context (3-5), and which
@@ -338,7 +337,7 @@ void draw_labels(ImDrawList* dl, const Grid& g, const StepView& s, const std::ve
   }
   // Token labels left of the first column of blocks. Mistake 1's rows hold pieces of tokens:
   // "cat:1" is token cat's columns of head 1.
-  const int label_step = std::max(1, int(std::ceil(ImGui::GetTextLineHeight() / g.ch)));
+  const int label_step = render::label_step(g.ch, ImGui::GetTextLineHeight());
   const int block_rows = lay == Layout::blocks ? g.brows : 1;
   for (int br = 0; br < block_rows; ++br)
     for (int r = 0; r < g.rows; r += label_step) {

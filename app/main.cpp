@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
   cli.add_option("--frames", frames, "Frames to draw before the screenshot (default 3)");
   cli.add_option("--font-scale", font_scale, "Presenter font scale, 1 to 3");
   cli.add_option("--tab", tab_name,
-                 "Open on this view: Pipeline, Reshape, Heads, Mask, Compare, Complexity, \"Large L\", "
-                 "\"Attention file\"");
+                 "Open on this view: Pipeline, Reshape, Heads, Overview, \"Token lines\", Mask, Compare, "
+                 "Complexity, \"Large L\", \"Attention file\"");
   cli.add_option(
       "--attention", attention_file,
       "Open attention weights saved elsewhere (.npy: (T,T), (H,T,T), (N,H,T,T) or (layers,N,H,T,T)) "

@@ -27,7 +27,7 @@ bool same_view(const ViewState& a, const ViewState& b) {
   auto fields = [](const ViewState& v) {
     return std::tie(v.tab, v.batch_index, v.stage, v.compare_mode, v.compare_a, v.compare_b, v.colormap,
                     v.show_values, v.weights_row_scale, v.presenter, v.font_scale, v.reshape_step, v.mistake,
-                    v.head_order, v.sel_head, v.sel_query, v.sel_key);
+                    v.head_order, v.sel_head, v.sel_query, v.sel_key, v.hidden_heads, v.overview_layers);
   };
   return fields(a) == fields(b);
 }

@@ -368,6 +368,7 @@ void draw_compare(AppState& state, Textures& tex) {
 
   const float m = cache.max_abs > 0 ? cache.max_abs : 1.0f;
   Heatmap diff;
+  diff.zoomable = true;  // Ctrl+wheel zooms, a right-button drag pans
   diff.id = "compare/diff";
   diff.values = cache.diff.data();
   diff.rows = R;

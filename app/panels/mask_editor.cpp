@@ -27,13 +27,9 @@ namespace mha::app {
 
 namespace {
 
-constexpr float kBlocked = -std::numeric_limits<float>::infinity();
+constexpr float kBlocked = kMaskBlocked;
 const ImVec4 kWarn(1.0f, 0.55f, 0.2f, 1.0f);
 const ImVec4 kError(1.0f, 0.35f, 0.35f, 1.0f);
-
-bool is_blocked(float v) {
-  return std::isinf(v) && v < 0;
-}
 
 // Labels for axes whose tokens do not match the size: "0", "1", … (one growing list for every grid).
 const std::vector<std::string>* axis_labels(const std::vector<std::string>& tokens, int n) {
@@ -324,9 +320,7 @@ void cell_grid(AppState& state, Textures& tex, float width) {
   const MaskSpec& m = sc.mask;
   const float font = ImGui::GetFontSize();
   const std::int64_t N = sc.batch, H = sc.num_heads;
-  const Shape want = m.scope == MaskScope::shared      ? Shape{sc.L(), sc.S()}
-                     : m.scope == MaskScope::per_batch ? Shape{N, sc.L(), sc.S()}
-                                                       : Shape{N * H, sc.L(), sc.S()};
+  const Shape want = attn_mask_shape(m.scope, N, H, sc.L(), sc.S());
   if (m.cells.empty()) {
     ImGui::TextWrapped(
         "No attn_mask: every query may attend to every key. Pick a preset, or start from an "
@@ -349,9 +343,7 @@ void cell_grid(AppState& state, Textures& tex, float width) {
   // The pickers follow the result; the scenario's sizes may differ while it recomputes.
   const std::int64_t n = std::clamp<std::int64_t>(sc.view.batch_index, 0, std::max<std::int64_t>(0, N - 1));
   const std::int64_t hd = std::clamp<std::int64_t>(sc.view.sel_head, 0, std::max<std::int64_t>(0, H - 1));
-  const std::int64_t slice = m.scope == MaskScope::shared      ? 0
-                             : m.scope == MaskScope::per_batch ? n
-                                                               : n * H + hd;
+  const std::int64_t slice = mask_slice(m.scope, n, hd, H);
   const std::size_t base = std::size_t(slice) * std::size_t(L) * std::size_t(S);
   const float* cells = m.cells.data() + base;
 
@@ -516,6 +508,7 @@ void merged_grid(AppState& state, Textures& tex, float width) {
     export_button(state, req);
   }
   Heatmap hm;
+  hm.zoomable = true;  // read-only: Ctrl+wheel zooms, a right-button drag pans
   hm.id = "mask/merged";
   hm.values = p;
   hm.rows = L;

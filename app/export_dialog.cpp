@@ -18,7 +18,7 @@ namespace mha::app {
 namespace {
 
 struct DialogState {
-  int choice = 0, format = 0;  // format: 0 PNG, 1 SVG, 2 CSV
+  int choice = 0, format = 0;  // format: 0 PNG, 1 SVG, 2 CSV, 3 PDF
   bool values = false, transparent = false;
   std::string path, suggested, error;
 };
@@ -30,11 +30,14 @@ std::string export_choice(const FigureChoice& choice, const ExportOptions& optio
     if (path.empty()) throw FileError("file", "no file name given");
     if (choice.drawing) {
       if (options.format == "csv")
-        throw ConfigError("format", "this figure is an image: PNG or SVG, not CSV");
+        throw ConfigError("format", "this figure is an image: PNG, SVG or PDF, not CSV");
       const exporter::Drawing d = choice.drawing(options.transparent);
       if (options.format == "png") {
         const std::vector<std::uint8_t> png = exporter::render_png(d);
         exporter::write_file(path, png.data(), png.size());
+      } else if (options.format == "pdf") {
+        const std::vector<std::uint8_t> pdf = exporter::render_pdf(d);
+        exporter::write_file(path, pdf.data(), pdf.size());
       } else {
         const std::string svg = exporter::render_svg(d);
         exporter::write_file(path, svg.data(), svg.size());
@@ -106,13 +109,15 @@ void export_button(AppState& state, const FigureRequest& req) {
   }
   ImGui::RadioButton("PNG", &d.format, 0);
   ImGui::SameLine();
-  ImGui::RadioButton("SVG (vector)", &d.format, 1);
+  ImGui::RadioButton("SVG", &d.format, 1);
+  ImGui::SameLine();
+  ImGui::RadioButton("PDF", &d.format, 3);
   ImGui::SameLine();
   ImGui::RadioButton("CSV (values)", &d.format, 2);
   ImGui::Checkbox("cell values", &d.values);
   ImGui::SameLine();
   ImGui::Checkbox("transparent background", &d.transparent);
-  static const char* const kFormats[] = {"png", "svg", "csv"};
+  static const char* const kFormats[] = {"png", "svg", "csv", "pdf"};
   const std::string suggested =
       (req.choices.empty() ? std::string("mha-figure") : req.choices[std::size_t(d.choice)].file_stem) + "." +
       kFormats[d.format];

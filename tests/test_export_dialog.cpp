@@ -32,7 +32,7 @@ void load_preset(AppState& state, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("export dialog: every choice of the Heads request writes PNG, SVG and CSV", "[ui][export]") {
+TEST_CASE("export dialog: every choice of the Heads request writes PNG, SVG, PDF and CSV", "[ui][export]") {
   mha::test::HeadlessUi ui;  // an ImGui context: the panels' requests are built inside frames
   AppState state;
   load_preset(state, "cat_sat_mat");
@@ -48,6 +48,8 @@ TEST_CASE("export dialog: every choice of the Heads request writes PNG, SVG and 
     CHECK(head_of(png, 4) == "\x89PNG");
     CHECK(export_choice(c, {"svg", true, true}, svg).empty());
     CHECK(head_of(svg, 5) == "<?xml");
+    CHECK(export_choice(c, {"pdf", false, false}, dir.file(c.file_stem + ".pdf")).empty());
+    CHECK(head_of(dir.file(c.file_stem + ".pdf"), 5) == "%PDF-");
   }
   // CSV: one slice, labelled with the sentence; the grid is refused with a message.
   const std::string csv = dir.file("w.csv");
@@ -116,7 +118,7 @@ TEST_CASE("export dialog: the Export... button opens the dialog, a disabled one 
   CHECK(frame(req, false));
 }
 
-TEST_CASE("export dialog: a drawing choice (the reshape figure) writes PNG and SVG, refuses CSV",
+TEST_CASE("export dialog: a drawing choice (the reshape figure) writes PNG, SVG and PDF, refuses CSV",
           "[ui][export]") {
   mha::test::HeadlessUi ui;
   AppState state;
@@ -136,5 +138,7 @@ TEST_CASE("export dialog: a drawing choice (the reshape figure) writes PNG and S
   CHECK(head_of(dir.file("r.png"), 4) == "\x89PNG");
   CHECK(export_choice(c, {"svg", false, false}, dir.file("r.svg")).empty());
   CHECK(head_of(dir.file("r.svg"), 5) == "<?xml");
-  CHECK_THAT(export_choice(c, {"csv", false, false}, dir.file("r.csv")), Catch::Contains("PNG or SVG"));
+  CHECK(export_choice(c, {"pdf", false, false}, dir.file("r.pdf")).empty());
+  CHECK(head_of(dir.file("r.pdf"), 5) == "%PDF-");
+  CHECK_THAT(export_choice(c, {"csv", false, false}, dir.file("r.csv")), Catch::Contains("PNG, SVG or PDF"));
 }

@@ -1,12 +1,158 @@
-// Mask conversion, builders and torch's mask merge (multi_head_attention_forward, torch 1.13).
+// Mask presets, scopes, conventions, builders and torch's mask merge (multi_head_attention_forward,
+// torch 1.13).
 #include "masks.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "errors.hpp"
 
 namespace mha {
+
+const char* to_string(MaskPreset p) {
+  switch (p) {
+    case MaskPreset::none: return "none";
+    case MaskPreset::causal: return "causal";
+    case MaskPreset::padding: return "padding";
+    case MaskPreset::sliding_window: return "sliding_window";
+    case MaskPreset::block_diagonal: return "block_diagonal";
+    case MaskPreset::prefix_lm: return "prefix_lm";
+    case MaskPreset::random: return "random";
+    case MaskPreset::custom: return "custom";
+  }
+  return "none";
+}
+
+const char* to_string(MaskScope s) {
+  switch (s) {
+    case MaskScope::shared: return "shared";
+    case MaskScope::per_batch: return "per_batch";
+    case MaskScope::per_head: return "per_head";
+  }
+  return "shared";
+}
+
+const char* to_string(MaskConvention c) {
+  switch (c) {
+    case MaskConvention::torch_bool: return "torch_bool";
+    case MaskConvention::keep: return "keep";
+    case MaskConvention::additive: return "additive";
+  }
+  return "torch_bool";
+}
+
+Shape mask_scope_dims(MaskScope scope, std::int64_t N, std::int64_t H, std::int64_t L, std::int64_t S) {
+  switch (scope) {
+    case MaskScope::shared: return {L, S};
+    case MaskScope::per_batch: return {N, L, S};
+    case MaskScope::per_head: return {N, H, L, S};
+  }
+  return {L, S};
+}
+
+const char* mask_scope_dims_text(MaskScope scope) {
+  switch (scope) {
+    case MaskScope::shared: return "(L, S)";
+    case MaskScope::per_batch: return "(N, L, S)";
+    case MaskScope::per_head: return "(N, H, L, S)";
+  }
+  return "(L, S)";
+}
+
+Shape attn_mask_shape(MaskScope scope, std::int64_t N, std::int64_t H, std::int64_t L, std::int64_t S) {
+  if (scope == MaskScope::per_head) return {N * H, L, S};  // torch's batch-major, head-minor slices
+  return mask_scope_dims(scope, N, H, L, S);
+}
+
+std::int64_t mask_slice(MaskScope scope, std::int64_t n, std::int64_t h, std::int64_t H) {
+  switch (scope) {
+    case MaskScope::shared: return 0;
+    case MaskScope::per_batch: return n;
+    case MaskScope::per_head: return n * H + h;
+  }
+  return 0;
+}
+
+bool preset_blocks(MaskPreset preset, const MaskPresetParams& p, std::int64_t i, std::int64_t j,
+                   std::int64_t L, std::int64_t S) {
+  switch (preset) {
+    case MaskPreset::causal: return j > i;
+    case MaskPreset::sliding_window: return !(i - p.window < j && j <= i);
+    case MaskPreset::block_diagonal: {
+      const std::int64_t k = std::max(1, p.segments);  // part of i is floor(i·k / L): near-equal, contiguous
+      return i * k / L != j * k / S;
+    }
+    case MaskPreset::prefix_lm: return !(j < p.prefix || j <= i);
+    default: return false;
+  }
+}
+
+namespace {
+
+// u in [0, 1) from the top 53 bits of one draw: the same on every platform, which
+// std::uniform_real_distribution does not promise.
+double uniform01(std::mt19937_64& g) {
+  return double(g() >> 11) * 0x1p-53;
+}
+
+}  // namespace
+
+std::vector<float> preset_cells(MaskPreset preset, const MaskPresetParams& p, const Shape& shape) {
+  const std::int64_t slices = shape.size() == 3 ? shape[0] : 1;
+  const std::int64_t L = shape[shape.size() - 2], S = shape[shape.size() - 1];
+  std::vector<float> cells(std::size_t(slices * L * S), 0.0f);
+  // No cells (a batch of 0 with a per-batch scope): nothing to draw. Without this the rows of the
+  // first slice were written through an empty vector (found by fuzz_scenario under UBSan).
+  if (cells.empty()) return cells;
+  if (preset == MaskPreset::random) {
+    std::mt19937_64 gen(p.random_seed);
+    const double prob = p.random_p;
+    std::size_t k = 0;
+    for (std::int64_t n = 0; n < slices; ++n)
+      for (std::int64_t i = 0; i < L; ++i)
+        for (std::int64_t j = 0; j < S; ++j, ++k) {
+          // The diagonal stays open below p = 1, so a row (i < S) is never fully blocked by chance.
+          if (uniform01(gen) < prob && !(i == j && prob < 1)) cells[k] = kMaskBlocked;
+        }
+    return cells;
+  }
+  for (std::int64_t i = 0; i < L; ++i)
+    for (std::int64_t j = 0; j < S; ++j)
+      if (preset_blocks(preset, p, i, j, L, S)) cells[std::size_t(i * S + j)] = kMaskBlocked;
+  for (std::int64_t n = 1; n < slices; ++n)
+    std::copy_n(cells.begin(), L * S, cells.begin() + std::ptrdiff_t(n * L * S));
+  return cells;
+}
+
+std::vector<std::uint8_t> padding_preset(std::int64_t N, std::int64_t S) {
+  std::vector<std::uint8_t> kp(std::size_t(N * S), 0);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t j = std::max<std::int64_t>(1, S - n); j < S; ++j) kp[std::size_t(n * S + j)] = 1;
+  return kp;
+}
+
+Mask<float> mask_from_additive(const Shape& shape, const std::vector<float>& cells,
+                               MaskConvention convention) {
+  const bool has_values =
+      std::any_of(cells.begin(), cells.end(), [](float x) { return std::isfinite(x) && x != 0; });
+  if (convention == MaskConvention::additive || has_values) {
+    Mask<float> out;
+    out.dtype = MaskDType::floating;
+    out.values = Tensor<float>(shape, cells);
+    return out;
+  }
+  if (convention == MaskConvention::keep) {  // the course's 1 = attend, converted by the named function
+    Tensor<float> keep(shape);
+    for (std::size_t i = 0; i < cells.size(); ++i) keep.data[i] = is_blocked(cells[i]) ? 0 : 1;
+    return mask_from_keep(keep);
+  }
+  Mask<float> out;  // torch bool: True = blocked
+  out.values = Tensor<float>(shape);
+  for (std::size_t i = 0; i < cells.size(); ++i) out.values.data[i] = is_blocked(cells[i]);
+  return out;
+}
 
 template <class T>
 Mask<T> mask_from_keep(const Tensor<T>& keep) {

@@ -1,13 +1,68 @@
-// Mask helpers: the named conversion from the course's "keep" convention (1 = attend) to torch's
-// (True = blocked), the usual mask builders, and torch's merge of attn_mask with key_padding_mask.
+// Masks, in one place for the engine, the app and the CLI: the named presets and their cells, the
+// scope -> shape rule, the three conventions and the conversions between them (the named one from the
+// course's "keep" convention, 1 = attend, to torch's True = blocked), and torch's merge of attn_mask
+// with key_padding_mask.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <vector>
 
 #include "mha.hpp"
 
 namespace mha {
+
+// ---- presets, scopes, conventions ----
+
+enum class MaskPreset { none, causal, padding, sliding_window, block_diagonal, prefix_lm, random, custom };
+enum class MaskScope { shared, per_batch, per_head };  // (L, S) / (N, L, S) / (N·H, L, S)
+// How a mask is shown and edited. The truth underneath is always additive: 0 = attend, -inf = blocked.
+enum class MaskConvention { torch_bool, keep, additive };
+
+const char* to_string(MaskPreset p);
+const char* to_string(MaskScope s);
+const char* to_string(MaskConvention c);
+
+// The preset's knobs; each preset reads only its own.
+struct MaskPresetParams {
+  int window = 2;         // sliding_window: key j visible from query i when i - w < j <= i
+  int segments = 2;       // block_diagonal: equal segments attend within themselves
+  int prefix = 2;         // prefix_lm: the first `prefix` keys are visible to all queries
+  float random_p = 0.3f;  // random: each cell blocked with probability p
+  std::uint64_t random_seed = 1;
+};
+
+// The additive value of a blocked cell, and the test for it (only -inf blocks; finite values bias).
+inline constexpr float kMaskBlocked = -std::numeric_limits<float>::infinity();
+inline bool is_blocked(float additive) {
+  return additive == kMaskBlocked;
+}
+
+// The mask's dimensions for a scope before torch merges N and H: (L, S), (N, L, S) or (N, H, L, S);
+// and their names, for messages. Sizes are taken as given (callers clamp negatives).
+Shape mask_scope_dims(MaskScope scope, std::int64_t N, std::int64_t H, std::int64_t L, std::int64_t S);
+const char* mask_scope_dims_text(MaskScope scope);
+// The attn_mask shape torch takes for a scope: (L, S), (N, L, S) (per-batch layout) or (N·H, L, S).
+Shape attn_mask_shape(MaskScope scope, std::int64_t N, std::int64_t H, std::int64_t L, std::int64_t S);
+// Which (L, S) slice of such a mask applies to batch item n, head h.
+std::int64_t mask_slice(MaskScope scope, std::int64_t n, std::int64_t h, std::int64_t H);
+
+// Whether a deterministic preset (causal, sliding_window, block_diagonal, prefix_lm) blocks query i
+// from key j of an (L, S) mask. Others block nothing.
+bool preset_blocks(MaskPreset preset, const MaskPresetParams& p, std::int64_t i, std::int64_t j,
+                   std::int64_t L, std::int64_t S);
+// The additive cells a named attn_mask preset gives for `shape` ((L, S) or (slices, L, S)): every
+// slice the same, except random, which draws each cell from random_seed (the same on every platform).
+std::vector<float> preset_cells(MaskPreset preset, const MaskPresetParams& p, const Shape& shape);
+// The padding preset's (N, S) key_padding_mask, 1 = padding: batch item n has max(1, S - n) valid keys.
+std::vector<std::uint8_t> padding_preset(std::int64_t N, std::int64_t S);
+
+// Additive cells of `shape` as the attn_mask torch is given in `convention`: additive as a float
+// mask; torch_bool as True = blocked; keep as 1 = attend, converted by mask_from_keep. Cells holding
+// finite non-zero values make it additive whatever the convention: a bool mask cannot hold them.
+Mask<float> mask_from_additive(const Shape& shape, const std::vector<float>& cells,
+                               MaskConvention convention);
 
 // The other half of the course writes masks as 1 = attend, 0 = blocked (`masked_fill(mask == 0, -inf)`).
 // torch reads True as blocked. This converts explicitly: blocked = (keep == 0). It is never guessed.

@@ -271,9 +271,7 @@ Action paint_mask_cells(Cells cells, bool block, std::uint64_t gesture) {
     const std::int64_t L = s.L(), S = s.S(), N = s.batch, H = s.num_heads;
     const std::int64_t n = std::clamp<std::int64_t>(s.view.batch_index, 0, std::max<std::int64_t>(0, N - 1));
     const std::int64_t h = std::clamp<std::int64_t>(s.view.sel_head, 0, std::max<std::int64_t>(0, H - 1));
-    const std::int64_t slice = m.scope == MaskScope::shared      ? 0
-                               : m.scope == MaskScope::per_batch ? n
-                                                                 : n * H + h;
+    const std::int64_t slice = mask_slice(m.scope, n, h, H);
     if (std::size_t((slice + 1) * L * S) > m.cells.size())
       throw ConfigError("attn_mask", "the mask does not fit the sizes: fit it to the sizes first");
     for (auto [row, col] : cells) {
@@ -281,8 +279,7 @@ Action paint_mask_cells(Cells cells, bool block, std::uint64_t gesture) {
         throw ConfigError("attn_mask", "mask cell (" + std::to_string(row) + ", " + std::to_string(col) +
                                            ") is outside the (L, S) = (" + std::to_string(L) + ", " +
                                            std::to_string(S) + ") mask");
-      m.cells[std::size_t((slice * L + row) * S + col)] =
-          block ? -std::numeric_limits<float>::infinity() : 0.0f;
+      m.cells[std::size_t((slice * L + row) * S + col)] = block ? kMaskBlocked : 0.0f;
     }
     m.preset = MaskPreset::custom;
   };

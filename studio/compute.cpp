@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cost.hpp"
 #include "errors.hpp"
 #include "masks.hpp"
 #include "model_cache.hpp"
@@ -25,34 +26,12 @@ void require_shape(const char* name, const Tensor<float>& t, const Shape& want) 
 
 Mask<float> mask_from_spec(const Scenario& s, std::int64_t N, std::int64_t L, std::int64_t S) {
   const MaskSpec& m = s.mask;
-  const Shape want = m.scope == MaskScope::shared      ? Shape{L, S}
-                     : m.scope == MaskScope::per_batch ? Shape{N, L, S}
-                                                       : Shape{N * s.num_heads, L, S};
+  const Shape want = attn_mask_shape(m.scope, N, s.num_heads, L, S);
   if (m.cells_shape != want || m.cells.size() != std::size_t(numel(want)))
     throw ShapeError("attn_mask", "the mask is " + shape_str(m.cells_shape) +
                                       " but the sizes and scope need " + shape_str(want) +
                                       ": pick a preset again or reset the mask");
-  // Cells holding finite non-zero values (typed in the additive convention) make the mask additive
-  // whatever the convention shown, as "Copy as PyTorch" writes it: a bool mask cannot hold them.
-  const bool has_values =
-      std::any_of(m.cells.begin(), m.cells.end(), [](float x) { return std::isfinite(x) && x != 0; });
-  if (m.convention == MaskConvention::additive || has_values) {
-    Mask<float> out;
-    out.dtype = MaskDType::floating;
-    out.values = Tensor<float>(want, m.cells);
-    return out;
-  }
-  if (m.convention == MaskConvention::keep) {  // the course's 1 = attend, converted by the named function
-    Tensor<float> keep(want);
-    for (std::size_t i = 0; i < m.cells.size(); ++i)
-      keep.data[i] = std::isinf(m.cells[i]) && m.cells[i] < 0 ? 0 : 1;
-    return mask_from_keep(keep);
-  }
-  Mask<float> out;  // torch bool: True = blocked
-  out.values = Tensor<float>(want);
-  for (std::size_t i = 0; i < m.cells.size(); ++i)
-    out.values.data[i] = std::isinf(m.cells[i]) && m.cells[i] < 0;
-  return out;
+  return mask_from_additive(want, m.cells, m.convention);
 }
 
 }  // namespace
@@ -183,11 +162,15 @@ Mask<float> model_layer_mask(const Scenario& s, std::int64_t T) {
 double forward_work(const Scenario& s) {
   // A model runs every layer and is loaded on first use: always on the worker.
   if (s.has_model()) return 2 * kSyncWorkLimit;
-  const double N = double(s.batch), L = double(s.L()), S = double(s.S()), E = double(s.embed_dim);
-  const double kv =
-      s.num_heads > 0 && s.num_kv_heads > 0 ? E * double(s.num_kv_heads) / double(s.num_heads) : E;
-  // projections (q, k, v, out) + scores twice (raw and scaled) + weights·V
-  return N * (2 * L * E * E + 2 * S * E * kv + 3 * L * S * E);
+  // The cost model's multiply-adds, adapted so the sync and reference limits (tuned on this count)
+  // decide as they always have: key and value of width E (kdim/vdim not asked), the S inputs without
+  // bias_k / zero rows, and the scores product counted twice (raw and scaled). Only H·d_k = E enters
+  // the products, so the heads are folded into one of width E.
+  cost::Shape sh;
+  sh.N = double(s.batch), sh.L = double(s.L()), sh.S = double(s.S()), sh.S_total = sh.S;
+  sh.E = sh.kdim = sh.vdim = double(s.embed_dim), sh.H = 1, sh.d_k = sh.E;
+  sh.kv = s.num_heads > 0 && s.num_kv_heads > 0 ? sh.E * double(s.num_kv_heads) / double(s.num_heads) : sh.E;
+  return cost::multiply_adds(sh) + cost::stage(cost::stages(sh), cost::Stage::scores).multiply_adds;
 }
 
 namespace {

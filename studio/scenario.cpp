@@ -61,12 +61,8 @@ void check_mask_size(const Shape& dims, const std::string& what) {
 // The cells' shape for the mask's scope at the scenario's sizes (negative sizes count as 0).
 Shape cells_shape_for(const Scenario& s) {
   const std::int64_t N = nonneg(s.batch), H = nonneg(s.num_heads), L = nonneg(s.L()), S = nonneg(s.S());
-  switch (s.mask.scope) {
-    case MaskScope::shared: check_mask_size({L, S}, "(L, S)"); return {L, S};
-    case MaskScope::per_batch: check_mask_size({N, L, S}, "(N, L, S)"); return {N, L, S};
-    case MaskScope::per_head: check_mask_size({N, H, L, S}, "(N, H, L, S)"); return {N * H, L, S};
-  }
-  return {L, S};
+  check_mask_size(mask_scope_dims(s.mask.scope, N, H, L, S), mask_scope_dims_text(s.mask.scope));
+  return attn_mask_shape(s.mask.scope, N, H, L, S);
 }
 
 Shape key_padding_shape_for(const Scenario& s) {
@@ -136,63 +132,6 @@ void fit_key_padding(MaskSpec& m, const Shape& old, const Shape& want) {
   }
   m.key_padding = resize_overlap(old, m.key_padding, want);
   m.key_padding_shape = want;
-}
-
-// u in [0, 1) from the top 53 bits of one draw: the same on every platform, which
-// std::uniform_real_distribution does not promise.
-double uniform01(std::mt19937_64& g) {
-  return double(g() >> 11) * 0x1p-53;
-}
-
-// Whether a deterministic preset blocks query i from key j.
-bool preset_blocks(const MaskSpec& m, std::int64_t i, std::int64_t j, std::int64_t L, std::int64_t S) {
-  switch (m.preset) {
-    case MaskPreset::causal: return j > i;
-    case MaskPreset::sliding_window: return !(i - m.window < j && j <= i);
-    case MaskPreset::block_diagonal: {
-      const std::int64_t k = std::max(1, m.segments);  // part of i is floor(i·k / L): near-equal, contiguous
-      return i * k / L != j * k / S;
-    }
-    case MaskPreset::prefix_lm: return !(j < m.prefix || j <= i);
-    default: return false;
-  }
-}
-
-// The cells a named attn_mask preset gives for `shape` ((L, S) or (slices, L, S)).
-std::vector<float> preset_cells(const MaskSpec& m, const Shape& shape) {
-  const std::int64_t slices = shape.size() == 3 ? shape[0] : 1;
-  const std::int64_t L = shape[shape.size() - 2], S = shape[shape.size() - 1];
-  std::vector<float> cells(std::size_t(slices * L * S), 0.0f);
-  // No cells (a file's batch of 0 with a per-batch scope): nothing to draw. Without this the rows of
-  // the first slice were written through an empty vector (found by fuzz_scenario under UBSan).
-  if (cells.empty()) return cells;
-  const float blocked = -std::numeric_limits<float>::infinity();
-  if (m.preset == MaskPreset::random) {
-    std::mt19937_64 gen(m.random_seed);
-    const double p = m.random_p;
-    std::size_t k = 0;
-    for (std::int64_t n = 0; n < slices; ++n)
-      for (std::int64_t i = 0; i < L; ++i)
-        for (std::int64_t j = 0; j < S; ++j, ++k) {
-          // The diagonal stays open below p = 1, so a row (i < S) is never fully blocked by chance.
-          if (uniform01(gen) < p && !(i == j && p < 1)) cells[k] = blocked;
-        }
-    return cells;
-  }
-  for (std::int64_t i = 0; i < L; ++i)
-    for (std::int64_t j = 0; j < S; ++j)
-      if (preset_blocks(m, i, j, L, S)) cells[std::size_t(i * S + j)] = blocked;
-  for (std::int64_t n = 1; n < slices; ++n)
-    std::copy_n(cells.begin(), L * S, cells.begin() + std::ptrdiff_t(n * L * S));
-  return cells;
-}
-
-// The padding preset: batch item n has max(1, S - n) valid keys.
-std::vector<std::uint8_t> padding_preset(std::int64_t N, std::int64_t S) {
-  std::vector<std::uint8_t> kp(std::size_t(N * S), 0);
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t j = std::max<std::int64_t>(1, S - n); j < S; ++j) kp[std::size_t(n * S + j)] = 1;
-  return kp;
 }
 
 bool is_named(MaskPreset p) {
@@ -748,38 +687,6 @@ double WhatIf::divisor(std::int64_t d_k) const {
   return (scale_by_sqrt_dk ? std::sqrt(double(d_k)) : 1.0) * double(temperature);
 }
 
-const char* to_string(MaskPreset p) {
-  switch (p) {
-    case MaskPreset::none: return "none";
-    case MaskPreset::causal: return "causal";
-    case MaskPreset::padding: return "padding";
-    case MaskPreset::sliding_window: return "sliding_window";
-    case MaskPreset::block_diagonal: return "block_diagonal";
-    case MaskPreset::prefix_lm: return "prefix_lm";
-    case MaskPreset::random: return "random";
-    case MaskPreset::custom: return "custom";
-  }
-  return "none";
-}
-
-const char* to_string(MaskScope s) {
-  switch (s) {
-    case MaskScope::shared: return "shared";
-    case MaskScope::per_batch: return "per_batch";
-    case MaskScope::per_head: return "per_head";
-  }
-  return "shared";
-}
-
-const char* to_string(MaskConvention c) {
-  switch (c) {
-    case MaskConvention::torch_bool: return "torch_bool";
-    case MaskConvention::keep: return "keep";
-    case MaskConvention::additive: return "additive";
-  }
-  return "torch_bool";
-}
-
 std::vector<std::string> tokenize(const std::string& sentence) {
   std::vector<std::string> tokens;
   std::string current;
@@ -898,7 +805,7 @@ void apply_mask_preset(Scenario& s) {
       return;
     default: {
       const Shape shape = cells_shape_for(s);
-      m.cells = preset_cells(m, shape);
+      m.cells = preset_cells(m.preset, m.params(), shape);
       m.cells_shape = shape;
       fit_key_padding(m, kp_old, kp_want);
     }
@@ -932,7 +839,7 @@ std::string mask_as_pytorch(const Scenario& s) {
     if (is_named(m.preset)) {
       try {
         const Shape want = cells_shape_for(s);
-        closed = want == m.cells_shape && preset_cells(m, want) == m.cells;
+        closed = want == m.cells_shape && preset_cells(m.preset, m.params(), want) == m.cells;
       } catch (const Error&) {
       }
     }
@@ -1098,7 +1005,8 @@ namespace {
 // Members of `given` (the file) that the scenario read back as JSON does not have: fields this
 // version does not know, so they were not read. Objects are compared member by member; arrays and
 // values are not looked into.
-void unknown_fields(const Json& given, const Json& known, const std::string& path, std::vector<std::string>* out) {
+void unknown_fields(const Json& given, const Json& known, const std::string& path,
+                    std::vector<std::string>* out) {
   if (!given.is_object() || !known.is_object()) return;
   for (auto it = given.begin(); it != given.end(); ++it) {
     const std::string at = path.empty() ? it.key() : path + "." + it.key();
@@ -1110,8 +1018,8 @@ void unknown_fields(const Json& given, const Json& known, const std::string& pat
   }
 }
 
-Scenario parse_with_warnings(const std::string& text, const std::string& name, const std::filesystem::path& base,
-                             std::vector<std::string>* warnings) {
+Scenario parse_with_warnings(const std::string& text, const std::string& name,
+                             const std::filesystem::path& base, std::vector<std::string>* warnings) {
   Scenario s = parse_scenario(text, name, base);
   if (warnings) {
     std::vector<std::string> fields;
@@ -1120,7 +1028,8 @@ Scenario parse_with_warnings(const std::string& text, const std::string& name, c
     } catch (const Json::exception&) {  // parsed once already: cannot happen
     }
     for (const std::string& f : fields)
-      warnings->push_back(name + ": \"" + f + "\" is not a scenario field this version knows; it was ignored");
+      warnings->push_back(name + ": \"" + f +
+                          "\" is not a scenario field this version knows; it was ignored");
   }
   return s;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "colormap.hpp"
+#include "masks.hpp"
 #include "mha.hpp"
 
 namespace mha::studio {
@@ -15,14 +16,11 @@ namespace mha::studio {
 using render::Colormap;
 using render::to_string;
 
-enum class MaskPreset { none, causal, padding, sliding_window, block_diagonal, prefix_lm, random, custom };
-enum class MaskScope { shared, per_batch, per_head };  // (L, S) / (N, L, S) / (N·H, L, S)
-// How the mask is shown and edited. The truth underneath is always additive: 0 = attend, -inf = blocked.
-enum class MaskConvention { torch_bool, keep, additive };
-
-const char* to_string(MaskPreset p);
-const char* to_string(MaskScope s);
-const char* to_string(MaskConvention c);
+// The mask's presets, scopes and conventions are the engine's (masks.hpp).
+using mha::MaskConvention;
+using mha::MaskPreset;
+using mha::MaskScope;
+using mha::to_string;
 
 struct MaskSpec {
   MaskPreset preset = MaskPreset::none;
@@ -40,6 +38,8 @@ struct MaskSpec {
   // key_padding_mask: (N, S), 1 = padding (torch True). Empty = no key_padding_mask.
   std::vector<std::uint8_t> key_padding;
   Shape key_padding_shape;  // (N, S) it was made for, so fit_mask_to_sizes can keep the overlap
+
+  MaskPresetParams params() const { return {window, segments, prefix, random_p, random_seed}; }
 };
 
 // The centre tabs. The numbers are saved in older files (as "tab": 3), so a new tab takes the next

@@ -2,7 +2,9 @@
 // buffers they fill. Everything here is batch-first and contiguous; views are made in mha.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -98,6 +100,29 @@ Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& w
 template <class T>
 Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws,
                             Reuse rule = Reuse::free_only);
+
+// softmax over one row of n masked scores, as the reference path computes it:
+// weights_j = exp(x_j - max) * (1 / sum_j' exp(x_j' - max)). All keys blocked: max = -inf and
+// exp(-inf - -inf) = exp(NaN), so the row is NaN, as in torch — unless `policy` is zero, which gives
+// 0s. Returns whether the row was fully masked (NaN/Inf scores make a NaN row, not a masked one).
+template <class T>
+bool softmax_row(const T* masked, T* weights, std::int64_t n, FullyMasked policy) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  T row_max = neg_inf;
+  bool row_has_nan = false;
+  for (std::int64_t j = 0; j < n; ++j) {
+    row_max = std::max(row_max, masked[j]);
+    row_has_nan = row_has_nan || std::isnan(masked[j]);
+  }
+  const bool fully_masked = row_max == neg_inf && !row_has_nan;
+  T denom = 0;
+  for (std::int64_t j = 0; j < n; ++j) denom += std::exp(masked[j] - row_max);
+  const T inv_denom = T(1) / denom;
+  for (std::int64_t j = 0; j < n; ++j)
+    weights[j] =
+        (fully_masked && policy == FullyMasked::zero) ? T(0) : std::exp(masked[j] - row_max) * inv_denom;
+  return fully_masked;
+}
 
 template <class T>
 void forward_reference(const Problem<T>& p, Buffers<T>& b);

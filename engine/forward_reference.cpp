@@ -55,15 +55,12 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
 
   // 2. Per head: scores, scale, mask, softmax, context. Head h of q is columns h·d_k … of q.
   const T scale = p.scale();
-  const T neg_inf = -std::numeric_limits<T>::infinity();
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t h = 0; h < H; ++h) {
       const std::int64_t g = p.kv_head(h);
       for (std::int64_t i = 0; i < L; ++i) {
         const T* qi = q + (n * L + i) * E + h * dk;
         const std::int64_t row = ((n * H + h) * L + i) * Sp;
-        T row_max = neg_inf;
-        bool row_has_nan = false;  // NaN/Inf inputs: a NaN row, but not a masked one
         for (std::int64_t j = 0; j < Sp; ++j) {
           const T* kj = k + (n * Sp + j) * kv + g * dk;
           T raw = 0, scaled = 0;
@@ -71,24 +68,12 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
             raw += qi[c] * kj[c];
             scaled += (qi[c] / scale) * kj[c];  // torch divides q by √d_k before the product
           }
-          const T masked = scaled + (p.mask ? p.mask->values[p.mask_index(n, h, i, j)] : T(0));
           (*b.scores)[row + j] = raw;
           (*b.scores_scaled)[row + j] = scaled;
-          (*b.scores_masked)[row + j] = masked;
-          row_max = std::max(row_max, masked);
-          row_has_nan = row_has_nan || std::isnan(masked);
+          (*b.scores_masked)[row + j] = scaled + (p.mask ? p.mask->values[p.mask_index(n, h, i, j)] : T(0));
         }
-        // softmax(x)_j = exp(x_j - max) / sum_j' exp(x_j' - max). All keys blocked: max = -inf and
-        // exp(-inf - -inf) = exp(NaN), so the row is NaN, as in torch — unless the zero policy is on.
-        const bool fully_masked = row_max == neg_inf && !row_has_nan;
-        b.fully_masked_rows += fully_masked;
-        T denom = 0;
-        for (std::int64_t j = 0; j < Sp; ++j) denom += std::exp((*b.scores_masked)[row + j] - row_max);
-        const T inv_denom = T(1) / denom;
-        for (std::int64_t j = 0; j < Sp; ++j)
-          (*b.weights)[row + j] = (fully_masked && p.fully_masked == FullyMasked::zero)
-                                      ? T(0)
-                                      : std::exp((*b.scores_masked)[row + j] - row_max) * inv_denom;
+        b.fully_masked_rows +=
+            softmax_row(b.scores_masked->data() + row, b.weights->data() + row, Sp, p.fully_masked);
         for (std::int64_t c = 0; c < dk; ++c) {
           T acc = 0;
           for (std::int64_t j = 0; j < Sp; ++j)

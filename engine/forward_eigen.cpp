@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "cost.hpp"
 #include "cpu_dispatch.hpp"
 #include "errors.hpp"
 #include "forward_detail.hpp"
@@ -159,10 +160,7 @@ const kernels::Table<T>& table() {
 
 template <class T>
 double forward_flops(const Dims& d) {
-  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, dk = d.d_k;
-  const std::int64_t kv = d.G * dk;
-  return double(N) * (2.0 * L * E * E + 2.0 * S * kv * (d.kdim + d.vdim) + 4.0 * double(H) * L * Sp * dk +
-                      2.0 * L * E * E);
+  return cost::matmul_flops(cost::shape(d));  // the six products; decides whether threads pay off
 }
 
 // The kernels' arguments: sizes, weights and every buffer.

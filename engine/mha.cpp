@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cost.hpp"
 #include "errors.hpp"
 #include "forward_detail.hpp"
 #include "torch_rng.hpp"
@@ -126,17 +127,7 @@ std::uint64_t default_trace_limit() {
 }  // namespace
 
 std::uint64_t trace_bytes(const Dims& d, std::size_t scalar_size, bool has_mask) {
-  // Counted in double so absurd sizes saturate instead of wrapping.
-  const double N = double(d.N), L = double(d.L), S = double(d.S), Sp = double(d.S_total), E = double(d.E),
-               H = double(d.H), kv = double(d.G * d.d_k);
-  const double elems = N * L * E + N * S * double(d.kdim + d.vdim)  // inputs
-                       + N * L * E + 2 * N * Sp * kv                // q, k, v
-                       + (4 + (has_mask ? 1 : 0)) * N * H * L * Sp  // scores ×3, weights, mask
-                       + N * H * L * double(d.d_k)                  // context
-                       + 2 * N * L * E                              // concat, output
-                       + N * L * Sp;                                // weights averaged
-  const double bytes = elems * double(scalar_size);
-  return bytes >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max() : std::uint64_t(bytes);
+  return cost::trace_bytes(cost::shape(d, false, has_mask), scalar_size);
 }
 
 void check_trace_fits(const Dims& d, std::size_t scalar_size, bool has_mask, std::uint64_t max_trace_bytes) {

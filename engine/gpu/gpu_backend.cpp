@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "cost.hpp"
 #include "errors.hpp"
 #include "forward_detail.hpp"
 #include "gpu/egl_context.hpp"
@@ -17,11 +18,7 @@
 
 namespace mha::gpu {
 
-double forward_multiply_adds(const Dims& d) {
-  const double N = double(d.N), L = double(d.L), S = double(d.S), Sp = double(d.S_total), E = double(d.E),
-               H = double(d.H), dk = double(d.d_k), kv = double(d.G * d.d_k);
-  return 2 * N * L * E * E + N * S * (double(d.kdim) + double(d.vdim)) * kv + 2 * N * H * L * Sp * dk;
-}
+double forward_multiply_adds(const Dims& d) { return cost::multiply_adds(cost::shape(d)); }
 
 GpuBackend::GpuBackend(LaunchSizes sizes) : sizes_(sizes) {}
 

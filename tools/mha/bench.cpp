@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "cost.hpp"
 #include "cpu_dispatch.hpp"
 #include "data_dir.hpp"
 #include "errors.hpp"
@@ -80,12 +81,6 @@ std::uint64_t peak_rss_bytes() {
   return std::uint64_t(u.ru_maxrss) * 1024;  // Linux and BSD report KiB
 }
 
-// FLOPs as the issue counts them: 8·L·E² (four projections) + 4·L·S·E (scores and context) per item.
-double forward_flops(const BenchSize& s) {
-  const double L = double(s.L), E = double(s.E);
-  return double(s.N) * (8 * L * E * E + 4 * L * L * E);
-}
-
 nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
   Config c;
   c.embed_dim = s.E;
@@ -147,6 +142,9 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
   }
   const double median = quantile(total, 0.5);
   const std::uint64_t trace = trace_bytes(r.dims, sizeof(float), false);
+  // The six matrix products (8·L·E² for the projections + 4·L·S·E for scores and context per item);
+  // softmax, the scale and the average are left out, as GEMM benchmarks count.
+  const double flops = cost::matmul_flops(cost::shape(r.dims));
   const std::uint64_t rss = peak_rss_bytes();
   nlohmann::json j = {
       {"size", s.name},
@@ -168,8 +166,8 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
       {"p90_ms", quantile(total, 0.9)},
       {"max_ms", quantile(total, 1)},
       {"first_ms", first_ms},
-      {"flops", forward_flops(s)},
-      {"gflops", forward_flops(s) / (median * 1e6)},
+      {"flops", flops},
+      {"gflops", flops / (median * 1e6)},
       {"peak_rss_bytes", rss},
       {"trace_bytes", trace},
       {"peak_rss_over_trace", double(rss) / double(trace)},

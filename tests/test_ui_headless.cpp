@@ -219,3 +219,26 @@ TEST_CASE("the Heads view's vectorised row check agrees with its plain loop", "[
   CHECK(mha::app::heads::check_row(Plane{rows[3].data(), C, 1, 1, C}, nullptr, 0).kind == RowPart::zero);
   CHECK(mha::app::heads::check_row(Plane{rows[4].data(), C, 1, 1, C}, nullptr, 0).kind == RowPart::nan);
 }
+
+TEST_CASE("the Reshape view draws each common mistake on a masked batch", "[ui]") {
+  HeadlessUi ui;
+  for (int mistake = 0; mistake <= 3; ++mistake) {
+    INFO("mistake " << mistake);
+    AppState state;
+    Scenario s;
+    s.batch = 2;
+    s.tgt_len = 4;
+    s.embed_dim = 8;
+    s.num_heads = 2;
+    s.mask.preset = MaskPreset::causal;
+    apply_mask_preset(s);
+    s.view.mistake = mistake;
+    state.start(s);
+    state.recompute();
+    ui.settle(state);
+    REQUIRE(state.result.valid());
+    ui.env.select_tab = int(ViewTab::reshape);
+    for (int f = 0; f < 6; ++f)
+      REQUIRE(ui.frame(state, ImVec2(300.0f + 40.0f * float(f), 200.0f), false) > 0);
+  }
+}

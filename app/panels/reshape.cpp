@@ -16,6 +16,7 @@
 #include "head_colour.hpp"
 #include "heatmap.hpp"
 #include "labels.hpp"
+#include "mistakes.hpp"
 #include "panels.hpp"
 #include "reshape_export.hpp"
 
@@ -76,7 +77,6 @@ float at4(const Stage<float>& s, std::int64_t n, std::int64_t a, std::int64_t b,
                                   c * s.strides[3])];
 }
 
-
 std::string bytes_str(double b) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;
@@ -106,56 +106,18 @@ struct WrongRun {
   float max_diff = 0, range = 1, diff_range = 1;
 };
 
-// The i-th value of batch item n of a 3-D stage in row-major order: what a .view() of it reads.
-float flat_at(const Stage<float>& s, std::int64_t n, std::int64_t idx) {
-  const std::int64_t cols = s.shape[2];
-  return at3(s, n, idx / cols, idx % cols);
-}
-
 void compute_wrong(const F& f, WrongRun& w) {
   const Dims& d = f.dims;
   const Trace<float>& t = f.trace;
   const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.E, H = d.H, dk = d.d_k;
-  const std::int64_t group = d.G > 0 ? std::max<std::int64_t>(1, H / d.G) : 1;
   w.computed = double(N) * double(H) * double(L) * double(Sp) * double(dk) <= kWrongWorkLimit;
   w.concat.clear();
   w.diff.clear();
   if (!w.computed) return;
-  const Stage<float>&q = t["q"], &k = t["k"], &v = t["v"], &right = t["concat"];
-  const Stage<float>* mask = t.find("attn_mask");
-  const float scale = 1.0f / std::sqrt(float(dk));
-  const float blocked_row =
-      f.fully_masked == FullyMasked::nan ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
-  w.concat.assign(std::size_t(N * L * E), 0.0f);
-  std::vector<float> p(static_cast<std::size_t>(Sp));
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t h = 0; h < H; ++h) {
-      const std::int64_t g = h / group;  // GQA: query head h reads key/value head h / (H / G)
-      for (std::int64_t r = 0; r < L; ++r) {
-        float mx = -std::numeric_limits<float>::infinity();
-        for (std::int64_t s = 0; s < Sp; ++s) {
-          float acc = 0;
-          for (std::int64_t c = 0; c < dk; ++c)
-            acc += flat_at(q, n, (h * L + r) * dk + c) * scale * flat_at(k, n, (g * Sp + s) * dk + c);
-          if (mask) acc += at4(*mask, n, h, r, s);  // the same mask, now on the wrong rows
-          p[std::size_t(s)] = acc;
-          mx = std::max(mx, acc);
-        }
-        float* out = &w.concat[std::size_t((n * H + h) * L * dk + r * dk)];
-        if (std::isinf(mx) && mx < 0) {
-          std::fill(out, out + dk, blocked_row);
-          continue;
-        }
-        float sum = 0;
-        for (float& x : p) sum += (x = std::exp(x - mx));
-        for (std::int64_t c = 0; c < dk; ++c) {
-          float acc = 0;
-          for (std::int64_t s = 0; s < Sp; ++s)
-            acc += p[std::size_t(s)] / sum * flat_at(v, n, (g * Sp + s) * dk + c);
-          out[c] = acc;
-        }
-      }
-    }
+  const Stage<float>& right = t["concat"];
+  // The engine's attention core with q/k/v split by .view(N, H, L, d_k): its scores, softmax and
+  // mask handling, on the wrong rows.
+  w.concat = attention_concat(f, HeadSplit::view_without_transpose);
   w.diff.resize(w.concat.size());
   w.max_diff = 0;
   float range = 0;

@@ -38,6 +38,7 @@
 #include "soak.hpp"
 #include "studio_names.hpp"
 #include "ui.hpp"
+#include "window_config.hpp"
 
 namespace fs = std::filesystem;
 using namespace mha::app;
@@ -45,6 +46,12 @@ using namespace mha::app;
 namespace {
 
 // $XDG_STATE_HOME/mha-studio/autosave.json, else ~/.local/state/mha-studio/autosave.json.
+// Whether this run remembers the window: not a screenshot, a soak or a latency replay.
+bool screenshot_file_free(const std::string& screenshot, const std::string& frame_stats, double soak_seconds,
+                          int soak_edits) {
+  return screenshot.empty() && frame_stats.empty() && soak_seconds <= 0 && soak_edits <= 0;
+}
+
 std::string autosave_path() {
   fs::path base;
   if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x)
@@ -185,6 +192,13 @@ int main(int argc, char** argv) {
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  // The window's size and layout from the last run: interactive and scripted runs (a script drives
+  // the app as a user does); screenshots, soaks and the latency replay keep the defaults.
+  const bool remembers = screenshot_file_free(screenshot, frame_stats_file, soak_seconds, soak_edits);
+  const std::string window_config = remembers ? window_config_path() : "";
+  WindowConfig remembered = load_window_config(window_config);
+  if (!cli.count("--width")) width = remembered.width;
+  if (!cli.count("--height")) height = remembered.height;
   GLFWwindow* window = glfwCreateWindow(width, height, "MHA Studio", nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "mha-studio: cannot create an OpenGL 3.3 window\n");
@@ -309,6 +323,11 @@ int main(int argc, char** argv) {
   if (soak_seconds > 0 || soak_edits > 0) soak = std::make_unique<Soak>(soak_seconds, soak_edits, soak_seed);
   auto textures = std::make_unique<GlTextures>();  // GL objects: released before the context
 
+  env.layout_chosen = remembered.layout_chosen;
+  env.show_controls = remembered.show_controls;
+  env.show_inspector = remembered.show_inspector;
+  env.focus = remembered.focus;
+
   // ---- Main loop ----
   float font_px = 0;
   bool presenter = !state.scenario().view.presenter;  // forces the first apply_theme
@@ -413,6 +432,14 @@ int main(int argc, char** argv) {
   }
 
   // ---- Cleanup ----
+  if (!window_config.empty()) {
+    glfwGetWindowSize(window, &remembered.width, &remembered.height);
+    remembered.layout_chosen = env.layout_chosen;
+    remembered.show_controls = env.show_controls;
+    remembered.show_inspector = env.show_inspector;
+    remembered.focus = env.focus;
+    save_window_config(window_config, remembered);
+  }
   if (!autosave.empty()) {
     try {
       save_scenario(autosave, state.scenario());

@@ -47,7 +47,7 @@ class Script {
   void after_render(const AppState& state, const UiEnv& env, int width, int height,
                     const std::function<bool(const std::string&, int, int)>& save);
 
-  bool done() const { return next_ >= lines_.size() && pending_screenshot_.empty() && !failed_; }
+  bool done() const { return next_ >= lines_.size() && key_ < 0 && pending_screenshot_.empty() && !failed_; }
   bool failed() const { return failed_; }
   const std::string& error() const { return error_; }
 

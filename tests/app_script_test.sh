@@ -6,6 +6,7 @@ set -euo pipefail
 app=$1 src=$2 out=$3
 rm -rf "$out" && mkdir -p "$out"
 cd "$src"
+export XDG_CONFIG_HOME="$out/config"  # the remembered window and layout: this test's own
 run() {  # run SCRIPT: the script with OUT replaced by the output folder
   sed "s#OUT/#$out/#g" "tests/scripts/$1" >"$out/$1"
   xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/$1" >"$out/$1.log" 2>&1
@@ -38,6 +39,18 @@ assert r["pins"] == ["causal", "window"] and r["compare"]["mode"] == 3, r
 assert r["compare"]["max_abs_diff"] > 0, r
 print("scripted UI: paint/compare/undo, hover, keys, focus, controls, pins: ok")
 PY
+# The layout is remembered: hide the controls in one run, the next run opens without them.
+printf 'key [\n' >"$out/hide.txt"
+printf 'dump-state %s\n' "$out/layout.json" >"$out/dump.txt"
+xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/hide.txt" >"$out/hide.log" 2>&1
+xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/dump.txt" >"$out/dump.log" 2>&1
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))['result']
+assert r['side_panels'] == {'controls': False, 'inspector': True}, r['side_panels']
+c = json.load(open(sys.argv[2]))
+assert c['layout_chosen'] and not c['show_controls'] and c['width'] == 1280, c
+print('layout remembered across runs: ok')" "$out/layout.json" "$out/config/mha-studio/window.json"
 # Bad scripts: exit 2 and the line.
 bad() {  # bad NAME TEXT EXPECTED
   printf '%b' "$2" >"$out/$1"

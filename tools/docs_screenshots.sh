@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 app=${1:-build}/mha-studio
 out=docs/images/views
 mkdir -p "$out"
+XDG_CONFIG_HOME=$(mktemp -d)  # the default window and layout, not this user's remembered ones
+export XDG_CONFIG_HOME
 shoot() {  # shoot SIZE W H PRESENTER_LINES
   local size=$1 w=$2 h=$3 present=$4 dir="$out/$1" script
   mkdir -p "$dir"

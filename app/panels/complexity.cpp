@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cost.hpp"
 #include "panels.hpp"
 
 namespace mha::app {
@@ -30,45 +31,44 @@ struct Row {
 // One forward's cost by stage, as torch computes it (a multiply-add is 2 FLOPs). S is the key length
 // the attention sees (S' with add_bias_kv / add_zero_attn); the K/V projections run on the S inputs.
 std::vector<Row> cost_rows(const Dims& d, bool bias, bool mask) {
-  const double N = double(d.N), L = double(d.L), S = double(d.S), Sp = double(d.S_total), E = double(d.E),
-               H = double(d.H), dk = double(d.d_k), kv = double(d.G * d.d_k), f = 4;
+  const cost::Table t = cost::stages(cost::shape(d, bias, mask));
+  const double f = sizeof(float);
+  auto flops = [&t](cost::Stage st) { return cost::stage(t, st).flops(); };
+  auto bytes = [&t, f](cost::Stage st) { return f * cost::stage(t, st).written; };
   const bool square_kv = d.G == d.H && d.kdim == d.E && d.vdim == d.E;
   const std::string b = bias ? " + bias" : "";
   const std::string kv_formula = (square_kv ? "2·N·S·E²" : "2·N·S·E·G·d_k") + b;
+  using St = cost::Stage;
   std::vector<Row> rows = {
-      {"Q projection", "2·N·L·E²" + b, 2 * N * L * E * E + (bias ? N * L * E : 0), f * N * L * E, "",
-       Part::projection},
-      {"K projection", kv_formula, 2 * N * S * double(d.kdim) * kv + (bias ? N * S * kv : 0), f * N * Sp * kv,
-       "", Part::projection},
-      {"V projection", kv_formula, 2 * N * S * double(d.vdim) * kv + (bias ? N * S * kv : 0), f * N * Sp * kv,
-       "", Part::projection},
+      {"Q projection", "2·N·L·E²" + b, flops(St::q_proj), bytes(St::q_proj), "", Part::projection},
+      {"K projection", kv_formula, flops(St::k_proj), bytes(St::k_proj), "", Part::projection},
+      {"V projection", kv_formula, flops(St::v_proj), bytes(St::v_proj), "", Part::projection},
       {"split heads (views)", "0", 0, 0, "no copy", Part::other},
-      {"scores q·k^T", "2·N·H·L·S·d_k", 2 * N * H * L * Sp * dk, f * N * H * L * Sp, "", Part::attention,
-       true},
-      {"scale by 1/sqrt(d_k)", "N·L·E (torch scales q)", N * L * E, f * N * L * E, "", Part::other},
+      {"scores q·k^T", "2·N·H·L·S·d_k", flops(St::scores), bytes(St::scores), "", Part::attention, true},
+      {"scale by 1/sqrt(d_k)", "N·L·E (torch scales q)", flops(St::scale), bytes(St::scale), "", Part::other},
   };
   if (mask)
-    rows.push_back({"add the mask", "N·H·L·S", N * H * L * Sp, 0, "fused (baddbmm)", Part::attention});
+    rows.push_back({"add the mask", "N·H·L·S", flops(St::mask_add), bytes(St::mask_add), "fused (baddbmm)",
+                    Part::attention});
   rows.push_back(
-      {"softmax", "~5·N·H·L·S", 5 * N * H * L * Sp, f * N * H * L * Sp, "", Part::attention, true});
+      {"softmax", "~5·N·H·L·S", flops(St::softmax), bytes(St::softmax), "", Part::attention, true});
   rows.push_back(
-      {"weights · v", "2·N·H·L·S·d_k", 2 * N * H * L * Sp * dk, f * N * H * L * dk, "", Part::attention});
-  rows.push_back({"merge heads (a copy)", "0", 0, f * N * L * E, "", Part::other});
-  rows.push_back({"output projection", "2·N·L·E²" + b, 2 * N * L * E * E + (bias ? N * L * E : 0),
-                  f * N * L * E, "", Part::projection});
+      {"weights · v", "2·N·H·L·S·d_k", flops(St::context), bytes(St::context), "", Part::attention});
+  rows.push_back({"merge heads (a copy)", "0", flops(St::concat), bytes(St::concat), "", Part::other});
   rows.push_back(
-      {"average over heads", "N·H·L·S", N * H * L * Sp, f * N * L * Sp, "", Part::attention, true});
+      {"output projection", "2·N·L·E²" + b, flops(St::out_proj), bytes(St::out_proj), "", Part::projection});
+  rows.push_back(
+      {"average over heads", "N·H·L·S", flops(St::average), bytes(St::average), "", Part::attention, true});
   return rows;
 }
 
 // The matmuls that scale differently: the four projections (O(L·E²)) and q·k^T plus weights·v
 // (O(L·S·E)). The plot and the crossover use exactly these.
 double projection_flops(const Dims& d) {
-  const double N = double(d.N), L = double(d.L), S = double(d.S), E = double(d.E), kv = double(d.G * d.d_k);
-  return 4 * N * L * E * E + 2 * N * S * double(d.kdim + d.vdim) * kv;
+  return cost::matmul_flops(cost::shape(d), cost::Part::projection);
 }
 double attention_flops(const Dims& d) {
-  return 4 * double(d.N) * double(d.H) * double(d.L) * double(d.S_total) * double(d.d_k);
+  return cost::matmul_flops(cost::shape(d), cost::Part::attention);
 }
 
 // The sizes at another L: self-attention keeps S = L; cross-attention keeps its S.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cost.hpp"
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panels.hpp"
@@ -48,31 +49,30 @@ struct StageCost {
 // FLOPs of one trace stage as torch computes it (a multiply-add is 2 FLOPs). The trace's `scores` is
 // the unscaled product shown for teaching; torch computes the product once, on the scaled q.
 StageCost stage_cost(const std::string& name, const Dims& d, bool bias, bool has_mask) {
-  const double N = double(d.N), L = double(d.L), S = double(d.S), Sp = double(d.S_total), E = double(d.E),
-               H = double(d.H), dk = double(d.d_k), kv = double(d.G * d.d_k);
+  const cost::Table t = cost::stages(cost::shape(d, bias, has_mask));
+  auto flops = [&t](cost::Stage st) { return cost::stage(t, st).flops(); };
   const std::string s = d.S_total > d.S ? "S'" : "S";
   const std::string plus_bias = bias ? " + bias" : "";
   const bool square_kv = d.G == d.H && d.kdim == d.E && d.vdim == d.E;
   if (name == "query" || name == "key" || name == "value") return {Kind::input, 0, "input"};
   if (name == "attn_mask") return {Kind::input, 0, "input (masks merged)"};
-  if (name == "q") return {Kind::matmul, 2 * N * L * E * E + (bias ? N * L * E : 0), "2·N·L·E²" + plus_bias};
-  if (name == "k" || name == "v") {
-    const double in = double(name == "k" ? d.kdim : d.vdim);
-    return {Kind::matmul, 2 * N * S * in * kv + (bias ? N * S * kv : 0),
+  if (name == "q") return {Kind::matmul, flops(cost::Stage::q_proj), "2·N·L·E²" + plus_bias};
+  if (name == "k" || name == "v")
+    return {Kind::matmul, flops(name == "k" ? cost::Stage::k_proj : cost::Stage::v_proj),
             (square_kv ? "2·N·S·E²" : "2·N·S·E·G·d_k") + plus_bias};
-  }
-  if (name == "scores") return {Kind::matmul, 2 * N * H * L * Sp * dk, "2·N·H·L·" + s + "·d_k"};
-  if (name == "scores_scaled") return {Kind::elementwise, N * L * E, "N·L·E (torch scales q)"};
+  if (name == "scores") return {Kind::matmul, flops(cost::Stage::scores), "2·N·H·L·" + s + "·d_k"};
+  if (name == "scores_scaled")
+    return {Kind::elementwise, flops(cost::Stage::scale), "N·L·E (torch scales q)"};
   if (name == "scores_masked")
-    return has_mask ? StageCost{Kind::elementwise, N * H * L * Sp, "N·H·L·" + s + " (add mask)"}
+    return has_mask ? StageCost{Kind::elementwise, flops(cost::Stage::mask_add), "N·H·L·" + s + " (add mask)"}
                     : StageCost{Kind::view, 0, "none: no mask"};
   if (name == "attn_weights")
-    return {Kind::elementwise, 5 * N * H * L * Sp, "~5·N·H·L·" + s + " (max, -, exp, sum, /)"};
-  if (name == "context") return {Kind::matmul, 2 * N * H * L * Sp * dk, "2·N·H·L·" + s + "·d_k"};
+    return {Kind::elementwise, flops(cost::Stage::softmax), "~5·N·H·L·" + s + " (max, -, exp, sum, /)"};
+  if (name == "context") return {Kind::matmul, flops(cost::Stage::context), "2·N·H·L·" + s + "·d_k"};
   if (name == "concat") return {Kind::copy, 0, "0 (copies N·L·E values)"};
-  if (name == "output")
-    return {Kind::matmul, 2 * N * L * E * E + (bias ? N * L * E : 0), "2·N·L·E²" + plus_bias};
-  if (name == "attn_weights_avg") return {Kind::elementwise, N * H * L * Sp, "N·H·L·" + s + " (sum, /H)"};
+  if (name == "output") return {Kind::matmul, flops(cost::Stage::out_proj), "2·N·L·E²" + plus_bias};
+  if (name == "attn_weights_avg")
+    return {Kind::elementwise, flops(cost::Stage::average), "N·H·L·" + s + " (sum, /H)"};
   return {Kind::view, 0, "view: no FLOPs"};
 }
 

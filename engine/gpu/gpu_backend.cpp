@@ -18,7 +18,9 @@
 
 namespace mha::gpu {
 
-double forward_multiply_adds(const Dims& d) { return cost::multiply_adds(cost::shape(d)); }
+double forward_multiply_adds(const Dims& d) {
+  return cost::multiply_adds(cost::shape(d));
+}
 
 GpuBackend::GpuBackend(LaunchSizes sizes) : sizes_(sizes) {}
 

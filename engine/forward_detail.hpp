@@ -101,6 +101,21 @@ template <class T>
 Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws,
                             Reuse rule = Reuse::free_only);
 
+// The forward's steps shared between files: the non-finite count of an input (checks.cpp), the
+// input copied batch-first into a workspace buffer (workspace.cpp), the problem pointed at the
+// weights (mha.cpp), the trace built on the buffers (trace_assembly.cpp).
+template <class T>
+std::int64_t count_nonfinite(const Tensor<T>& t);
+// Copies a (N, L, F) / (L, N, F) / (L, F) tensor into batch-first (N, L, F), in a buffer of the workspace.
+template <class T>
+Buffer<T> to_batch_first(const Tensor<T>& t, bool batched, bool batch_first, Buffer<T>& slot,
+                         WorkspaceState<T>& ws);
+template <class T>
+void set_weights(Problem<T>& p, const Config& c, const Weights<T>& w);
+// mask_storage: the merged mask's values, in a workspace buffer (unused without a mask).
+template <class T>
+Trace<T> make_trace(const Problem<T>& p, const Buffers<T>& b, Buffer<T> mask_storage);
+
 // softmax over one row of n masked scores, as the reference path computes it:
 // weights_j = exp(x_j - max) * (1 / sum_j' exp(x_j' - max)). All keys blocked: max = -inf and
 // exp(-inf - -inf) = exp(NaN), so the row is NaN, as in torch — unless `policy` is zero, which gives

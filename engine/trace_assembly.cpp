@@ -1,0 +1,150 @@
+// The trace: every stage of a forward as a named view on the workspace's buffers, with the torch
+// expression that makes it, its shape and strides (views share their parent's storage).
+#include "mha.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "errors.hpp"
+#include "forward_detail.hpp"
+
+namespace mha {
+
+namespace {
+
+template <class T>
+Stage<T> stage(std::string name, std::string formula, std::string note, Shape shape,
+               detail::Buffer<T> storage, Shape strides = {}, std::string view_of = "") {
+  Stage<T> s;
+  s.name = std::move(name);
+  s.formula = std::move(formula);
+  s.note = std::move(note);
+  s.strides = strides.empty() ? contiguous_strides(shape) : std::move(strides);
+  s.shape = std::move(shape);
+  s.storage = std::move(storage);
+  s.view_of = std::move(view_of);
+  return s;
+}
+
+}  // namespace
+
+namespace detail {
+
+// mask_storage: the merged mask's values, in a workspace buffer (unused without a mask).
+template <class T>
+Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
+                    detail::Buffer<T> mask_storage) {
+  const Dims& d = p.d;
+  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k,
+                     kv = G * dk;
+  // Every formula runs as written in torch 1.13 with the names the notes define (W_q, b_q, bias_k,
+  // out_proj, N, L, S, E, H, G, d_k, num_heads, attn_mask as the merged additive mask), which
+  // tests/trace_snippets.py checks against the stages. bias_k and a zero row are appended along S.
+  auto kv_formula = [&](const char* x, const char* w, const char* bias, const char* extra) {
+    std::string f = std::string("F.linear(") + x + ", " + w + ", " + bias + ")";
+    if (p.bias_k) f = "torch.cat([" + f + ", " + extra + ".reshape(1, 1, -1).expand(N, 1, -1)], dim=1)";
+    if (p.add_zero_attn) f = "torch.cat([" + f + ", torch.zeros(N, 1, G * d_k)], dim=1)";
+    return f;
+  };
+  const char* gqa = G < H ? " (G key/value heads shared by H/G query heads each)" : "";
+  // Grouped-query attention: each key/value head serves H/G query heads in a row, so the product
+  // repeats them along the head dimension (a (N, G, ...) tensor does not broadcast against H).
+  const std::string k_rep = G < H && G > 1 ? "k_heads.repeat_interleave(H // G, dim=1)" : "k_heads";
+  const std::string v_rep = G < H && G > 1 ? "v_heads.repeat_interleave(H // G, dim=1)" : "v_heads";
+  Trace<T> t;
+  t.stages.reserve(24);  // every stage below, without regrowing
+  // A stage whose buffer is null was not asked for (Options::stages): it is left out.
+  struct Stages {
+    std::vector<Stage<T>>& v;
+    void push_back(Stage<T> st) {
+      if (st.storage) v.push_back(std::move(st));
+    }
+  } s{t.stages};
+  s.push_back(stage<T>("query", "query", "input, batch-first", {N, L, E}, p.query));
+  s.push_back(stage<T>("key", "key", "input, batch-first", {N, S, d.kdim}, p.key));
+  s.push_back(stage<T>("value", "value", "input, batch-first", {N, S, d.vdim}, p.value));
+  s.push_back(
+      stage<T>("q", "F.linear(query, W_q, b_q)", "in-projection: W_q = in_proj_weight[:E]", {N, L, E}, b.q));
+  s.push_back(stage<T>("k", kv_formula("key", "W_k", "b_k", "bias_k"),
+                       std::string("in-projection: W_k = in_proj_weight[E:E+G·d_k]") + gqa, {N, Sp, kv},
+                       b.k));
+  s.push_back(stage<T>("v", kv_formula("value", "W_v", "b_v", "bias_v"),
+                       "in-projection: W_v = in_proj_weight[E+G·d_k:]", {N, Sp, kv}, b.v));
+  s.push_back(stage<T>("q_view", "q.view(N, L, H, d_k)",
+                       "a view of q: same storage, contiguous; head h owns columns h·d_k … (h+1)·d_k-1",
+                       {N, L, H, dk}, b.q, {}, "q"));
+  s.push_back(stage<T>("k_view", Sp > S ? "k.view(N, -1, G, d_k)" : "k.view(N, S, G, d_k)",
+                       "a view of k: same storage, contiguous", {N, Sp, G, dk}, b.k, {}, "k"));
+  s.push_back(stage<T>("v_view", Sp > S ? "v.view(N, -1, G, d_k)" : "v.view(N, S, G, d_k)",
+                       "a view of v: same storage, contiguous", {N, Sp, G, dk}, b.v, {}, "v"));
+  s.push_back(stage<T>("q_heads", "q_view.transpose(1, 2)",
+                       "a view of q: non-contiguous (only strides swap), so .view() on it fails until "
+                       ".contiguous()",
+                       {N, H, L, dk}, b.q, {L * E, dk, E, 1}, "q"));
+  s.push_back(stage<T>("k_heads", "k_view.transpose(1, 2)", "a view of k: non-contiguous", {N, G, Sp, dk},
+                       b.k, {Sp * kv, dk, kv, 1}, "k"));
+  s.push_back(stage<T>("v_heads", "v_view.transpose(1, 2)", "a view of v: non-contiguous", {N, G, Sp, dk},
+                       b.v, {Sp * kv, dk, kv, 1}, "v"));
+  s.push_back(stage<T>("scores", "q_heads @ " + k_rep + ".transpose(-2, -1)",
+                       "raw dot products q_i·k_j per head: O(L·S·d_k) each", {N, H, L, Sp}, b.scores));
+  if (p.score_divisor > 0)  // Options::score_divisor: a what-if, said so in the trace
+    s.push_back(
+        stage<T>("scores_scaled",
+                 "(q_heads / " + std::to_string(p.score_divisor) + ") @ " + k_rep + ".transpose(-2, -1)",
+                 "WHAT-IF, not torch: q divided by " + std::to_string(p.score_divisor) +
+                     " instead of √d_k (a temperature, or the scale off)",
+                 {N, H, L, Sp}, b.scores_scaled));
+  else
+    s.push_back(stage<T>("scores_scaled", "(q_heads / math.sqrt(d_k)) @ " + k_rep + ".transpose(-2, -1)",
+                         "÷√d_k keeps the softmax out of saturation; torch scales q before the product",
+                         {N, H, L, Sp}, b.scores_scaled));
+  if (p.mask) {
+    const MergedMask<T>& m = *p.mask;
+    const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
+                           m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
+    std::copy(m.values.begin(), m.values.end(), mask_storage->begin());
+    s.push_back(stage<T>("attn_mask",
+                         "attn_mask merged with key_padding_mask; bool True -> -inf, float added",
+                         "additive; broadcast (stride 0) where one mask serves every batch item, "
+                         "head or query",
+                         {N, H, L, Sp}, std::move(mask_storage), strides));
+  }
+  s.push_back(stage<T>("scores_masked", p.mask ? "scores_scaled + attn_mask" : "scores_scaled",
+                       "-inf where a key is blocked", {N, H, L, Sp}, b.scores_masked));
+  s.push_back(stage<T>("attn_weights",
+                       p.fully_masked == FullyMasked::nan
+                           ? "F.softmax(scores_masked, dim=-1)"
+                           : "F.softmax(scores_masked, dim=-1).nan_to_num(0.0)",
+                       p.fully_masked == FullyMasked::nan
+                           ? "each row sums to 1; a row with every key blocked is NaN (torch)"
+                           : "each row sums to 1; a row with every key blocked is 0 (course notebook)",
+                       {N, H, L, Sp}, b.weights));
+  s.push_back(stage<T>("context", "attn_weights @ " + v_rep, "per-head context: a weighted mix of values",
+                       {N, H, L, dk}, b.context));
+  s.push_back(stage<T>("context_transposed", "context.transpose(1, 2)", "a view of context: non-contiguous",
+                       {N, L, H, dk}, b.context, {H * L * dk, dk, L * dk, 1}, "context"));
+  s.push_back(stage<T>("concat", "context_transposed.contiguous().view(N, L, E)",
+                       "heads side by side: .contiguous() copies, then .view() is legal", {N, L, E},
+                       b.concat));
+  s.push_back(stage<T>("output", "F.linear(concat, out_proj.weight, out_proj.bias)",
+                       "out-projection mixes the heads", {N, L, E}, b.output));
+  s.push_back(stage<T>("attn_weights_avg", "attn_weights.sum(dim=1) / num_heads",
+                       "what need_weights=True returns by default (average_attn_weights)", {N, L, Sp},
+                       b.weights_avg));
+  return t;
+}
+
+}  // namespace detail
+
+#define MHA_INSTANTIATE(T)                                                                      \
+  template Trace<T> detail::make_trace<T>(const detail::Problem<T>&, const detail::Buffers<T>&, \
+                                          detail::Buffer<T>);
+MHA_INSTANTIATE(float)
+MHA_INSTANTIATE(double)
+#undef MHA_INSTANTIATE
+
+}  // namespace mha

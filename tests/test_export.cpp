@@ -429,7 +429,7 @@ TEST_CASE("export write_figure: formats, CSV needs one panel, unwritable paths t
 
   // Each format through the writer: the file starts as its format does.
   const test::TempDir dir;
-  for (const std::string& format : {"png", "svg", "pdf"}) {
+  for (const std::string& format : {std::string("png"), std::string("svg"), std::string("pdf")}) {
     write_figure(fig, format, dir.file("f." + format));
     std::ifstream in(dir.file("f." + format), std::ios::binary);
     std::string head(5, '\0');

@@ -290,7 +290,7 @@ TEST_CASE("autosave: one owner, an unreadable copy moved aside, dead instances' 
 
   // Corrupt (cut short) or from a newer version: moved aside under a timestamped name, byte for
   // byte, before anything could write over it; the message says where.
-  for (const std::string text : {std::string(R"({"format": "mha-studio-scenario", "vers)"),
+  for (const std::string& text : {std::string(R"({"format": "mha-studio-scenario", "vers)"),
                                  std::string(R"({"format": "mha-studio-scenario", "version": 99})")}) {
     write_text(path, text);
     studio::AutosaveSession s = studio::open_autosave(path);

@@ -7,9 +7,17 @@ app=$1 src=$2 out=$3
 rm -rf "$out" && mkdir -p "$out"
 cd "$src"
 export XDG_CONFIG_HOME="$out/config"  # the remembered window and layout: this test's own
+# The app under Xvfb; returns the app's own exit status (xvfb-run's cleanup can fail on its own).
+in_x() {  # in_x LOG ARGS...
+  local log=$1 rc
+  shift
+  xvfb-run -a -s '-screen 0 1280x720x24' bash -c '"$@" >"$0" 2>&1; echo $? >"$0.rc"' "$log" "$app" "$@" || true
+  rc=$(cat "$log.rc" 2>/dev/null || echo 99)
+  return "$rc"
+}
 run() {  # run SCRIPT: the script with OUT replaced by the output folder
   sed "s#OUT/#$out/#g" "tests/scripts/$1" >"$out/$1"
-  xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/$1" >"$out/$1.log" 2>&1
+  in_x "$out/$1.log" --script "$out/$1"
 }
 run paint_compare_undo.txt || { cat "$out/paint_compare_undo.txt.log"; exit 1; }
 run views_keys_pins.txt || { cat "$out/views_keys_pins.txt.log"; exit 1; }
@@ -42,8 +50,8 @@ PY
 # The layout is remembered: hide the controls in one run, the next run opens without them.
 printf 'key [\n' >"$out/hide.txt"
 printf 'dump-state %s\n' "$out/layout.json" >"$out/dump.txt"
-xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/hide.txt" >"$out/hide.log" 2>&1
-xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/dump.txt" >"$out/dump.log" 2>&1
+in_x "$out/hide.log" --script "$out/hide.txt" || { cat "$out/hide.log"; exit 1; }
+in_x "$out/dump.log" --script "$out/dump.txt" || { cat "$out/dump.log"; exit 1; }
 python3 -c "
 import json, sys
 r = json.load(open(sys.argv[1]))['result']
@@ -54,10 +62,8 @@ print('layout remembered across runs: ok')" "$out/layout.json" "$out/config/mha-
 # Bad scripts: exit 2 and the line.
 bad() {  # bad NAME TEXT EXPECTED
   printf '%b' "$2" >"$out/$1"
-  set +e
-  xvfb-run -a -s '-screen 0 1280x720x24' "$app" --script "$out/$1" >"$out/$1.log" 2>&1
-  rc=$?
-  set -e
+  rc=0
+  in_x "$out/$1.log" --script "$out/$1" || rc=$?
   [[ $rc == 2 ]] || { echo "FAIL: $1 exited $rc, expected 2"; cat "$out/$1.log"; exit 1; }
   grep -q "$3" "$out/$1.log" || { echo "FAIL: $1 does not say '$3'"; cat "$out/$1.log"; exit 1; }
 }

@@ -10,11 +10,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  const std::vector<float> values = mha::app::parse_numbers(text);
+  const std::vector<float> values = mha::studio::parse_numbers(text);
   if (values.size() > text.size()) std::abort();  // each value takes at least one character
   float v = 12345.0f;
   std::string error;
-  if (mha::app::parse_mask_value(text, &v, &error)) {
+  if (mha::studio::parse_mask_value(text, &v, &error)) {
     if (std::isnan(v) || v == INFINITY || !error.empty()) std::abort();
   } else if (error.empty() || v != 12345.0f) {
     std::abort();

@@ -1,4 +1,4 @@
-// Tests of app/scenario: tokens and sizes, every mask preset's cells, fitting masks to new sizes,
+// Tests of studio/scenario: tokens and sizes, every mask preset's cells, fitting masks to new sizes,
 // the JSON round trip (custom -inf cells, tensors, .npy side files), every malformed-file error, the
 // atomic save, "Copy as PyTorch", and that every preset in assets/presets loads and runs forward.
 #include <catch2/catch.hpp>

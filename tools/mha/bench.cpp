@@ -1,4 +1,4 @@
-// `mha bench`: times the full-trace forward at the named sizes (median and spread over
+// `mha bench`: times the full-trace forward at named sizes, small to xl (median and spread over
 // repeated recomputes into one workspace, GFLOP/s, per-stage breakdown, peak RSS), and, with
 // --sgemm N, Eigen's float GEMM rate on the same build as the yardstick for what the engine reaches.
 #include <sys/resource.h>
@@ -37,7 +37,7 @@ struct BenchSize {
   int reference_repeats;  // the reference path is explicit loops: seconds per run at medium
 };
 
-// The sizes (self-attention shapes, S = L, distinct query/key/value tensors).
+// The named sizes (self-attention shapes, S = L, distinct query/key/value tensors).
 const BenchSize kSizes[] = {
     {"small", 3, 4, 8, 2, 2000, 200},  {"teaching", 1, 16, 64, 4, 1000, 50},
     {"medium", 1, 512, 512, 8, 30, 2}, {"large", 1, 2048, 512, 8, 10, 0},
@@ -225,7 +225,7 @@ nlohmann::json bench_sgemm(const BenchArgs& a) {
           {"gflops", flops / (median * 1e6)}};
 }
 
-// The export goal: attn_weights of all 16 heads at L = 512, plus their average, as one PNG
+// The export timing: attn_weights of all 16 heads at L = 512, plus their average, as one PNG
 // grid (17 panels of 512×512 cells) in ≤ 1 s. Times slicing + rendering + encoding, not the forward.
 nlohmann::json bench_export(const BenchArgs& a) {
   Config c;

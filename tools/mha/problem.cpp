@@ -9,7 +9,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "compute.hpp"  // app/, in mha_scenario: build_forward(Scenario)
+#include "compute.hpp"  // studio/: build_forward(Scenario)
 #include "errors.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"

@@ -34,6 +34,7 @@ const std::vector<ActionSpec> kActions = {
     {"set", 2, 2, "set CONTROL VALUE"},
     {"mask-preset", 1, 1, "mask-preset NAME"},
     {"mask-paint", 2, 3, "mask-paint ROW COL [block|unblock]"},
+    {"mask-drag", 4, 4, "mask-drag ROW0 COL0 ROW1 COL1"},
     {"key", 1, 1, "key NAME"},
     {"hover", 3, 3, "hover VIEW ROW COL"},
     {"unhover", 0, 0, "unhover"},
@@ -152,6 +153,14 @@ nlohmann::json stage_difference(const ForwardResult<float>& after, const Forward
 
 }  // namespace
 
+const std::vector<std::string>& Script::result_fields() {
+  static const std::vector<std::string> fields = {
+      "tab",          "stage",       "hovered",    "selected", "side_panels", "presenter",     "valid",
+      "can_undo",     "can_redo",    "errors",     "status",   "backend",     "visible_heads", "dims",
+      "query_tokens", "padded_keys", "next_token", "pins",     "compare"};
+  return fields;
+}
+
 std::vector<std::string> script_words(const std::string& line) {
   std::vector<std::string> words;
   std::string word;
@@ -256,6 +265,12 @@ void Script::before_new_frame(ImGuiIO& io) {
 
 void Script::before_ui(AppState& state, UiEnv& env) {
   if (hover_query_ >= 0 || hover_key_ >= 0) report_hover(hover_query_, hover_key_);
+  if (!drag_path_.empty()) {  // a scripted drag moves one cell a frame, as a hand would
+    mask_drag_move(state, drag_path_.front().first, drag_path_.front().second);
+    drag_path_.erase(drag_path_.begin());
+    if (drag_path_.empty()) mask_drag_release();
+    return;
+  }
   if (failed_ || next_ >= lines_.size() || key_ >= 0 || !pending_screenshot_.empty()) return;
   // The previous line's result has landed and been drawn twice (a tab opened, a layout settled).
   if (!settled(state) || ++quiet_frames_ < 3) return;
@@ -287,6 +302,12 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     const int t = tab_index(w[1]);
     if (t < 0) return fail(line, "no tab \"" + w[1] + "\"; the tabs are " + tab_list());
     env.select_tab = t;
+  } else if (verb == "set" && (w[1] == "backend" || w[1] == "Backend")) {  // not an edit of the scenario
+    static const std::map<std::string, BackendChoice> choices = {
+        {"auto", BackendChoice::automatic}, {"cpu", BackendChoice::cpu}, {"gpu", BackendChoice::gpu}};
+    const auto it = choices.find(w[2]);
+    if (it == choices.end()) return fail(line, "backend: expected auto, cpu or gpu, got \"" + w[2] + "\"");
+    choose_backend(state, it->second);
   } else if (verb == "set") {
     const Action a = set_control(w[1], w[2]);
     applied(a, a.slot.c_str());
@@ -308,6 +329,23 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
         throw ActionError("mask-paint ROW COL needs block or unblock with a per-batch or per-head mask");
     }
     applied(paint_mask_cells({{row, col}}, block), "mask");
+  } else if (verb == "mask-drag") {
+    const int r0 = parse_index(w[1], "mask-drag ROW0"), c0 = parse_index(w[2], "mask-drag COL0");
+    const int r1 = parse_index(w[3], "mask-drag ROW1"), c1 = parse_index(w[4], "mask-drag COL1");
+    const Scenario& s = state.scenario();
+    if (s.mask.cells.empty())
+      return fail(line, "mask-drag: there is no attn_mask to paint (mask-preset first)");
+    if (std::max(r0, r1) >= s.L() || std::max(c0, c1) >= s.S())
+      return fail(line, "mask-drag: a cell is outside the (" + std::to_string(s.L()) + ", " +
+                            std::to_string(s.S()) + ") mask");
+    env.select_tab = int(ViewTab::mask);
+    mask_drag_press(state, r0, c0);
+    // The pointer's path, one cell a frame: the straight line, as the editor fills a fast drag.
+    const int steps = std::max(std::abs(r1 - r0), std::abs(c1 - c0));
+    for (int k = 1; k <= steps; ++k)
+      drag_path_.push_back({r0 + int(std::lround(float(r1 - r0) * float(k) / float(steps))),
+                            c0 + int(std::lround(float(c1 - c0) * float(k) / float(steps)))});
+    if (drag_path_.empty()) mask_drag_release();
   } else if (verb == "key") {
     if (!parse_key(w[1], &key_, &key_ctrl_, &key_shift_)) {
       key_ = -1;
@@ -375,14 +413,27 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
       {"can_undo", state.history.can_undo()},
       {"can_redo", state.history.can_redo()},
       {"errors", state.errors},
-      {"status", state.status}};
+      {"status", state.status},
+      {"backend", state.computer.backend() == BackendChoice::cpu   ? "cpu"
+                  : state.computer.backend() == BackendChoice::gpu ? "gpu"
+                                                                   : "auto"}};
   if (state.result.valid()) {
     const Dims& d = state.result.forward->dims;
     nlohmann::json heads = nlohmann::json::array();
-    for (std::int64_t h = 0; h < d.H; ++h) heads.push_back(h);
+    for (std::int64_t h = 0; h < d.H; ++h)  // the heads' toggles (Token lines) hide some
+      if (std::find(v.hidden_heads.begin(), v.hidden_heads.end(), int(h)) == v.hidden_heads.end())
+        heads.push_back(h);
     r["visible_heads"] = heads;
     r["dims"] = {{"N", d.N}, {"L", d.L}, {"S", d.S_total}, {"E", d.E}, {"H", d.H}};
     r["query_tokens"] = state.result.query_tokens;
+    // The keys of the batch item shown that key_padding_mask marks as padding (the views label them).
+    const MaskSpec& m = state.scenario().mask;
+    const std::int64_t b = std::clamp<std::int64_t>(v.batch_index, 0, d.N - 1);
+    nlohmann::json padded = nlohmann::json::array();
+    if (m.key_padding_shape.size() == 2 && m.key_padding_shape[0] == d.N)
+      for (std::int64_t j = 0; j < m.key_padding_shape[1]; ++j)
+        if (m.key_padding[std::size_t(b * m.key_padding_shape[1] + j)]) padded.push_back(j);
+    r["padded_keys"] = padded;
     if (state.result.model) {
       nlohmann::json top = nlohmann::json::array();
       for (std::size_t k = 0; k < state.result.model->top_k.size(); ++k)

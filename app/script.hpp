@@ -47,12 +47,17 @@ class Script {
   void after_render(const AppState& state, const UiEnv& env, int width, int height,
                     const std::function<bool(const std::string&, int, int)>& save);
 
-  bool done() const { return next_ >= lines_.size() && key_ < 0 && pending_screenshot_.empty() && !failed_; }
+  bool done() const {
+    return next_ >= lines_.size() && key_ < 0 && drag_path_.empty() && pending_screenshot_.empty() &&
+           !failed_;
+  }
   bool failed() const { return failed_; }
   const std::string& error() const { return error_; }
 
   // The names of the actions, for errors and docs/scripting.md (a test checks the two agree).
   static const std::vector<std::string>& action_names();
+  // The fields of dump-state's `result` object, for docs/scripting.md (a test checks the two agree).
+  static const std::vector<std::string>& result_fields();
 
  private:
   void run(const ScriptLine& line, AppState& state, UiEnv& env);
@@ -66,7 +71,8 @@ class Script {
   int key_ = -1;          // a key held down for one frame
   bool key_ctrl_ = false, key_shift_ = false;
   int key_frames_ = 0;
-  int hover_query_ = -1, hover_key_ = -1;  // reported every frame, as a pointer over a cell would
+  std::vector<std::pair<int, int>> drag_path_;  // a mask-drag's cells still to move through
+  int hover_query_ = -1, hover_key_ = -1;       // reported every frame, as a pointer over a cell would
   std::string pending_screenshot_, pending_dump_;
   bool failed_ = false;
   std::string error_;

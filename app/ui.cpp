@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "clipboard_image.hpp"
 #include "errors.hpp"
+#include "file_actions.hpp"
 #include "heatmap.hpp"
+#include "model_cache.hpp"
 #include "panels/panels.hpp"
 
 namespace mha::app {
@@ -50,10 +53,10 @@ void apply_theme(bool presenter) {
 
 namespace {
 
-// Save to the current file, or ask for a path when there is none (presets are read-only).
-void save(AppState& state, UiEnv& env, bool* save_as_popup) {
+// Save to the current file, or ask for one when there is none (presets are read-only).
+void save(AppState& state, UiEnv& env) {
   if (env.scenario_path.empty()) {
-    *save_as_popup = true;
+    ask_save(state, env);
     return;
   }
   try {
@@ -64,7 +67,7 @@ void save(AppState& state, UiEnv& env, bool* save_as_popup) {
   }
 }
 
-void file_menu(AppState& state, UiEnv& env, bool* open_path_popup, bool* save_as_popup) {
+void file_menu(AppState& state, UiEnv& env) {
   if (!ImGui::BeginMenu("File")) return;
   if (ImGui::BeginMenu("Open preset")) {
     for (const std::string& p : env.presets) {
@@ -81,53 +84,43 @@ void file_menu(AppState& state, UiEnv& env, bool* open_path_popup, bool* save_as
     }
     ImGui::EndMenu();
   }
-  if (ImGui::MenuItem("Open...", "Ctrl+O")) *open_path_popup = true;
-  if (ImGui::MenuItem("Save", "Ctrl+S")) save(state, env, save_as_popup);
-  if (ImGui::MenuItem("Save as...")) *save_as_popup = true;
+  if (ImGui::MenuItem("Open...", "Ctrl+O")) ask_open(state, env);
+  if (ImGui::MenuItem("Open model folder...")) ask_open_folder(state, env);
+  recent_menu(state, env);
+  if (ImGui::MenuItem("Save", "Ctrl+S")) save(state, env);
+  if (ImGui::MenuItem("Save as...")) ask_save(state, env);
   ImGui::Separator();
   if (ImGui::MenuItem("Quit", "Ctrl+Q")) env.quit_requested = true;
   ImGui::EndMenu();
 }
 
-// A path prompt (Dear ImGui has no native file dialog). Failure keeps the scenario as it is.
-void path_popup(const char* id, AppState& state, UiEnv& env, bool saving) {
-  static char buf[1024] = "";
-  if (!ImGui::BeginPopupModal(id, nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
-  ImGui::TextUnformatted(saving ? "Save the scenario as (JSON):" : "Open a scenario (JSON):");
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 30);
-  if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
-  const bool enter = ImGui::InputText("##path", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
-  if (enter || ImGui::Button(saving ? "Save" : "Open")) {
-    try {
-      if (saving) {
-        save_scenario(buf, state.scenario());
-        state.status = std::string("saved ") + buf;
-      } else {
-        std::vector<std::string> warnings;
-        state.load(load_scenario(buf, &warnings), std::string("open ") + buf);
-        state.status = warnings.empty() ? std::string("opened ") + buf : warnings.front();
-      }
-      env.scenario_path = buf;
-      state.errors.erase("file");
-      ImGui::CloseCurrentPopup();
-    } catch (const Error& e) {
-      state.errors["file"] = e.what();  // shown in the popup and the status bar; nothing changed
-    }
+// Edit > Copy: the values of the heatmap last under the pointer, as text or as a PNG image.
+void copy_menu_items() {
+  const std::string shown = current_heatmap_name();
+  const bool any = !shown.empty();
+  ImGui::Separator();
+  if (ImGui::MenuItem("Copy heatmap values (TSV)", "Ctrl+C", false, any)) copy_current_heatmap(CopyAs::tsv);
+  if (ImGui::MenuItem("Copy heatmap values (numpy)", nullptr, false, any)) copy_current_heatmap(CopyAs::numpy);
+  const std::string no_png = platform::image_clipboard_missing();
+  if (ImGui::MenuItem("Copy heatmap as PNG image", nullptr, false, any && no_png.empty()))
+    copy_current_heatmap(CopyAs::png);
+  if (!no_png.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", no_png.c_str());
+  if (any) {
+    ImGui::TextDisabled("  the heatmap last under the pointer: %s", shown.c_str());
+  } else {
+    ImGui::TextDisabled("  point at a heatmap first (or right-click one)");
   }
-  ImGui::SameLine();
-  if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
-  auto it = state.errors.find("file");
-  if (it != state.errors.end()) {
-    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30);
-    ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", it->second.c_str());
-    ImGui::PopTextWrapPos();
-  }
-  ImGui::EndPopup();
 }
 
 void status_bar(AppState& state) {
   const Result& r = state.result;
-  if (state.computer.busy()) {
+  if (const ModelLoadProgress load = model_load_progress(); load.loading) {  // a load on the worker
+    ImGui::Text("loading model %s: %.0f%%", load.model.c_str(), 100.0 * load.fraction);
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Cancel")) cancel_model_load();
+    state.animating = true;
+  } else if (state.computer.busy()) {
     const char spin[] = "|/-\\";
     ImGui::Text("%c computing...  (showing the last result, marked stale)",
                 spin[int(ImGui::GetTime() * 8) % 4]);
@@ -159,7 +152,7 @@ void status_bar(AppState& state) {
 
 const std::vector<std::pair<const char*, const char*>>& key_help() {
   static const std::vector<std::pair<const char*, const char*>> keys = {
-      {"1 - 9", "the views, in the tab bar's order"},
+      {"1 - 9, 0", "the views, in the tab bar's order (0: the tenth)"},
       {"Left / Right", "the stage shown: q, k, v, scores ... attn_weights, context, output"},
       {"Up / Down", "the head"},
       {"PgUp / PgDn", "the model's layer"},
@@ -167,7 +160,8 @@ const std::vector<std::pair<const char*, const char*>>& key_help() {
       {"[  ]", "the controls / the inspector panel"},
       {"P", "presenter mode"},
       {"Ctrl+Z / Ctrl+Y", "undo / redo"},
-      {"Ctrl+O / Ctrl+S", "open / save a scenario"},
+      {"Ctrl+O / Ctrl+S", "open / save a scenario (or drop a file on the window)"},
+      {"Ctrl+C", "copy the heatmap under the pointer as TSV (right-click: more)"},
       {"Ctrl+Q", "quit"},
       {"?", "this list"},
   };
@@ -193,12 +187,12 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     if (step) state.apply(choose_layer(std::max<std::int64_t>(0, state.scenario().layer + step)));
   }
 
-  // Presenting: 1-9 tabs, arrows step through stages and heads, F focus, P presenter, [ and ] the
+  // Presenting: 1-9 and 0 tabs, arrows step through stages and heads, F focus, P presenter, [ and ] the
   // side panels, ? the list of keys. Plain keys only when no text field has focus.
   if (!io.WantTextInput && !io.KeyCtrl) {
     ViewState& v = state.view();
-    for (int k = 0; k < 9 && k < kTabCount; ++k)
-      if (ImGui::IsKeyPressed('1' + k)) env.select_tab = kTabOrder[k];
+    for (int k = 0; k < 10 && k < kTabCount; ++k)
+      if (ImGui::IsKeyPressed(k < 9 ? '1' + k : '0')) env.select_tab = kTabOrder[k];
     if (ImGui::IsKeyPressed('F')) env.focus = !env.focus;
     if (ImGui::IsKeyPressed('P')) v.presenter = !v.presenter;
     if (ImGui::IsKeyPressed('[')) env.show_controls = !env.show_controls, env.layout_chosen = true;
@@ -240,12 +234,12 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   ImGui::Begin("MHA Studio", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBackground |
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings);
-  bool open_popup = false, save_popup = false;
   if (ImGui::BeginMenuBar()) {
-    file_menu(state, env, &open_popup, &save_popup);
+    file_menu(state, env);
     if (ImGui::BeginMenu("Edit")) {
       if (ImGui::MenuItem("Undo", "Ctrl+Z", false, state.history.can_undo())) state.undo();
       if (ImGui::MenuItem("Redo", "Ctrl+Y", false, state.history.can_redo())) state.redo();
+      copy_menu_items();
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("View")) {
@@ -266,12 +260,11 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     }
     ImGui::EndMenuBar();
   }
-  if (ctrl && ImGui::IsKeyPressed('O')) open_popup = true;
-  if (ctrl && ImGui::IsKeyPressed('S')) save(state, env, &save_popup);
-  if (open_popup) ImGui::OpenPopup("Open scenario");
-  if (save_popup) ImGui::OpenPopup("Save scenario");
-  path_popup("Open scenario", state, env, false);
-  path_popup("Save scenario", state, env, true);
+  if (ctrl && ImGui::IsKeyPressed('O')) ask_open(state, env);
+  if (ctrl && ImGui::IsKeyPressed('S')) save(state, env);
+  draw_file_ui(state, env);
+  if (const std::optional<std::string> m = platform::take_image_clipboard_message()) state.status = *m;
+  if (const std::string m = take_copy_message(); !m.empty()) state.status = m;
 
   const float font = ImGui::GetFontSize();
   const float status_h = ImGui::GetFrameHeightWithSpacing();

@@ -63,6 +63,8 @@ const std::vector<ControlInfo> kControls = {
     {"show_values", "cell values", "true or false"},
     {"presenter", "presenter mode", "true or false"},
     {"font_scale", "font scale", "a number from 1 to 3"},
+    {"temperature", "temperature T", "what-if, not torch: a number from 0.1 to 10 (1 = torch)"},
+    {"scale_by_sqrt_dk", "divide by sqrt(d_k)", "what-if, not torch: true (torch) or false"},
 };
 
 const ControlInfo& find_control(const std::string& id_or_label) {
@@ -133,9 +135,11 @@ std::string control_value(const Scenario& s, const std::string& id_or_label) {
   if (id == "colormap") return to_string(s.view.colormap);
   if (id == "show_values") return b(s.view.show_values);
   if (id == "presenter") return b(s.view.presenter);
+  if (id == "scale_by_sqrt_dk") return b(s.what_if.scale_by_sqrt_dk);
   char text[32];
-  std::snprintf(text, sizeof text, "%g", double(s.view.font_scale));
-  return text;  // font_scale
+  std::snprintf(text, sizeof text, "%g",
+                double(id == "temperature" ? s.what_if.temperature : s.view.font_scale));
+  return text;  // temperature, font_scale
 }
 
 Action set_control(const std::string& id_or_label, const std::string& value) {
@@ -199,6 +203,23 @@ Action set_control(const std::string& id_or_label, const std::string& value) {
   if (id == "presenter") {
     const bool v = parse_bool(id, value);
     return view_action(id, value, [v](ViewState& view) { view.presenter = v; });
+  }
+  if (id == "temperature") {
+    const float t = parse_float(id, value, 0.1f, 10.0f);
+    Action a;
+    a.what = "what-if: temperature = " + value;
+    a.slot = "what_if";
+    a.key = "what_if.temperature";  // typed values and a slider's drag coalesce
+    a.change = [t](Scenario& s) { s.what_if.temperature = t; };
+    return a;
+  }
+  if (id == "scale_by_sqrt_dk") {
+    const bool on = parse_bool(id, value);
+    Action a;
+    a.what = std::string("what-if: scale ") + (on ? "on" : "off");
+    a.slot = "what_if";
+    a.change = [on](Scenario& s) { s.what_if.scale_by_sqrt_dk = on; };
+    return a;
   }
   const float v = parse_float(id, value, 1.0f, 3.0f);  // font_scale
   return view_action(id, value, [v](ViewState& view) { view.font_scale = v; });

@@ -21,6 +21,14 @@ run() {  # run SCRIPT: the script with OUT replaced by the output folder
 }
 run paint_compare_undo.txt || { cat "$out/paint_compare_undo.txt.log"; exit 1; }
 run views_keys_pins.txt || { cat "$out/views_keys_pins.txt.log"; exit 1; }
+python3 -c "
+import json, sys
+s = json.load(open('assets/presets/cat_sat_mat.json'))
+s.setdefault('view', {})['hidden_heads'] = [1, 3]
+json.dump(s, open(sys.argv[1], 'w'))" "$out/hidden_heads.json"
+for s in every_view.txt padded_batch.txt mask_drag_compare_undo.txt; do
+  run "$s" || { cat "$out/$s.log"; exit 1; }
+done
 python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
@@ -47,6 +55,55 @@ assert r["pins"] == ["causal", "window"] and r["compare"]["mode"] == 3, r
 assert r["compare"]["max_abs_diff"] > 0, r
 print("scripted UI: paint/compare/undo, hover, keys, focus, controls, pins: ok")
 PY
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+load = lambda n: json.load(open(f"{out}/{n}"))
+# Every view: its tab is the one shown, with a result, and its screenshot was written.
+for name, tab in [("overview", "Overview"), ("token_lines", "Token lines"), ("pipeline", "Pipeline"),
+                  ("reshape", "Reshape"), ("large_l", "Large L"), ("complexity", "Complexity"),
+                  ("what_if", "Heads"), ("inspector", "Heads"), ("mask", "Mask"), ("compare", "Compare"),
+                  ("attention_file", "Attention file")]:
+    r = load(f"view_{name}.json")["result"]
+    assert r["tab"] == tab and r["valid"] and not r["errors"], (name, r)
+    if os.path.exists(f"{out}/view_{name}.png"):
+        assert os.path.getsize(f"{out}/view_{name}.png") > 10000, name
+tl = load("view_token_lines.json")["result"]
+assert tl["hovered"] == {"query": 2, "key": 3}, tl
+assert load("view_reshape.json")["view"]["reshape_step"] == 1
+# The what-if controls are reached by set, and set back to torch's values they leave no what_if.
+w = load("view_what_if.json")
+assert w["what_if"] == {"temperature": 4, "scale_by_sqrt_dk": False}, w.get("what_if")
+assert "what_if" not in load("view_torch_again.json")
+# The inspector follows the hover; ] collapses it.
+i = load("view_inspector.json")["result"]
+assert i["hovered"] == {"query": 1, "key": 2} and i["side_panels"]["inspector"], i
+assert not load("view_no_inspector.json")["result"]["side_panels"]["inspector"]
+c = load("view_compare.json")["result"]["compare"]
+assert c["mode"] == 1 and c["comparable"] and c["max_abs_diff"] > 0, c
+assert load("view_backend.json")["result"]["backend"] == "cpu"
+hh = load("view_hidden_heads.json")
+assert hh["view"]["hidden_heads"] == [1, 3], hh["view"]
+assert hh["result"]["visible_heads"] == [0, 2], hh["result"]
+# padded_batch opens on an item with padding.
+p = load("padded.json")
+assert p["result"]["padded_keys"], p["result"]
+assert p["view"]["batch_index"] > 0, p["view"]
+# A multi-cell drag: one edit, exactly the dragged rows, one undo back.
+before, dragged, undone = load("drag_0.json"), load("drag_1.json"), load("drag_2.json")
+c = dragged["result"]["compare"]
+assert c["mode"] == 1 and c["comparable"] and c["max_abs_diff"] > 0, c
+assert c["rows_changed"] == [1, 2, 3, 4], c
+cells = dragged["mask"]["cells"]
+S = cells["shape"][1]
+blocked = {k for k, x in enumerate(cells["data"]) if x == "-inf"}
+causal = {i * S + j for i in range(cells["shape"][0]) for j in range(S) if j > i}
+assert blocked - causal == {S, 2 * S, 3 * S, 4 * S} and causal <= blocked, sorted(blocked - causal)
+assert dragged["result"]["can_undo"]
+for d in (before, dragged, undone): d.pop("result")
+assert undone == before, "one undo did not restore the state before the drag"
+print("scripted UI: every view, what-if, backend, hidden heads, padded batch, mask drag: ok")
+PY
 # The layout is remembered: hide the controls in one run, the next run opens without them.
 printf 'key [\n' >"$out/hide.txt"
 printf 'dump-state %s\n' "$out/layout.json" >"$out/dump.txt"
@@ -69,6 +126,8 @@ bad() {  # bad NAME TEXT EXPECTED
 }
 bad unknown.txt "tab Heads\n\npaint 1 2\n" "unknown.txt:3: unknown action \"paint\""
 bad args.txt "undo\nmask-paint 1\n" "args.txt:2: mask-paint takes 2 to 3 arguments"
+bad drag.txt "mask-drag 0 0 1\n" "drag.txt:1: mask-drag takes 4 arguments"
+bad backend.txt "set backend fast\n" "backend.txt:1: backend: expected auto, cpu or gpu"
 bad value.txt "set num_heads many\n" "value.txt:1: num_heads: expected an integer"
 bad control.txt "undo\nset heads 2\n" "control.txt:2: no control \"heads\""
 bad tab.txt "tab Nowhere\n" "tab.txt:1: no tab \"Nowhere\""

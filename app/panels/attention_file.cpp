@@ -10,6 +10,7 @@
 #include "errors.hpp"
 #include "heatmap.hpp"
 #include "io/npy.hpp"
+#include "panel_util.hpp"
 #include "panels.hpp"
 #include "stage_export.hpp"
 
@@ -143,10 +144,15 @@ void draw_attention_file(Textures& tex) {
       hm.col_labels = &v.labels;
       hm.show_values = false;
       hm.max_cell = font * 3;
-      const float w = ImGui::GetContentRegionAvail().x;
+      const float w = ImGui::GetContentRegionAvail().x - font * 4.5f;  // the colorbar beside it
       hm.size = ImVec2(w, w);
       hm.version = v.version * 1000003 + std::uint64_t(v.batch);
+      const float top = ImGui::GetCursorScreenPos().y;
       draw_heatmap(tex, hm);
+      const float drawn = ImGui::GetItemRectMax().y - top;
+      ImGui::SameLine();
+      ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, top));
+      panel::colorbar_within(tex, hm.colormap, 0.0f, 1.0f, std::max(drawn, font * 3));
     }
     ImGui::EndTable();
   }

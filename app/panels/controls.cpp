@@ -222,10 +222,7 @@ void backend_section(AppState& state) {
   changed |= ImGui::RadioButton("gpu", &choice, int(BackendChoice::gpu));
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("GLSL compute shaders at every size; falls back to cpu with the reason");
-  if (changed) {
-    c.set_backend(BackendChoice(choice));
-    state.recompute();
-  }
+  if (changed) choose_backend(state, BackendChoice(choice));
   const Computer::BackendTimes t = c.times();
   auto ms = [](double v) {  // "-": that backend has not computed yet
     char text[32] = "-";
@@ -316,6 +313,11 @@ void model_section(AppState& state) {
 }
 
 }  // namespace
+
+void choose_backend(AppState& state, BackendChoice choice) {
+  state.computer.set_backend(choice);
+  state.recompute();
+}
 
 void draw_controls(AppState& state) {
   const Scenario& s = state.scenario();

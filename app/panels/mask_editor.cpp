@@ -19,6 +19,7 @@
 #include "errors.hpp"
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
+#include "panel_util.hpp"
 #include "panels.hpp"
 #include "studio_names.hpp"
 #include "text_parse.hpp"
@@ -70,39 +71,92 @@ float grid_height(int rows, float max_cell) {
   return ImGui::GetFontSize() * 8 + float(rows) * max_cell;
 }
 
-// A drag in progress on one grid. The first cell pressed decides whether the whole drag blocks or
-// unblocks (a paint tool); each frame's cells are one action, and the drag is one gesture: one undo
-// step, and Compare's "before" is the mask before the press.
-struct Drag {
+// The scale beside a mask map, from `top`: a colorbar when cells hold additive biases, else what its
+// two colours mean (0 attends, -inf blocks).
+constexpr float kScaleFonts = 5.5f;  // its width, in font sizes
+void mask_scale(Textures& tex, float range, float top, float height) {
+  ImGui::SameLine();
+  ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, top));
+  if (range > 0) return panel::colorbar_within(tex, Colormap::diverging, -range, range, height);
+  const float font = ImGui::GetFontSize();
+  ImGui::BeginGroup();
+  for (const bool blocked : {false, true}) {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddRectFilled(
+        p, ImVec2(p.x + font, p.y + font), blocked ? kMaskedColor : colormap_rgba(Colormap::diverging, 0.5f));
+    ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + font, p.y + font),
+                                        ImGui::GetColorU32(ImGuiCol_TextDisabled));
+    ImGui::Dummy(ImVec2(font, font));
+    ImGui::SameLine();
+    ImGui::TextUnformatted(blocked ? "-inf" : "0");
+  }
+  ImGui::EndGroup();
+}
+
+// The paint tool. A press decides whether the whole drag blocks or unblocks (the first cell's
+// state flipped); each move paints the cells on the line from the last cell that change, as one
+// action; every action of a drag shares one gesture: one undo step, and Compare's "before" is the
+// mask before the press. The mouse (paint below) and scripts (mask_drag_*) drive the same tool.
+using Blocked = std::function<bool(int, int)>;
+using MakePaint = std::function<Action(Cells, bool, std::uint64_t)>;
+struct PaintTool {
   std::string grid;  // empty: no drag
   bool block = false;
   int row = -1, col = -1;  // last cell painted: fast drags fill the line from there
   std::uint64_t gesture = 0;
-};
-Drag g_drag;
+  bool scripted = false;  // driven by mask_drag_* (a script), not the mouse: only release() ends it
 
-// One frame of painting on `grid`: the cells the pointer crossed that change, as one action.
-void paint(AppState& state, const std::string& grid, const HeatmapEvent& ev,
-           const std::function<bool(int, int)>& blocked,
-           const std::function<Action(Cells, bool, std::uint64_t)>& make) {
-  Cells cells;
-  auto add = [&](int r, int c) {
-    if (blocked(r, c) != g_drag.block) cells.push_back({r, c});
-  };
-  if (g_drag.grid.empty() && ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
-    g_drag = Drag{grid, !blocked(ev.row, ev.col), ev.row, ev.col, new_gesture()};
-    add(ev.row, ev.col);
-  } else if (g_drag.grid == grid && ev.hovered && ImGui::IsMouseDown(ImGuiMouseButton_Left) &&
-             (ev.row != g_drag.row || ev.col != g_drag.col)) {
-    const int steps = std::max(std::abs(ev.row - g_drag.row), std::abs(ev.col - g_drag.col));
-    for (int k = 1; k <= steps; ++k)
-      add(g_drag.row + int(std::lround(float(ev.row - g_drag.row) * float(k) / float(steps))),
-          g_drag.col + int(std::lround(float(ev.col - g_drag.col) * float(k) / float(steps))));
-    g_drag.row = ev.row;
-    g_drag.col = ev.col;
+  void press(AppState& state, const std::string& on, int r, int c, const Blocked& blocked,
+             const MakePaint& make) {
+    grid = on;
+    block = !blocked(r, c);
+    row = r;
+    col = c;
+    gesture = new_gesture();
+    state.apply(make({{r, c}}, block, gesture));
   }
-  if (!cells.empty()) state.apply(make(std::move(cells), g_drag.block, g_drag.gesture));
-  if (g_drag.grid == grid && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) g_drag = Drag{};
+  void move_to(AppState& state, int r, int c, const Blocked& blocked, const MakePaint& make) {
+    if (grid.empty() || (r == row && c == col)) return;
+    Cells cells;
+    const int steps = std::max(std::abs(r - row), std::abs(c - col));
+    for (int k = 1; k <= steps; ++k) {
+      const int rr = row + int(std::lround(float(r - row) * float(k) / float(steps)));
+      const int cc = col + int(std::lround(float(c - col) * float(k) / float(steps)));
+      if (blocked(rr, cc) != block) cells.push_back({rr, cc});
+    }
+    row = r;
+    col = c;
+    if (!cells.empty()) state.apply(make(std::move(cells), block, gesture));
+  }
+  void release() { *this = PaintTool{}; }
+};
+PaintTool g_drag;
+
+// One frame of painting on `grid` by the mouse.
+void paint(AppState& state, const std::string& grid, const HeatmapEvent& ev, const Blocked& blocked,
+           const MakePaint& make) {
+  if (g_drag.scripted) return;  // the pointer is not the one painting
+  if (g_drag.grid.empty() && ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left))
+    g_drag.press(state, grid, ev.row, ev.col, blocked, make);
+  else if (g_drag.grid == grid && ev.hovered && ImGui::IsMouseDown(ImGuiMouseButton_Left))
+    g_drag.move_to(state, ev.row, ev.col, blocked, make);
+  if (g_drag.grid == grid && !g_drag.scripted && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) g_drag.release();
+}
+
+// Whether cell (r, c) of the attn_mask slice the editor shows is blocked, read from the live scenario.
+bool shown_cell_blocked(const AppState& state, int r, int c) {
+  const Scenario& sc = state.scenario();
+  const MaskSpec& m = sc.mask;
+  const Shape want = attn_mask_shape(m.scope, sc.batch, sc.num_heads, sc.L(), sc.S());
+  if (m.cells_shape != want || m.cells.size() != std::size_t(numel(want))) return false;
+  const std::int64_t L = want[want.size() - 2], S = want.back();
+  const std::int64_t n =
+      std::clamp<std::int64_t>(sc.view.batch_index, 0, std::max<std::int64_t>(0, sc.batch - 1));
+  const std::int64_t h =
+      std::clamp<std::int64_t>(sc.view.sel_head, 0, std::max<std::int64_t>(0, sc.num_heads - 1));
+  if (r < 0 || c < 0 || r >= L || c >= S) return false;
+  const std::size_t k = std::size_t((mask_slice(m.scope, n, h, sc.num_heads) * L + r) * S + c);
+  return is_blocked(m.cells[k]);
 }
 
 // One additive value of the mask cells (bounds checked: the mask may have changed since the click).
@@ -391,15 +445,18 @@ void cell_grid(AppState& state, Textures& tex, float width) {
   };
   h.show_values = false;
   h.max_cell = font * 3;
-  h.size = ImVec2(width, std::min(grid_height(L, h.max_cell), std::max(font * 12, width)));
+  h.size =
+      ImVec2(width - font * kScaleFonts, std::min(grid_height(L, h.max_cell), std::max(font * 12, width)));
   h.version = fingerprint_floats({h.vmin, h.vmax}, fp);
   h.selected_row = sc.view.sel_query;
   h.selected_col = sc.view.sel_key;
   char buf[96];  // cell text, then the name of the edit
   const MaskConvention conv = m.convention;
+  const float top = ImGui::GetCursorScreenPos().y;
   const HeatmapEvent ev = heatmap_with_text(tex, h, [&](int r, int c, float cell) {
     return cell_text(conv, cells[std::size_t(r) * std::size_t(S) + std::size_t(c)], cell, buf, sizeof buf);
   });
+  mask_scale(tex, h.vmax, top, ImGui::GetItemRectMax().y - top);
 
   if (ev.hovered &&
       (ImGui::IsMouseClicked(ImGuiMouseButton_Left) || ImGui::IsMouseClicked(ImGuiMouseButton_Right))) {
@@ -430,7 +487,7 @@ void cell_grid(AppState& state, Textures& tex, float width) {
     value_popup(state, *rows, *cols);
   } else {
     paint(
-        state, "cells", ev, [cells, S](int r, int c) { return is_blocked(cells[std::size_t(r * S + c)]); },
+        state, "cells", ev, [&state](int r, int c) { return shown_cell_blocked(state, r, c); },
         paint_mask_cells);
   }
   ImGui::PushTextWrapPos(0);
@@ -523,14 +580,17 @@ void merged_grid(AppState& state, Textures& tex, float width) {
   hm.blocked = [p, rs, cs](int i, int j) { return is_blocked(p[i * rs + j * cs]); };
   hm.show_values = false;
   hm.max_cell = ImGui::GetFontSize() * 3;
-  hm.size = ImVec2(width, std::min(grid_height(L, hm.max_cell), std::max(ImGui::GetFontSize() * 12, width)));
+  hm.size = ImVec2(width - ImGui::GetFontSize() * kScaleFonts,
+                   std::min(grid_height(L, hm.max_cell), std::max(ImGui::GetFontSize() * 12, width)));
   hm.version = state.result.generation * 1000003u + std::uint64_t(n) * 131u + std::uint64_t(h);
   hm.selected_row = view.sel_query;
   hm.selected_col = view.sel_key;
   char buf[32];
+  const float top = ImGui::GetCursorScreenPos().y;
   const HeatmapEvent ev = heatmap_with_text(tex, hm, [&](int i, int j, float cell) {
     return cell_text(MaskConvention::additive, p[i * rs + j * cs], cell, buf, sizeof buf);
   });
+  mask_scale(tex, hm.vmax, top, ImGui::GetItemRectMax().y - top);
   if (ev.clicked) {  // selects for the inspector: view state, no undo step
     view.sel_query = ev.row;
     view.sel_key = ev.col;
@@ -687,6 +747,22 @@ void pytorch_box(AppState& state) {
 
 }  // namespace
 
+void mask_drag_press(AppState& state, int row, int col) {
+  g_drag.scripted = true;
+  g_drag.press(
+      state, "cells", row, col, [&state](int r, int c) { return shown_cell_blocked(state, r, c); },
+      paint_mask_cells);
+}
+
+void mask_drag_move(AppState& state, int row, int col) {
+  g_drag.move_to(
+      state, row, col, [&state](int r, int c) { return shown_cell_blocked(state, r, c); }, paint_mask_cells);
+}
+
+void mask_drag_release() {
+  g_drag.release();
+}
+
 void draw_mask_editor(AppState& state, Textures& tex) {
   if (!state.result.valid()) {
     ImGui::TextWrapped("No result yet: the mask editor shows the mask next to what torch makes of it.");
@@ -728,7 +804,8 @@ void draw_mask_editor(AppState& state, Textures& tex) {
   pytorch_box(state);
   // A drag whose grid was not drawn this frame (the mask was emptied or resized meanwhile) ends here,
   // so the next press can start a new one; what it painted is still one edit.
-  if (!g_drag.grid.empty() && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) g_drag = Drag{};
+  if (!g_drag.grid.empty() && !g_drag.scripted && !ImGui::IsMouseDown(ImGuiMouseButton_Left))
+    g_drag.release();
 }
 
 }  // namespace mha::app

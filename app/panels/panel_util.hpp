@@ -10,8 +10,11 @@
 #include <memory>
 #include <string>
 
+#include "heatmap.hpp"
 #include "mha.hpp"
 #include "model/roles.hpp"
+#include "studio_names.hpp"
+#include "textures.hpp"
 
 namespace mha::app::panel {
 
@@ -50,6 +53,16 @@ inline double head_order_score(const HeadRole& r, int order) {
     case 5: return -r.entropy;
     default: return 0;
   }
+}
+
+// A colorbar whose tick labels stay within `height` from the cursor down: draw_colorbar centres its
+// end labels on the bar's ends, so the bar is inset by half a text line at each end.
+inline void colorbar_within(Textures& tex, Colormap c, float vmin, float vmax, float height) {
+  const float half = ImGui::GetTextLineHeight() * 0.5f;
+  ImGui::BeginGroup();
+  ImGui::Dummy(ImVec2(0, std::max(0.0f, half - ImGui::GetStyle().ItemSpacing.y)));
+  draw_colorbar(tex, c, vmin, vmax, std::max(height - 2 * half, half * 2));
+  ImGui::EndGroup();
 }
 
 // FNV-1a over the parts: texture versions and cache keys.

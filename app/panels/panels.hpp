@@ -18,10 +18,18 @@ class GpuBackend;
 namespace mha::app {
 
 void draw_controls(AppState& state);                    // left column: sizes, sentence, seed, options
+// The Backend radio buttons' choice (auto, cpu, gpu): the next computes use it, the current one is redone.
+void choose_backend(AppState& state, BackendChoice choice);
 void draw_pipeline(AppState& state, Textures& tex);     // every stage as a box; click to see it
 void draw_reshape(AppState& state, Textures& tex);      // view / transpose / back, common mistakes
 void draw_heads(AppState& state, Textures& tex);        // per-head heatmaps of any stage + average
 void draw_mask_editor(AppState& state, Textures& tex);  // presets, click/drag, scope, convention
+// The mask editor's paint tool on its attn_mask grid (the slice it shows), driven as the mouse drives
+// it: a press on a cell (it decides block or unblock), moves (the line from the last cell fills),
+// a release. One drag is one gesture: one undo step. Scripts use these for `mask-drag`.
+void mask_drag_press(AppState& state, int row, int col);
+void mask_drag_move(AppState& state, int row, int col);
+void mask_drag_release();
 void draw_inspector(AppState& state);                   // right column: one weight, term by term
 void draw_compare(AppState& state, Textures& tex);      // difference of two heads / before-after
 void draw_complexity(AppState& state);                  // FLOPs and memory per stage, growth with L

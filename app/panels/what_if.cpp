@@ -44,28 +44,22 @@ void draw_what_if(AppState& state) {
       "E/H "
       "to see it.");
   ImGui::PopTextWrapPos();
+  // Both controls send the actions `set` sends (studio/actions.cpp), so a script reaches them too.
   bool scale = w.scale_by_sqrt_dk;
-  if (ImGui::Checkbox("divide by sqrt(d_k)", &scale)) {
-    Action a;
-    a.what = std::string("what-if: scale ") + (scale ? "on" : "off");
-    a.slot = "what_if";
-    a.change = [scale](Scenario& s) { s.what_if.scale_by_sqrt_dk = scale; };
-    state.apply(a);
-  }
+  if (ImGui::Checkbox("divide by sqrt(d_k)", &scale))
+    state.apply(set_control("scale_by_sqrt_dk", scale ? "true" : "false"));
   ImGui::SameLine();
   float t = w.temperature;
-  static std::uint64_t gesture = 0;
+  static std::uint64_t gesture_ = 0;
   ImGui::SetNextItemWidth(font * 9);
   const bool changed =
       ImGui::SliderFloat("temperature T", &t, 0.1f, 10.0f, "%.2f", ImGuiSliderFlags_Logarithmic);
-  if (ImGui::IsItemActivated()) gesture = new_gesture();  // a drag is one undo step
-  if (changed && t > 0 && std::isfinite(t)) {
-    Action a;
-    a.what = "what-if: temperature = " + std::to_string(t);
-    a.slot = "what_if";
-    a.key = "what_if.temperature";  // typed values (Ctrl+click) coalesce like a drag
-    a.gesture = gesture;
-    a.change = [t](Scenario& s) { s.what_if.temperature = t; };
+  if (ImGui::IsItemActivated()) gesture_ = new_gesture();  // a drag is one undo step
+  if (changed && std::isfinite(t)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.9g", double(std::clamp(t, 0.1f, 10.0f)));
+    Action a = set_control("temperature", text);
+    a.gesture = gesture_;
     state.apply(a);
   }
   if (w.active()) {

@@ -22,4 +22,9 @@ ImTextureID Textures::get(const std::string& slot, std::uint64_t version, int w,
   return e.id;
 }
 
+ImTextureID Textures::kept(const std::string& slot) const {
+  const auto it = kept_.find(slot);
+  return it == kept_.end() ? ImTextureID{} : it->second;
+}
+
 }  // namespace mha::app

@@ -19,7 +19,12 @@ class Textures {
   // first) only when `version` or the size changed since the last call for that slot.
   ImTextureID get(const std::string& slot, std::uint64_t version, int w, int h,
                   const std::function<void(std::uint32_t* rgba)>& fill);
-  int uploads() const { return uploads_; }  // for tests: refills so far
+  // Textures made elsewhere (the GPU backend renders the Large L view's tiles into textures of its
+  // own), by slot: the cache keeps their ids, not the textures (their maker owns them). Panels hold no
+  // texture handles: they keep a slot's texture here and ask for it when they draw.
+  void keep(const std::string& slot, ImTextureID id) { kept_[slot] = id; }
+  ImTextureID kept(const std::string& slot) const;  // null when none was kept
+  int uploads() const { return uploads_; }          // for tests: refills so far
 
  protected:
   virtual ImTextureID create(int w, int h, const std::uint32_t* rgba) = 0;
@@ -32,6 +37,7 @@ class Textures {
     int w = 0, h = 0;
   };
   std::map<std::string, Entry> entries_;
+  std::map<std::string, ImTextureID> kept_;
   std::vector<std::uint32_t> pixels_;  // fill's buffer, kept: a large map's pixels are 16 MiB
   int uploads_ = 0;
 };

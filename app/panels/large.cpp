@@ -59,8 +59,7 @@ struct LargeView {
   bool fitted = false, log_colour = false;  // log: for masks whose weights span decades (causal)
   Reduce reduce = Reduce::max;
   double oi = 0, oj = 0;  // query row and key column at the map's top-left corner
-  std::vector<std::int64_t> texture_key;
-  GLuint texture = 0;
+  std::vector<std::int64_t> texture_key;  // the tile kept in Textures as "large/tile" (empty: none yet)
   std::vector<std::int64_t> hover_key;
   float hover_value = 0;
 };
@@ -349,8 +348,10 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     try {
       std::uint32_t lut[256];
       for (int t = 0; t < 256; ++t) lut[t] = colormap_rgba(cmap, float(t) / 255.0f);
-      v.texture = gpu->weights_blocks_texture(v.n, v.h, i0, j0, block, rows, cols, v.reduce, lut, 0.0f, vmax,
-                                              kNanColor, kMaskedColor, v.log_colour ? 4 : 0);
+      // The backend renders into a texture of its own (shared with this context); Textures keeps its id.
+      tex.keep("large/tile", ImTextureID(std::intptr_t(gpu->weights_blocks_texture(
+                                 v.n, v.h, i0, j0, block, rows, cols, v.reduce, lut, 0.0f, vmax, kNanColor,
+                                 kMaskedColor, v.log_colour ? 4 : 0))));
       v.texture_key = tkey;
     } catch (const Error& e) {
       v.error = e.what();
@@ -362,34 +363,30 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
   ImDrawList* dl = ImGui::GetWindowDrawList();
   dl->PushClipRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), true);
   const ImVec2 q0(p0.x + float((double(j0) - v.oj) * px), p0.y + float((double(i0) - v.oi) * px));
-  dl->AddImage(ImTextureID(std::intptr_t(v.texture)), q0,
+  dl->AddImage(tex.kept("large/tile"), q0,
                ImVec2(q0.x + float(double(cols) * block_px), q0.y + float(double(rows) * block_px)));
-  // What a pixel is, on the map itself.
+  dl->PopClipRect();
+  ImGui::SameLine();
+  if (v.log_colour)  // 0 at the head's largest weight, -4 four decades below (and anything smaller)
+    panel::colorbar_within(tex, cmap, -4.0f, 0.0f, size.y);
+  else
+    panel::colorbar_within(tex, cmap, 0.0f, vmax, size.y);
+
+  // ---- Hover: the one value read back ----
+  const std::int64_t vis_i1 = std::min<std::int64_t>(L, std::int64_t(v.oi + size.y / px) + 1);
+  const std::int64_t vis_j1 = std::min<std::int64_t>(S, std::int64_t(v.oj + size.x / px) + 1);
+  ImGui::PushTextWrapPos(ImGui::GetCursorPos().x + size.x + bar_w);  // not past the colorbar
+  // What a pixel is, under the map (on the map it would hide cells, and overhang a small map).
   char what[96];
   if (block > 1)
     std::snprintf(what, sizeof what, "each pixel = %s of %lldx%lld weights",
                   v.reduce == Reduce::max ? "max" : "mean", (long long)block, (long long)block);
   else
     std::snprintf(what, sizeof what, "exact weights, %.0f px per cell", px);
-  const ImVec2 ts = ImGui::CalcTextSize(what);
-  dl->AddRectFilled(ImVec2(p0.x + 4, p0.y + 4), ImVec2(p0.x + 12 + ts.x, p0.y + 8 + ts.y),
-                    IM_COL32(0, 0, 0, 190));
-  dl->AddText(ImVec2(p0.x + 8, p0.y + 6), IM_COL32(255, 255, 255, 255), what);
-  dl->PopClipRect();
-  ImGui::SameLine();
-  if (v.log_colour)  // 0 at the head's largest weight, -4 four decades below (and anything smaller)
-    draw_colorbar(tex, cmap, -4.0f, 0.0f, size.y);
-  else
-    draw_colorbar(tex, cmap, 0.0f, vmax, size.y);
-
-  // ---- Hover: the one value read back ----
-  const std::int64_t vis_i1 = std::min<std::int64_t>(L, std::int64_t(v.oi + size.y / px) + 1);
-  const std::int64_t vis_j1 = std::min<std::int64_t>(S, std::int64_t(v.oj + size.x / px) + 1);
-  ImGui::PushTextWrapPos(ImGui::GetCursorPos().x + size.x + bar_w);  // not past the colorbar
   ImGui::TextWrapped(
-      "queries %lld-%lld, keys %lld-%lld of %lld x %lld | drag to pan, wheel to zoom | colour: %s, the "
+      "%s | queries %lld-%lld, keys %lld-%lld of %lld x %lld | drag to pan, wheel to zoom | colour: %s, the "
       "head's largest weight is %.3g",
-      (long long)std::int64_t(v.oi), (long long)vis_i1 - 1, (long long)std::int64_t(v.oj),
+      what, (long long)std::int64_t(v.oi), (long long)vis_i1 - 1, (long long)std::int64_t(v.oj),
       (long long)vis_j1 - 1, (long long)L, (long long)S,
       v.log_colour ? "log10(weight / largest), -4 to 0" : "linear, 0 to the largest", vmax);
   ImGui::PopTextWrapPos();

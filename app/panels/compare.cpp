@@ -444,6 +444,7 @@ void draw_compare(AppState& state, Textures& tex) {
       in.colormap = cmap;
       // Thumbnails: no labels or values, so the cells get the room; the difference carries both.
       in.show_values = false;
+      in.margins = false;  // no room kept for labels they do not have: the two fit the difference's height
       in.max_cell = font * 2.5f;
       in.size = ImVec2(side_w, small_h);
       in.version = mix({key, std::uint64_t(k), std::uint64_t(cmap)});

@@ -17,6 +17,7 @@
 #include "heatmap.hpp"
 #include "labels.hpp"
 #include "mistakes.hpp"
+#include "panel_util.hpp"
 #include "panels.hpp"
 #include "reshape_export.hpp"
 
@@ -191,29 +192,20 @@ Grid fit_grid(const Dims& d, const std::vector<std::string>& tokens, ImVec2 avai
   for (int i = 0; i < g.rows && i < int(tokens.size()); ++i)
     g.label_w = std::max(g.label_w, ImGui::CalcTextSize((tokens[std::size_t(i)] + ":00").c_str()).x);
   g.label_w = std::min(g.label_w, font * 7) + font * 0.5f;
-  // Heads stacked in at least two block rows, so that the transpose visibly moves them; of those
-  // arrangements the one with the largest cells wins. Cells may be up to 2.5 times taller than wide,
-  // so that rows stay readable when E columns squeeze the width.
-  const float max_cell = font * 3.0f, w = avail.x - g.label_w, h = avail.y - g.label_h;
-  float best = 0;
-  for (int bc = 1; bc <= std::max(1, (g.heads + 1) / 2); ++bc) {
-    const int br = (g.heads + bc - 1) / bc;
-    float cw = std::min({max_cell, (w - float(g.heads - 1) * g.gap) / float(g.heads * g.cols),
-                         (w - float(bc - 1) * g.gap) / float(bc * g.cols)});
-    float ch = std::min(
-        {max_cell, h / float(g.rows), (h - float(br - 1) * (g.gap + g.label_h)) / float(br * g.rows)});
-    ch = std::min(ch, cw * 2.5f);
-    cw = std::min(cw, ch * 2.5f);
-    if (cw * ch > best) {
-      best = cw * ch;
-      g.cw = cw;
-      g.ch = ch;
-      g.bcols = bc;
-      g.brows = br;
-    }
-  }
-  g.cw = std::max(g.cw, 2.0f);
-  g.ch = std::max(g.ch, 2.0f);
+  // The transposed tensor is drawn as what it is, (H, L, d_k): one L x d_k block per head, the heads
+  // one under the other. One cell size serves every layout (cells move between them): the width
+  // holds the H·d_k columns side by side, the height the H blocks, down to a floor below which the
+  // view scrolls instead. Cells may be up to 2.5 times taller than wide, so rows stay readable.
+  const float max_cell = font * 3.0f, w = avail.x - g.label_w;
+  const float h = avail.y - g.label_h - float(g.heads - 1) * (g.gap + g.label_h);
+  float cw = std::min(max_cell, (w - float(g.heads - 1) * g.gap) / float(g.heads * g.cols));
+  float ch = std::max(std::min(max_cell, h / float(g.heads * g.rows)), font * 0.45f);
+  ch = std::min(ch, cw * 2.5f);
+  cw = std::min(cw, ch * 2.5f);
+  g.cw = std::max(cw, 2.0f);
+  g.ch = std::max(ch, 2.0f);
+  g.bcols = 1;
+  g.brows = g.heads;
   return g;
 }
 
@@ -387,12 +379,12 @@ Hover draw_cells(const Grid& g, const Values& vals, const std::vector<std::strin
                       light ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255), buf);
         }
       }
-  if (t < 1) {
-    draw_labels(dl, g, anim.from, tokens, float(1 - t));
-    draw_labels(dl, g, anim.to, tokens, float(t));
-  } else {
-    draw_labels(dl, g, anim.to, tokens, 1.0f);
-  }
+  // One set of labels at a time: the old ones fade out over the first half of a move, the new ones
+  // in over the second (both at once would print every label twice mid-move).
+  if (t < 0.5)
+    draw_labels(dl, g, anim.from, tokens, float(1 - 2 * t));
+  else
+    draw_labels(dl, g, anim.to, tokens, float(2 * t - 1));
   if (hover.i >= 0) {
     const float v = vals.value(anim.to, hover.i, hover.h, hover.c);
     ImGui::BeginTooltip();
@@ -405,30 +397,39 @@ Hover draw_cells(const Grid& g, const Values& vals, const std::vector<std::strin
   return hover;
 }
 
-// One row of cells: the storage of the step's tensor for this batch item, in memory order.
+// The height draw_memory takes: its caption (up to two lines), the strip and its scrollbar.
+float memory_height() {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  return ImGui::GetTextLineHeightWithSpacing() * 2 + ImGui::GetFontSize() * 1.5f + style.ScrollbarSize +
+         style.ItemSpacing.y * 2;
+}
+
+// One row of cells: the whole storage of the step's tensor for this batch item, in memory order, in a
+// strip that scrolls sideways when the values do not fit.
 Hover draw_memory(const Grid& g, const StepView& s, const Values& vals, const char* storage_name, int n,
                   const Hover& linked) {
-  ImDrawList* dl = ImGui::GetWindowDrawList();
   const float font = ImGui::GetFontSize();
   const std::int64_t total = g.L * g.E;
-  const float slot =
-      std::max(font * 0.75f, std::min(font * 1.6f, ImGui::GetContentRegionAvail().x / float(total)));
-  const std::int64_t shown =
-      std::min<std::int64_t>(total, std::int64_t(ImGui::GetContentRegionAvail().x / slot));
+  const float avail_w = ImGui::GetContentRegionAvail().x;
+  const float slot = std::max(font * 0.75f, std::min(font * 1.6f, avail_w / float(total)));
+  const bool scrolls = float(total) * slot > avail_w;
   const char* lines = !s.wrong && (s.step == 3 || s.step == 4) ? "head (L·d_k values)" : "token (E values)";
   ImGui::PushTextWrapPos(0);
-  if (shown < total)
-    ImGui::Text(
-        "Memory of %s, batch item %d, in storage order: the first %lld of %lld values, a line every %s.",
-        storage_name, n, (long long)shown, (long long)total, lines);
-  else
-    ImGui::Text("Memory of %s, batch item %d, in storage order: %lld values, a line every %s.", storage_name,
-                n, (long long)total, lines);
+  ImGui::Text("Memory of %s, batch item %d, in storage order: all %lld values, a line every %s%s.",
+              storage_name, n, (long long)total, lines, scrolls ? "; scroll sideways for the rest" : "");
   ImGui::PopTextWrapPos();
-  const ImVec2 p = ImGui::GetCursorScreenPos();
   const float h = font * 1.2f;
-  ImGui::Dummy(ImVec2(float(shown) * slot, h + font * 0.3f));
+  const float strip_h = h + font * 0.3f;
+  ImGui::BeginChild("##memory", ImVec2(0, strip_h + ImGui::GetStyle().ScrollbarSize + 2), false,
+                    ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::Dummy(ImVec2(float(total) * slot, strip_h));
   const bool hovered_strip = ImGui::IsItemHovered();
+  // Only the slots in view are drawn: a large L·E would be thousands of rectangles.
+  const float scroll = ImGui::GetScrollX(), view_w = ImGui::GetWindowWidth();
+  const std::int64_t o0 = std::clamp<std::int64_t>(std::int64_t(scroll / slot) - 1, 0, total);
+  const std::int64_t o1 = std::clamp<std::int64_t>(std::int64_t((scroll + view_w) / slot) + 2, o0, total);
   const bool head_major = !s.wrong && (s.step == 3 || s.step == 4);
   // The q cell (token, head, column) that lives at offset o.
   auto cell_at = [&](std::int64_t o, std::int64_t* i, std::int64_t* hh, std::int64_t* c) {
@@ -436,28 +437,43 @@ Hover draw_memory(const Grid& g, const StepView& s, const Values& vals, const ch
     *hh = head_major ? o / (g.L * g.dk) : (o % g.E) / g.dk;
     *c = o % g.dk;
   };
-  float maxabs = 1e-6f;
+  float maxabs = 1e-6f;  // one shading scale over the whole tensor, not the part in view
   std::int64_t i, hh, c;
-  for (std::int64_t o = 0; o < shown; ++o) {
+  for (std::int64_t o = 0; o < total; ++o) {
     cell_at(o, &i, &hh, &c);
     const float v = vals.value(s, i, hh, c);
     if (std::isfinite(v)) maxabs = std::max(maxabs, std::fabs(v));
   }
   Hover hover;
   const ImVec2 mouse = ImGui::GetIO().MousePos;
-  for (std::int64_t o = 0; o < shown; ++o) {
+  const std::int64_t boundary = head_major ? g.L * g.dk : g.E;
+  for (std::int64_t o = o0; o < o1; ++o) {
     cell_at(o, &i, &hh, &c);
     const ImVec2 a(p.x + float(o) * slot, p.y), b(a.x + slot, a.y + h);
     dl->AddRectFilled(a, b, cell_colour(int(hh), g.H, vals.value(s, i, hh, c), maxabs, 1.0f));
-    const std::int64_t boundary = head_major ? g.L * g.dk : g.E;
     if (o % boundary == 0 && o > 0)
       dl->AddLine(a, ImVec2(a.x, b.y + font * 0.3f), ImGui::GetColorU32(ImGuiCol_Text), 2);
     if (linked.i == i && linked.h == hh && linked.c == c)
       dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), IM_COL32(255, 255, 255, 255), 0, 0,
                   2.5f);
-    if (hovered_strip && mouse.x >= a.x && mouse.x < b.x && i < g.rows && hh < g.heads && c < g.cols)
-      hover = {int(i), int(hh), int(c)};
+    if (hovered_strip && mouse.x >= a.x && mouse.x < b.x) {
+      if (i < g.rows && hh < g.heads && c < g.cols) hover = {int(i), int(hh), int(c)};
+      ImGui::SetTooltip("offset %lld: %s token %lld, head %lld, column %lld = %.4g", (long long)o,
+                        storage_name, (long long)i, (long long)hh, (long long)c,
+                        double(vals.value(s, i, hh, c)));
+    }
   }
+  // A linked cell scrolled out of view comes into it.
+  if (linked.i >= 0 && !ImGui::IsWindowHovered()) {
+    for (std::int64_t o = 0; o < total; ++o) {
+      cell_at(o, &i, &hh, &c);
+      if (linked.i != i || linked.h != hh || linked.c != c) continue;
+      const float x = float(o) * slot;
+      if (x < scroll || x + slot > scroll + view_w) ImGui::SetScrollX(std::max(0.0f, x - view_w * 0.5f));
+      break;
+    }
+  }
+  ImGui::EndChild();
   return hover;
 }
 
@@ -536,15 +552,17 @@ std::string step_reason(const F& f, const StepView& s) {
   }
 }
 
-// Titled heatmaps of one shape, side by side while their cells stay at least 1.2 font widths wide,
-// else one under the other at full width (E = 64 columns would be slivers side by side).
+// Titled heatmaps of one shape, each with its colorbar, side by side while their cells stay at least
+// 1.2 font widths wide, else one under the other at full width (E = 64 columns would be slivers side
+// by side).
 void draw_maps(Textures& tex, const std::vector<std::pair<const char*, Heatmap>>& maps) {
   const float font = ImGui::GetFontSize(), spacing = ImGui::GetStyle().ItemSpacing.x;
+  const float bar_w = font * 5;  // the colorbar and its tick labels
   const float avail = ImGui::GetContentRegionAvail().x, count = float(maps.size());
   const int rows = maps.front().second.rows, cols = maps.front().second.cols;
-  const float side = (avail - spacing * (count - 1)) / count;
+  const float side = (avail - spacing * (count - 1)) / count - bar_w;
   const bool stacked = side / float(cols) < font * 1.2f;
-  const float w = stacked ? avail : side;
+  const float w = stacked ? avail - bar_w : side;
   const float cell = std::min(font * 2.6f, (w - font * 4) / float(cols));
   const float h = std::clamp(float(rows) * cell + font * 1.5f, font * 4, font * 16);
   for (std::size_t i = 0; i < maps.size(); ++i) {
@@ -553,7 +571,12 @@ void draw_maps(Textures& tex, const std::vector<std::pair<const char*, Heatmap>>
     ImGui::TextUnformatted(maps[i].first);
     Heatmap hm = maps[i].second;
     hm.size = ImVec2(w, h);
+    const float top = ImGui::GetCursorScreenPos().y;
     draw_heatmap(tex, hm);
+    const float drawn = ImGui::GetItemRectMax().y - top;  // labels above the grid included
+    ImGui::SameLine();
+    ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, top));
+    panel::colorbar_within(tex, hm.colormap, hm.vmin, hm.vmax, std::max(drawn, font * 3));
     ImGui::EndGroup();
   }
 }
@@ -783,7 +806,7 @@ void draw_reshape(AppState& state, Textures& tex) {
   // The grid, then memory. The mistakes' consequences need room below, so the grid gets less then.
   const std::vector<std::string>& tokens = state.query_tokens();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float strip_h = ImGui::GetTextLineHeightWithSpacing() * 2.6f;
+  const float strip_h = memory_height();
   const float grid_budget = std::max(font * 8, (avail.y - strip_h) * (view.mistake == 0 ? 0.9f : 0.42f));
   Grid g = fit_grid(d, tokens, ImVec2(avail.x, grid_budget));
   if (g.rows < d.L || g.heads < d.H || g.cols < d.d_k)

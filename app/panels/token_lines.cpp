@@ -215,8 +215,12 @@ void draw_token_lines(AppState& state) {
   const int step = std::max(1, int(std::ceil(line_h / std::max(row_h, 1.0f))));
   const int mark_q = best_i >= 0 ? best_i : hq, mark_k = best_j >= 0 ? best_j : hk;
   dl->PushClipRect(ImVec2(o.x, o.y - line_h), ImVec2(o.x + qw + gap + kw, o.y + area_h + line_h), true);
+  // A marked label is drawn over its rows: the thinned labels it would touch make way for it.
+  auto near_mark = [&](int i, int mark) {
+    return mark >= 0 && i != mark && std::fabs(float(i - mark)) * row_h < line_h;
+  };
   for (int i = 0; i < L; ++i) {
-    if (i % step != 0 && i != mark_q) continue;
+    if ((i % step != 0 && i != mark_q) || near_mark(i, mark_q)) continue;
     const std::string t = query_label(i);
     const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
     const ImVec2 p(x0 - style.ItemSpacing.x - ts.x, yq(i) - ts.y * 0.5f);
@@ -224,7 +228,7 @@ void draw_token_lines(AppState& state) {
     dl->AddText(p, i == mark_q ? IM_COL32(0, 0, 0, 255) : text, t.c_str());
   }
   for (int j = 0; j < S; ++j) {
-    if (j % step != 0 && j != mark_k) continue;
+    if ((j % step != 0 && j != mark_k) || near_mark(j, mark_k)) continue;
     const std::string t = key_label(j);
     const ImVec2 ts = ImGui::CalcTextSize(t.c_str());
     const ImVec2 p(x1 + style.ItemSpacing.x, yk(j) - ts.y * 0.5f);

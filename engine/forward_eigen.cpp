@@ -180,11 +180,15 @@ kernels::Args<T> make_args(const Problem<T>& p, Buffers<T>& b) {
     a.mask_n = p.mask->n_size, a.mask_h = p.mask->h_size, a.mask_l = p.mask->l_size;
   }
   a.fully_masked_zero = p.fully_masked == FullyMasked::zero;
-  a.q = b.q->data(), a.q_scaled = b.q_scaled->data(), a.k = b.k->data(), a.v = b.v->data();
-  a.scores = b.scores->data(), a.scores_scaled = b.scores_scaled->data();
-  a.scores_masked = b.scores_masked->data(), a.weights = b.weights->data();
-  a.context = b.context->data(), a.concat = b.concat->data();
-  a.output = b.output->data(), a.weights_avg = b.weights_avg->data();
+  // A null buffer is a stage nobody asked for (Options::stages): the kernels leave it out.
+  auto at = [](Buffer<T>& buf) { return buf ? buf->data() : nullptr; };
+  a.q = at(b.q), a.q_scaled = at(b.q_scaled), a.k = at(b.k), a.v = at(b.v);
+  a.scores = at(b.scores), a.scores_scaled = at(b.scores_scaled);
+  a.scores_masked = at(b.scores_masked), a.weights = at(b.weights);
+  a.context = at(b.context), a.concat = at(b.concat);
+  a.output = at(b.output), a.weights_avg = at(b.weights_avg);
+  a.out_n_stride = d.H * d.L * d.S_total, a.out_h_stride = d.L * d.S_total, a.avg_n_stride = d.L * d.S_total;
+  a.head_begin = 0, a.head_end = d.H;
   return a;
 }
 
@@ -322,6 +326,97 @@ std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::v
   }
   return delta;
 }
+
+}  // namespace mha::detail
+
+namespace mha {
+
+const std::vector<std::string>& on_demand_stages() {
+  static const std::vector<std::string> names = {"scores", "scores_scaled", "scores_masked", "attn_weights",
+                                                 "attn_weights_avg"};
+  return names;
+}
+
+template <class T>
+Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::int64_t n, std::int64_t h,
+                     std::int64_t i0, std::int64_t rows) {
+  const std::vector<std::string>& names = on_demand_stages();
+  if (std::find(names.begin(), names.end(), stage) == names.end())
+    throw ConfigError("stage", "\"" + stage +
+                                   "\" is not computed on demand (scores, scores_scaled, scores_masked, "
+                                   "attn_weights, attn_weights_avg)");
+  if (r.backend != Backend::eigen)
+    throw ConfigError("backend", std::string("stages are computed on demand from cpu-backend results; this "
+                                             "one was computed by ") +
+                                     backend_name(r.backend));
+  const Dims& d = r.dims;
+  const bool average = stage == "attn_weights_avg";
+  auto outside = [](const char* what, std::int64_t v, std::int64_t lo, std::int64_t hi) {
+    if (v < lo || v > hi)
+      throw ConfigError(what,
+                        std::to_string(v) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+  };
+  outside("n", n, 0, d.N - 1);
+  if (!average) outside("h", h, 0, d.H - 1);
+  outside("i0", i0, 0, d.L);
+  outside("rows", rows, 0, d.L - i0);
+  const std::int64_t Sp = d.S_total, E = d.E;
+  Tensor<T> out({rows, Sp});
+  if (rows == 0) return out;
+
+  // The forward's arguments, on the result's q, k, v and merged mask; every output null but one.
+  detail::kernels::Args<T> a;
+  a.N = d.N, a.L = d.L, a.S = d.S, a.Sp = Sp, a.E = E, a.H = d.H, a.dk = d.d_k, a.kv = d.G * d.d_k;
+  a.kdim = d.kdim, a.vdim = d.vdim, a.heads_per_kv = d.H / d.G;
+  a.score_divisor = r.score_divisor;
+  a.fully_masked_zero = r.fully_masked == FullyMasked::zero;
+  auto data = [&](const char* name) {
+    const Stage<T>& s = r.trace[name];
+    return s.storage->data() + s.offset;
+  };
+  const T* q = data("q");                                            // (N, L, E)
+  a.k = const_cast<T*>(data("k")), a.v = const_cast<T*>(data("v"));  // read only
+  if (const Stage<T>* m = r.trace.find("attn_mask")) {  // strides 0 where the merged mask broadcasts
+    a.mask = m->storage->data() + m->offset;
+    a.mask_n = m->strides[0] ? d.N : 1, a.mask_h = m->strides[1] ? d.H : 1,
+    a.mask_l = m->strides[2] ? d.L : 1;
+  }
+  detail::Buffers<T> b;
+  detail::plan_fused(a, b, 1);
+  // The forward's tasks (blocks of query rows) that hold rows [i0, i0 + rows).
+  const std::int64_t first = i0 / a.block, last = (i0 + rows - 1) / a.block;
+  const std::int64_t span0 = first * a.block, span1 = std::min(d.L, (last + 1) * a.block);
+  // q / √d_k of those rows, as the in-projection divides (an exact division: the same digits).
+  const T scale = r.score_divisor > 0 ? T(r.score_divisor) : std::sqrt(T(d.d_k));
+  std::vector<T> q_scaled(std::size_t((span1 - span0) * E));
+  const T* q_rows = q + (n * d.L + span0) * E;
+  for (std::size_t x = 0; x < q_scaled.size(); ++x) q_scaled[x] = q_rows[x] / scale;
+  a.q_scaled = q_scaled.data(), a.q_row0 = n * d.L + span0;
+  std::vector<T> span(std::size_t((span1 - span0) * Sp));  // (span rows, S') of this (n, h)
+  T* target = span.data();
+  if (stage == "scores") a.scores = target;
+  if (stage == "scores_scaled") a.scores_scaled = target;
+  if (stage == "scores_masked") a.scores_masked = target;
+  if (stage == "attn_weights") a.weights = target;
+  if (average) a.weights_avg = target;
+  a.out_n_stride = 0, a.out_h_stride = 0, a.avg_n_stride = 0, a.out_row0 = span0;
+  a.head_begin = average ? 0 : h, a.head_end = average ? d.H : h + 1;
+  for (std::int64_t blk = first; blk <= last; ++blk) {
+    detail::kernels::Tally tally;
+    detail::table<T>().fused(a, 0, n * a.blocks_per_item + blk, n * a.blocks_per_item + blk + 1, &tally);
+  }
+  std::copy(span.begin() + (i0 - span0) * Sp, span.begin() + (i0 - span0 + rows) * Sp, out.data.begin());
+  return out;
+}
+
+template Tensor<float> stage_rows<float>(const ForwardResult<float>&, const std::string&, std::int64_t,
+                                         std::int64_t, std::int64_t, std::int64_t);
+template Tensor<double> stage_rows<double>(const ForwardResult<double>&, const std::string&, std::int64_t,
+                                           std::int64_t, std::int64_t, std::int64_t);
+
+}  // namespace mha
+
+namespace mha::detail {
 
 template void forward_eigen<float>(const Problem<float>&, Buffers<float>&, int, StageTimes*);
 template void forward_eigen<double>(const Problem<double>&, Buffers<double>&, int, StageTimes*);

@@ -85,6 +85,10 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
     rows = old_mask->strides == strides && old_mask->offset == 0 && m.l_size > 1 &&
            old_mask->storage->size() == m.values.size();
   }
+  // The stages base holds must be those this forward would hold: the result keeps base's set.
+  for (const char* name : {"scores", "scores_scaled", "scores_masked", "attn_weights", "attn_weights_avg"})
+    rows = rows && base.trace.has(name) == (o.stages.empty() || std::find(o.stages.begin(), o.stages.end(),
+                                                                          name) != o.stages.end());
   if (!rows) {
     forward(c, w, in, o, ws, r);
     return false;
@@ -119,8 +123,11 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   // sharing them would tie base's workspace to this result, and its next forward would allocate.
   // The buffers are taken here, on this thread; copy_all then fills them.
   std::vector<std::pair<const std::vector<T>*, detail::Buffer<T>>> copies;
-  auto copy_of = [&](const char* name, detail::Buffer<T>& slot) {
-    const std::vector<T>& from = *base.trace[name].storage;
+  // A stage base left out (Options::stages) stays out: the row recompute skips it as forward did.
+  auto copy_of = [&](const char* name, detail::Buffer<T>& slot) -> detail::Buffer<T> {
+    const Stage<T>* stage = base.trace.find(name);
+    if (!stage) return nullptr;
+    const std::vector<T>& from = *stage->storage;
     copies.emplace_back(&from, detail::reuse_or_allocate(slot, from.size(), st));
     return copies.back().second;
   };

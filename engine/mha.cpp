@@ -74,6 +74,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   r.config = c;
   r.backend = backend;
   r.fully_masked = o.fully_masked;
+  r.score_divisor = o.score_divisor;
   r.warnings = std::move(warnings);
 
   detail::WorkspaceState<T>& st = ws.state();
@@ -97,7 +98,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   if (backend == Backend::gpu && p.score_divisor > 0) {  // the shaders divide by √d_k
     r.fallback_reason = "the what-if scale (temperature, scale off) is computed on the CPU paths only";
     r.backend = backend = Backend::eigen;
-    b = &detail::prepare_buffers(p.d, backend, st);
+    b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages);
   }
   if (backend == Backend::gpu) {
     if constexpr (std::is_same_v<T, float>) {
@@ -106,7 +107,8 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
       } catch (const DeviceError& e) {
         r.fallback_reason = e.what();
         r.backend = backend = Backend::eigen;
-        b = &detail::prepare_buffers(p.d, backend, st);  // the Eigen path's scratch
+        // The Eigen path's scratch, and the buffers it computes through.
+        b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages);
       }
     }
   }

@@ -184,6 +184,7 @@ struct ForwardResult {
   Config config;
   Backend backend = Backend::eigen;             // the path that computed it (never automatic)
   FullyMasked fully_masked = FullyMasked::nan;  // the policy this result was computed with
+  double score_divisor = 0;                     // Options::score_divisor it was computed with
   std::int64_t fully_masked_rows = 0;           // (n, h, i) rows whose every key was blocked
   std::int64_t nonfinite_inputs = 0;            // NaN/Inf values found in the inputs and weights
   std::vector<std::string> warnings;            // e.g. torch's uint8-mask deprecation
@@ -258,6 +259,21 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
 template <class T>
 bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
                        const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& result);
+
+// Trace on demand. A forward whose Options::stages leaves out the (N, H, L, S') stages (scores,
+// scores_scaled, scores_masked, attn_weights) or attn_weights_avg keeps no L×S array: the Eigen path
+// runs its fused loop through q, k, v, context and concat as always and writes only the output.
+// stage_rows() then computes rows [i0, i0 + rows) of one such stage for batch item n and head h
+// (h is ignored for attn_weights_avg, which sums every head) from the q, k, v and merged mask the
+// result holds: (rows, S'). The kernels, blocks and thread-local arithmetic are the forward's, so
+// every value equals the full trace's bit for bit; a result that holds the stage gives the same
+// values. Eigen-path results only (the reference and GPU paths fill every stage they are asked
+// for); throws ConfigError for another backend, an unknown stage or indices outside the trace.
+template <class T>
+Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::int64_t n, std::int64_t h,
+                     std::int64_t i0, std::int64_t rows);
+// The stages stage_rows() computes.
+const std::vector<std::string>& on_demand_stages();
 
 // Makes `ws` hold every buffer a forward of these arguments into it would need, without computing:
 // a buffer within 2× of the size is kept (and one a result still holds is left untouched: the next

@@ -45,10 +45,15 @@ Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& w
                     NSp = std::size_t(d.N * d.S_total);
   const std::size_t E = std::size_t(d.E), scores = std::size_t(d.N * d.H * d.L * d.S_total);
   Buffers<T>& b = ws.buffers;
-  // A buffer is wanted when any stage it stores is named (a tensor and its views share one).
-  const bool subset = backend == Backend::gpu && !stages.empty();
-  auto fill = [&](Buffer<T>& slot, std::size_t n, std::initializer_list<const char*> names) {
-    bool wanted = !subset;
+  // A buffer is wanted when any stage it stores is named (a tensor and its views share one). The
+  // Eigen path computes through q, k, v, context and concat, so it keeps them whatever was named; it
+  // leaves out the (N, H, L, S') stages and the head average nobody named, which stage_rows() computes
+  // on demand. The reference path fills every stage.
+  const bool subset = backend != Backend::reference && !stages.empty();
+  const bool computes_through = backend == Backend::eigen;
+  auto fill = [&](Buffer<T>& slot, std::size_t n, std::initializer_list<const char*> names,
+                  bool needed_by_eigen = false) {
+    bool wanted = !subset || (computes_through && needed_by_eigen);
     for (const char* name : names)
       wanted = wanted || std::find(stages.begin(), stages.end(), name) != stages.end();
     if (wanted)
@@ -56,15 +61,15 @@ Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& w
     else
       slot.reset();
   };
-  fill(b.q, NL * E, {"q", "q_view", "q_heads"});
-  fill(b.k, NSp * kv, {"k", "k_view", "k_heads"});
-  fill(b.v, NSp * kv, {"v", "v_view", "v_heads"});
+  fill(b.q, NL * E, {"q", "q_view", "q_heads"}, true);
+  fill(b.k, NSp * kv, {"k", "k_view", "k_heads"}, true);
+  fill(b.v, NSp * kv, {"v", "v_view", "v_heads"}, true);
   fill(b.scores, scores, {"scores"});
   fill(b.scores_scaled, scores, {"scores_scaled"});
   fill(b.scores_masked, scores, {"scores_masked"});
   fill(b.weights, scores, {"attn_weights"});
-  fill(b.context, NL * std::size_t(d.H * d.d_k), {"context", "context_transposed"});
-  fill(b.concat, NL * E, {"concat"});
+  fill(b.context, NL * std::size_t(d.H * d.d_k), {"context", "context_transposed"}, true);
+  fill(b.concat, NL * E, {"concat"}, true);
   b.output = reuse_or_allocate(b.output, NL * E, ws, rule);  // the module's return value: always
   fill(b.weights_avg, NL * std::size_t(d.S_total), {"attn_weights_avg"});
   if (backend == Backend::eigen)
@@ -128,7 +133,7 @@ void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Op
   detail::reuse_or_allocate(st.query, in.query.data.size(), st, rule);
   detail::reuse_or_allocate(st.key, in.key.data.size(), st, rule);
   detail::reuse_or_allocate(st.value, in.value.data.size(), st, rule);
-  detail::prepare_buffers(d, backend, st, rule);
+  detail::prepare_buffers(d, backend, st, rule, o.stages);
   if (mask) detail::reuse_or_allocate(st.mask, mask->values.size(), st, rule);
 }
 

@@ -151,14 +151,18 @@ void in_projection(const Args<T>& a, int t) {
 // Tasks [task0, task1) of the fused loop. A task is (batch item n, query rows i0 .. i0+rows); it runs
 // every head over its rows, so each task owns disjoint rows of every buffer, and the head average
 // accumulates in cache instead of re-reading all weights afterwards. The blocks are computed in the
-// thread's scratch and streamed out to the trace (stream_copy).
+// thread's scratch and streamed out to the trace (stream_copy). A stage whose pointer is null is
+// computed only as far as a later stage needs it, and not written.
 template <class T>
 void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1, Tally* tally) {
-  const std::int64_t L = a.L, Sp = a.Sp, E = a.E, H = a.H, dk = a.dk, kv = a.kv, block = a.block;
+  const std::int64_t L = a.L, Sp = a.Sp, E = a.E, dk = a.dk, kv = a.kv, block = a.block;
   const T scale = a.score_divisor > 0 ? T(a.score_divisor) : std::sqrt(T(dk));
   const T neg_inf = -std::numeric_limits<T>::infinity();
   // Softmax arguments below this are left to std::exp (see the loop): well above where Eigen's exp clamps.
   const T exp_floor = sizeof(T) == 4 ? T(-80) : T(-700);
+  const bool want_context = a.context || a.concat;
+  const bool want_weights = a.weights || a.weights_avg || want_context;
+  const bool want_masked = a.scores_masked || want_weights;
   Tally& mine = *tally;
   T* sc_block = a.scratch + thread * a.scratch_per_thread;  // (block, S') scaled scores
   T* w_block = sc_block + block * Sp;                       // (block, S') weights
@@ -172,12 +176,14 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
     Map<T> scaled(sc_block, rows, Sp);  // (rows, S') each
     Map<T> weights(w_block, rows, Sp);
     Map<T> avg(avg_block, rows, Sp);
-    for (std::int64_t h = 0; h < H; ++h) {
+    for (std::int64_t h = a.head_begin; h < a.head_end; ++h) {
       const std::int64_t g = h / a.heads_per_kv;
-      ConstStridedMap<T> Qs(a.q_scaled + (n * L + i0) * E + h * dk, rows, dk, Eigen::OuterStride<>(E));
+      ConstStridedMap<T> Qs(a.q_scaled + (n * L + i0 - a.q_row0) * E + h * dk, rows, dk,
+                            Eigen::OuterStride<>(E));
       ConstStridedMap<T> Kg(a.k + n * Sp * kv + g * dk, Sp, dk, Eigen::OuterStride<>(kv));  // (S', d_k)
       ConstStridedMap<T> Vg(a.v + n * Sp * kv + g * dk, Sp, dk, Eigen::OuterStride<>(kv));  // (S', d_k)
-      const std::int64_t off = ((n * H + h) * L + i0) * Sp;  // row i0 of (n, h) in the (N, H, L, S') arrays
+      // Row i0 of (n, h) in the (N, H, L, S') outputs.
+      const std::int64_t off = n * a.out_n_stride + h * a.out_h_stride + (i0 - a.out_row0) * Sp;
       // Row i0 of the mask's broadcast (n, h) plane, and its step per query row (0 when shared).
       const T* mask =
           a.mask ? a.mask + (((a.mask_n > 1 ? n : 0) * a.mask_h + (a.mask_h > 1 ? h : 0)) * a.mask_l +
@@ -191,16 +197,20 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
 
       for (std::int64_t i = 0; i < rows; ++i) {
         const T* s_row = sc_block + i * Sp;
-        stream_copy(a.scores_scaled + off + i * Sp, s_row, Sp);
+        if (a.scores_scaled) stream_copy(a.scores_scaled + off + i * Sp, s_row, Sp);
         // The raw scores are not a second GEMM: they are the scaled ones times √d_k. When √d_k is a
         // power of two (d_k = 4, 16, 64, ...) that is exactly q·kᵀ summed in the same order; otherwise
         // it adds one rounding (relative 2^-24 in float), where the reference computes q·kᵀ directly.
-        Vector<T>(row_tmp, Sp) = ConstVector<T>(s_row, Sp) * scale;
-        stream_copy(a.scores + off + i * Sp, row_tmp, Sp);
+        if (a.scores) {
+          Vector<T>(row_tmp, Sp) = ConstVector<T>(s_row, Sp) * scale;
+          stream_copy(a.scores + off + i * Sp, row_tmp, Sp);
+        }
+        if (!want_masked) continue;
         if (mask)
           Vector<T>(row_tmp, Sp) = ConstVector<T>(s_row, Sp) + ConstVector<T>(mask + i * mask_row_step, Sp);
         const T* x_row = mask ? row_tmp : s_row;  // the masked scores
-        stream_copy(a.scores_masked + off + i * Sp, x_row, Sp);
+        if (a.scores_masked) stream_copy(a.scores_masked + off + i * Sp, x_row, Sp);
+        if (!want_weights) continue;
 
         ConstVector<T> x(x_row, Sp);
         auto w = weights.row(i);
@@ -224,28 +234,35 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
           }
           w *= T(1) / w.sum();
         }
-        stream_copy(a.weights + off + i * Sp, w.data(), Sp);
+        if (a.weights) stream_copy(a.weights + off + i * Sp, w.data(), Sp);
       }
       if (a.timing) mine.mask_softmax += ms_since(t);
 
       // torch: attn_weights.sum(dim=1) / num_heads; summed here in head order, divided below.
-      if (h == 0)
-        avg = weights;
-      else
-        avg += weights;
-      if (a.timing) mine.average += ms_since(t);
+      if (a.weights_avg) {
+        if (h == a.head_begin)
+          avg = weights;
+        else
+          avg += weights;
+        if (a.timing) mine.average += ms_since(t);
+      }
 
-      // Computed in the aligned scratch for the reason given in linear(), then copied out.
-      Map<T> context(ctx_block, rows, dk);  // (rows, d_k)
-      context.noalias() = weights * Vg;
-      Map<T>(a.context + ((n * H + h) * L + i0) * dk, rows, dk) = context;
-      // concat[n, i, h·d_k + c] = context[n, h, i, c]: transpose(1, 2).contiguous().view
-      StridedMap<T>(a.concat + (n * L + i0) * E + h * dk, rows, dk, Eigen::OuterStride<>(E)) = context;
-      if (a.timing) mine.context += ms_since(t);
+      if (want_context) {
+        // Computed in the aligned scratch for the reason given in linear(), then copied out.
+        Map<T> context(ctx_block, rows, dk);  // (rows, d_k)
+        context.noalias() = weights * Vg;
+        if (a.context) Map<T>(a.context + ((n * a.H + h) * L + i0) * dk, rows, dk) = context;
+        // concat[n, i, h·d_k + c] = context[n, h, i, c]: transpose(1, 2).contiguous().view
+        if (a.concat)
+          StridedMap<T>(a.concat + (n * L + i0) * E + h * dk, rows, dk, Eigen::OuterStride<>(E)) = context;
+        if (a.timing) mine.context += ms_since(t);
+      }
     }
-    avg /= T(H);
-    stream_copy(a.weights_avg + (n * L + i0) * Sp, avg_block, rows * Sp);
-    if (a.timing) mine.average += ms_since(t);
+    if (a.weights_avg) {
+      avg /= T(a.H);
+      stream_copy(a.weights_avg + n * a.avg_n_stride + (i0 - a.out_row0) * Sp, avg_block, rows * Sp);
+      if (a.timing) mine.average += ms_since(t);
+    }
   }
   stream_fence();
 }

@@ -30,6 +30,14 @@ struct Args {
   T *output = nullptr, *weights_avg = nullptr;     // (N, L, E), (N, L, S')
   T* scratch = nullptr;                            // 64-byte aligned, scratch_per_thread each
   std::int64_t scratch_per_thread = 0, block = 0, blocks_per_item = 0;
+  // Where the fused loop writes: row i of head h of item n of an (N, H, L, S') stage goes to
+  // n·out_n_stride + h·out_h_stride + (i − out_row0)·S', of attn_weights_avg to
+  // n·avg_n_stride + (i − out_row0)·S'. make_args sets the full trace's layout; a stage computed on
+  // demand for one (n, h) sets the strides to 0 and out_row0 to its first row. A null output is a
+  // stage nobody asked for: not written (and context is not computed when context and concat are null).
+  std::int64_t out_n_stride = 0, out_h_stride = 0, avg_n_stride = 0, out_row0 = 0;
+  std::int64_t head_begin = 0, head_end = 0;  // the heads the fused loop runs: [head_begin, head_end)
+  std::int64_t q_row0 = 0;  // q_scaled holds rows q_row0.. of the (N·L, E) q / √d_k (0: all of them)
   int threads = 1;
   bool timing = false;
   double score_divisor = 0;  // q is divided by this (0: √d_k, torch); see Options::score_divisor

@@ -1,0 +1,174 @@
+// Trace on demand: a forward whose Options::stages leaves out the (N, H, L, S') stages keeps no L×S
+// array and gives the same output; stage_rows() then computes any rows of any head of those stages,
+// and every value equals the full trace's bit for bit — on every torch fixture, on cases that cross
+// many row blocks (masks, padding, GQA, bias_kv, zero_attn, both fully-masked policies), after a
+// mask edit, and for any row range.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "case_table.hpp"
+#include "check_identical.hpp"
+#include "errors.hpp"
+#include "fixtures.hpp"
+#include "masks.hpp"
+#include "torch_rng.hpp"
+
+using namespace mha;
+using namespace mha::test;
+
+namespace {
+
+const std::vector<std::string> kLeftOut = {"scores", "scores_scaled", "scores_masked", "attn_weights",
+                                           "attn_weights_avg"};
+
+// Rows [i0, i0 + rows) of (n, h) of a full trace's stage, (rows, S').
+template <class T>
+Tensor<T> slice(const ForwardResult<T>& full, const std::string& stage, std::int64_t n, std::int64_t h,
+                std::int64_t i0, std::int64_t rows) {
+  const Dims& d = full.dims;
+  const Tensor<T> all = full.trace[stage].contiguous();
+  const std::int64_t plane = stage == "attn_weights_avg" ? n * d.L : (n * d.H + h) * d.L;
+  Tensor<T> out({rows, d.S_total});
+  std::copy(all.data.begin() + (plane + i0) * d.S_total, all.data.begin() + (plane + i0 + rows) * d.S_total,
+            out.data.begin());
+  return out;
+}
+
+// `od` (computed with the L×S stages left out) against `full`, every stage it holds and every left-out
+// stage through stage_rows, whole planes and a few row ranges; and stage_rows on `full` itself.
+template <class T>
+void check_on_demand(const ForwardResult<T>& od, const ForwardResult<T>& full) {
+  for (const std::string& name : kLeftOut) CHECK_FALSE(od.trace.has(name));
+  for (const Stage<T>& s : od.trace.stages) {
+    INFO("stage " << s.name);
+    CHECK(mismatch(s.contiguous(), full.trace[s.name].contiguous(), 0, 0) == "");
+  }
+  CHECK(od.fully_masked_rows == full.fully_masked_rows);
+  const Dims& d = full.dims;
+  const std::int64_t ranges[][2] = {{0, d.L}, {d.L / 3, (d.L + 1) / 2}, {d.L - 1, 1}, {d.L / 2, 0}};
+  for (const std::string& name : kLeftOut)
+    for (std::int64_t n = 0; n < d.N; ++n)
+      for (std::int64_t h = 0; h < (name == "attn_weights_avg" ? 1 : d.H); ++h)
+        for (const auto& range : ranges) {
+          const std::int64_t i0 = range[0], rows = std::min(range[1], d.L - i0);
+          INFO("stage " << name << " n " << n << " h " << h << " rows " << i0 << "+" << rows);
+          const Tensor<T> want = slice(full, name, n, h, i0, rows);
+          CHECK(mismatch(stage_rows(od, name, n, h, i0, rows), want, 0, 0) == "");
+          CHECK(mismatch(stage_rows(full, name, n, h, i0, rows), want, 0, 0) == "");
+        }
+}
+
+template <class T>
+void run_fixture(const std::string& name) {
+  const Fixture<T> f = load_fixture<T>(name);
+  if (refused_cases.count(name)) return;
+  for (int threads : {1, 2}) {
+    INFO("threads " << threads);
+    Options o = f.options;
+    o.backend = Backend::eigen;
+    o.threads = threads;
+    const ForwardResult<T> full = forward(f.config, f.weights, f.inputs, o);
+    o.stages = {"output"};
+    const ForwardResult<T> od = forward(f.config, f.weights, f.inputs, o);
+    check_on_demand(od, full);
+  }
+}
+
+struct Case {
+  const char* name;
+  std::int64_t N, L, S, E, H, G;
+  bool bias_kv, zero_attn, padding;
+  FullyMasked policy;
+};
+
+template <class T>
+void run_case(const Case& k) {
+  INFO("case " << k.name);
+  Config c;
+  c.embed_dim = k.E;
+  c.num_heads = k.H;
+  c.num_kv_heads = k.G;
+  c.add_zero_attn = k.zero_attn;
+  SeededCase<T> sc = torch_seeded_case<T>(c, 5, k.N, k.L, k.S);
+  if (k.bias_kv) {  // torch's xavier_normal_ draws are not reproduced: values of our own
+    c.add_bias_kv = true;
+    const std::int64_t kv = c.kv_embed_dim();
+    sc.weights.bias_k = Tensor<T>({1, 1, kv});
+    sc.weights.bias_v = Tensor<T>({1, 1, kv});
+    for (std::int64_t x = 0; x < kv; ++x) {
+      sc.weights.bias_k.data[std::size_t(x)] = T(0.05) * T(x % 7) - T(0.1);
+      sc.weights.bias_v.data[std::size_t(x)] = T(0.5) - T(0.03) * T(x % 11);
+    }
+  }
+  Inputs<T> in = sc.inputs;
+  in.attn_mask = causal_mask<T>(k.L, k.S);
+  if (k.padding) {
+    std::vector<std::int64_t> lengths(std::size_t(k.N), k.S);
+    lengths.back() = k.S / 2;
+    in.key_padding_mask = key_padding_from_lengths<T>(lengths, k.S);
+  }
+  Options o;
+  o.fully_masked = k.policy;
+  const ForwardResult<T> full = forward(c, sc.weights, in, o);
+  o.stages = {"attn_mask"};  // a stage that is not left out: the inputs' own
+  const ForwardResult<T> od = forward(c, sc.weights, in, o);
+  check_on_demand(od, full);
+
+  // A mask edit on the on-demand result keeps its stages out and equals a full forward's.
+  Inputs<T> after = in;
+  after.attn_mask->values.data[std::size_t((k.L / 2) * k.S + 1)] = T(1);
+  for (std::int64_t j = 0; j < k.S; ++j) after.attn_mask->values.data[std::size_t(2 * k.S + j)] = T(1);
+  Options full_o;
+  full_o.fully_masked = k.policy;
+  const ForwardResult<T> want = forward(c, sc.weights, after, full_o);
+  Workspace<T> ws_base, ws;
+  ForwardResult<T> base, edited;
+  forward(c, sc.weights, in, o, ws_base, base);
+  CHECK(forward_mask_edit(c, sc.weights, after, o, base, ws, edited));
+  check_on_demand(edited, want);
+}
+
+}  // namespace
+
+TEST_CASE("trace on demand equals the full trace on every torch fixture", "[on_demand]") {
+  const std::vector<std::string> names = fixture_names();
+  REQUIRE(names.size() >= 28);
+  for (const std::string& name : names) {
+    DYNAMIC_SECTION(name) {
+      if (fixture_meta(name)["dtype"] == "float64")
+        run_fixture<double>(name);
+      else
+        run_fixture<float>(name);
+    }
+  }
+}
+
+TEST_CASE("trace on demand across row blocks: masks, padding, GQA, bias_kv, zero_attn, mask edits",
+          "[on_demand]") {
+  const Case cases[] = {
+      {"self, causal, padding", 2, 300, 300, 32, 4, 4, false, false, true, FullyMasked::nan},
+      {"cross, GQA, bias_kv, zero_attn", 1, 200, 137, 48, 6, 2, true, true, false, FullyMasked::zero},
+      {"one block", 1, 9, 9, 16, 2, 2, false, false, true, FullyMasked::zero},
+  };
+  for (const Case& k : cases) {
+    run_case<float>(k);
+    run_case<double>(k);
+  }
+}
+
+TEST_CASE("stage_rows refuses what it cannot compute, naming why", "[on_demand]") {
+  Config c;
+  c.embed_dim = 8;
+  c.num_heads = 2;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 1, 1, 4, 4);
+  Options o;
+  const ForwardResult<float> r = forward(c, sc.weights, sc.inputs, o);
+  CHECK_THROWS_WITH(stage_rows(r, "context", 0, 0, 0, 1), Catch::Contains("not computed on demand"));
+  CHECK_THROWS_AS(stage_rows(r, "attn_weights", 1, 0, 0, 1), ConfigError);
+  CHECK_THROWS_AS(stage_rows(r, "attn_weights", 0, 2, 0, 1), ConfigError);
+  CHECK_THROWS_AS(stage_rows(r, "attn_weights", 0, 0, 3, 2), ConfigError);
+  CHECK_THROWS_AS(stage_rows(r, "attn_weights", 0, 0, -1, 1), ConfigError);
+  o.backend = Backend::reference;
+  const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
+  CHECK_THROWS_WITH(stage_rows(ref, "attn_weights", 0, 0, 0, 1), Catch::Contains("cpu-backend"));
+}

@@ -70,7 +70,6 @@ for name, tab in [("overview", "Overview"), ("token_lines", "Token lines"), ("pi
         assert os.path.getsize(f"{out}/view_{name}.png") > 10000, name
 tl = load("view_token_lines.json")["result"]
 assert tl["hovered"] == {"query": 2, "key": 3}, tl
-assert load("view_reshape.json")["view"]["reshape_step"] == 1
 # The what-if controls are reached by set, and set back to torch's values they leave no what_if.
 w = load("view_what_if.json")
 assert w["what_if"] == {"temperature": 4, "scale_by_sqrt_dk": False}, w.get("what_if")

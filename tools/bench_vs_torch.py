@@ -240,6 +240,10 @@ def main():
                 "torch_nw_true_ms": c.time(True, False, TORCH_REPEATS[s]),
                 "mha": run_mha(args, ["--size", s, "--repeats", str(MHA_REPEATS[s])]),
                 "torch_nw_false_ms": c.time(False, False, TORCH_REPEATS[s]),
+                # On demand: the output, no (N, H, L, S) stage kept, then head 0's weights computed
+                # for the view that shows them (what torch's need_weights=False skips entirely).
+                "mha_on_demand": run_mha(args, ["--size", s, "--repeats", str(MHA_REPEATS[s]),
+                                                "--stages", "output", "--head-weights", "0"]),
                 "torch_fast_nw_true_ms": c.time(True, True, TORCH_REPEATS[s]),
             }
             print(f"round {r + 1}/{args.rounds} {s}: mha {rnd[s]['mha']['median_ms']:.4f} ms, "
@@ -280,6 +284,18 @@ def main():
         print(f"| {s} | {ms:.4f} ({p10:.4f}–{p90:.4f}) | {t_true:.4f} | {t_false:.4f} | {t_fast:.4f} "
               f"| {r_true:.3f} | {r_false:.3f} | {gflops:.1f} | {100 * r_sgemm:.0f} % "
               f"| {rss / 2**20:.0f} / {trace / 2**20:.0f} MiB = {rss / trace:.2f} |")
+    print("\nOn demand: `mha bench --stages output --head-weights 0` (the output, no (N, H, L, S) stage kept, "
+          "then head 0's attn_weights) against torch need_weights=False:\n")
+    head = "| size | mha on demand ms | torch nw=False ms | mha on demand / torch nw=False | peak RSS |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for s in sizes:
+        od = [x[s]["mha_on_demand"] for x in rounds]
+        ms = med(x["median_ms"] for x in od)
+        t_false = med(x[s]["torch_nw_false_ms"] for x in rounds)
+        ratio = med(x[s]["mha_on_demand"]["median_ms"] / x[s]["torch_nw_false_ms"] for x in rounds)
+        rss = max(x["peak_rss_bytes"] for x in od)
+        print(f"| {s} | {ms:.4f} | {t_false:.4f} | {ratio:.3f} | {rss / 2**20:.0f} MiB |")
     print("\nmha per-stage medians (ms), last round:")
     for s in sizes:
         st = rounds[-1][s]["mha"].get("stages_ms", {})

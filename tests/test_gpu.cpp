@@ -431,6 +431,41 @@ TEST_CASE("auto picks the CPU on a software renderer, and gpu without a device i
   CHECK(run(f, Backend::automatic, gpu.get()).backend == Backend::eigen);  // teaching: below it
 }
 
+// auto's choice comes from timings taken on this machine: calibrate_auto fits each path's time for an
+// output-only forward and prefers() compares the predictions. On llvmpipe it is called directly
+// (prefers() never calibrates a software renderer) on small sizes, to check the fit and its use.
+TEST_CASE("auto's calibration: both paths timed, a fit through them, a software renderer never chosen",
+          "[gpu]") {
+  if (!headless_or_skip()) return;
+  std::unique_ptr<gpu::GpuBackend> gpu = gpu::GpuBackend::headless();
+  Config c;
+  c.embed_dim = 16;
+  c.num_heads = 2;
+  const Dims small = dims_for(c, 1, 8, 8), large = dims_for(c, 1, 96, 96);
+  CHECK_FALSE(gpu->auto_calibration().done);
+  const gpu::AutoCalibration cal = gpu->calibrate_auto(small, large, 1);
+  INFO(cal.why);
+  REQUIRE(cal.done);
+  CHECK(gpu->auto_calibration().why == cal.why);
+  for (double v : {cal.gpu_fixed_ms, cal.gpu_ms_per_madd, cal.cpu_fixed_ms, cal.cpu_ms_per_madd})
+    CHECK((std::isfinite(v) && v >= 0));
+  CHECK(cal.cpu_ms_per_madd + cal.gpu_ms_per_madd > 0);  // at least one path took longer on more work
+  CHECK(cal.milliseconds > 0);
+  // The fit goes through the larger problem's best time; the crossover is where the lines meet.
+  const double m = gpu::forward_multiply_adds(large);
+  CHECK(cal.gpu_ms(m) > 0);
+  CHECK(cal.cpu_ms(m) > 0);
+  if (std::isfinite(cal.crossover_madds)) {
+    const double x = cal.crossover_madds;
+    CHECK(std::abs(cal.gpu_ms(x) - cal.cpu_ms(x)) <= 1e-6 * std::max(1.0, cal.cpu_ms(x)));
+  } else {
+    CHECK(cal.cpu_ms_per_madd <= cal.gpu_ms_per_madd);
+  }
+  // A software renderer is never chosen, whatever the fit says.
+  if (gpu->renderer().find("llvmpipe") != std::string::npos)
+    CHECK_FALSE(gpu->prefers(dims_for(c, 8, 4096, 4096), false));
+}
+
 // Options::stages: the GPU copies back only the stages named (and output); the others are out of
 // the trace, equal bit for bit to a full read-back's where present, and still on the GPU for
 // read_stage. The CPU paths, and a GPU forward that falls back, give every stage.
@@ -623,6 +658,11 @@ TEST_CASE("the self-check refuses a driver whose softmax is off by 1e-5 in one w
   CHECK(run(f, Backend::gpu, other.get()).fallback_reason == r.fallback_reason);
   Options o;
   CHECK_THROWS_WITH(other->prepare_rows(f.config, f.weights, f.inputs, o), r.fallback_reason);
+  // auto's calibration on a refused driver measures nothing, says why, and keeps auto on the CPU.
+  const gpu::AutoCalibration cal =
+      gpu->calibrate_auto(dims_for(f.config, 1, 8, 8), dims_for(f.config, 1, 32, 32));
+  CHECK_FALSE(cal.done);
+  CHECK_THAT(cal.why, Catch::Contains("fell back") && Catch::Contains("self-check"));
   // The report: the projections and scores agree, the weights and what follows from them do not.
   const gpu::SelfCheckReport report = gpu->self_check();
   CHECK(report.completed);

@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <type_traits>
 
 #include "cost.hpp"
 #include "errors.hpp"
@@ -15,8 +18,12 @@
 #include "gpu/egl_context.hpp"
 #include "gpu/gl_util.hpp"
 #include "gpu/shader.hpp"
+#include "torch_rng.hpp"
 
 namespace mha::gpu {
+
+static_assert(std::is_same_v<GlName, GLuint> && std::is_same_v<GLint, int>,
+              "gpu_backend.hpp names GL objects and limits without the GL header");
 
 double forward_multiply_adds(const Dims& d) {
   return cost::multiply_adds(cost::shape(d));
@@ -79,7 +86,8 @@ void GpuBackend::release_buffers() {
 }
 
 bool GpuBackend::prefers(const Dims& d, bool full_trace) {
-  if (full_trace || !available() || forward_multiply_adds(d) < kAutoMinMultiplyAdds) return false;
+  if (full_trace || calibrating_ || !available() || forward_multiply_adds(d) < kAutoMinMultiplyAdds)
+    return false;
   if (renderer_.empty()) {
     Release release{release_};
     try {
@@ -88,7 +96,84 @@ bool GpuBackend::prefers(const Dims& d, bool full_trace) {
       return false;  // unavailable_ holds the reason; forward() would report it
     }
   }
-  return !software_;
+  if (software_) return false;
+  if (!calibration_.done && calibration_.why.empty()) {
+    Config c;
+    c.embed_dim = 64;
+    c.num_heads = 4;
+    const Dims small = dims_for(c, 1, 64, 64);
+    c.embed_dim = 512;
+    c.num_heads = 8;
+    calibrate_auto(small, dims_for(c, 1, 512, 512));
+  }
+  return calibration_.done &&
+         calibration_.gpu_ms(forward_multiply_adds(d)) < calibration_.cpu_ms(forward_multiply_adds(d));
+}
+
+AutoCalibration GpuBackend::calibrate_auto(const Dims& small, const Dims& large, int threads) {
+  AutoCalibration cal;
+  const auto start = std::chrono::steady_clock::now();
+  calibrating_ = true;
+  try {
+    // Best of three output-only forwards of `d` on `backend`, after one that warms up (shaders,
+    // buffers, pages); nullopt when the GPU forward fell back (the reason goes to cal.why).
+    auto best_ms = [&](const Dims& d, Backend backend) -> std::optional<double> {
+      Config c;
+      c.embed_dim = d.E;
+      c.num_heads = d.H;
+      const SeededCase<float> sc = torch_seeded_case<float>(c, 0, d.N, d.L, d.S);
+      Options o;
+      o.backend = backend;
+      o.device = this;
+      o.threads = threads;
+      o.stages = {"output"};
+      Workspace<float> ws;
+      ForwardResult<float> r;
+      double best = std::numeric_limits<double>::infinity();
+      for (int run = 0; run < 4; ++run) {
+        const auto t0 = std::chrono::steady_clock::now();
+        mha::forward(c, sc.weights, sc.inputs, o, ws, r);
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (r.backend != backend) {
+          cal.why = "the GPU forward fell back: " + r.fallback_reason;
+          return std::nullopt;
+        }
+        if (run > 0) best = std::min(best, ms);
+      }
+      return best;
+    };
+    const double m0 = forward_multiply_adds(small), m1 = forward_multiply_adds(large);
+    const std::optional<double> g0 = best_ms(small, Backend::gpu),
+                                g1 = g0 ? best_ms(large, Backend::gpu) : g0;
+    if (g0 && g1) {
+      const double c0 = *best_ms(small, Backend::eigen), c1 = *best_ms(large, Backend::eigen);
+      // Through both points; a slope below 0 (noise at tiny sizes) is taken as 0 from the larger.
+      cal.gpu_ms_per_madd = std::max(0.0, (*g1 - *g0) / (m1 - m0));
+      cal.cpu_ms_per_madd = std::max(0.0, (c1 - c0) / (m1 - m0));
+      cal.gpu_fixed_ms = std::max(0.0, *g1 - cal.gpu_ms_per_madd * m1);
+      cal.cpu_fixed_ms = std::max(0.0, c1 - cal.cpu_ms_per_madd * m1);
+      const double slope = cal.cpu_ms_per_madd - cal.gpu_ms_per_madd;
+      cal.crossover_madds = slope > 0 ? std::max(0.0, (cal.gpu_fixed_ms - cal.cpu_fixed_ms) / slope)
+                                      : std::numeric_limits<double>::infinity();
+      cal.done = true;
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "output-only forward: gpu %.3g ms + %.3g ms per 10^9 multiply-adds, cpu %.3g ms + %.3g "
+                    "ms per 10^9; the GPU is chosen from %.3g multiply-adds",
+                    cal.gpu_fixed_ms, cal.gpu_ms_per_madd * 1e9, cal.cpu_fixed_ms, cal.cpu_ms_per_madd * 1e9,
+                    cal.crossover_madds);
+      cal.why = line;
+    }
+  } catch (const Error& e) {
+    cal.done = false;
+    cal.why = std::string("the calibration failed: ") + e.what();
+  }
+  calibrating_ = false;
+  cal.milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  calibration_ = cal;
+  return cal;
 }
 
 void GpuBackend::probe() {

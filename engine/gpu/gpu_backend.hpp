@@ -3,9 +3,9 @@
 // GL 4.3 context, a shader that fails to build, buffers past the device's limits, GL_OUT_OF_MEMORY,
 // a driver that fails the self-check) is a DeviceError, on which the engine computes on the CPU and
 // reports the reason.
+// Its users see no GL header: GL object names are GlName here (GLuint, checked in gpu_backend.cpp),
+// and only engine/gpu/*.cpp include libepoxy.
 #pragma once
-
-#include <epoxy/gl.h>
 
 #include <cstdint>
 #include <functional>
@@ -20,6 +20,9 @@ namespace mha::gpu {
 
 class EglContext;
 struct Program;
+
+// A GL object name (a buffer, a texture): GLuint, without the GL header.
+using GlName = unsigned int;
 
 // Work-group sizes, injected into the shaders as #defines when they are built. Any positive values
 // within the device's limits give the same numbers up to summation order; tests vary them to shake
@@ -62,14 +65,28 @@ struct SelfCheckReport {
 };
 
 // Backend::automatic runs on the GPU only when the caller reads a subset of the stages
-// (Options::stages) and from this many multiply-adds per forward (projections + scores +
-// weights·v), on a hardware GPU. Measured on an NVIDIA H100 (docs/performance.md, "GPU"): with every
-// stage read back the GPU lost to the Eigen path on 16 threads at every size (medium 13.5 vs 7.0 ms,
-// xl 928 vs 244 ms: the read-back alone is most of it), so a full trace stays on the CPU; the
-// shaders alone took 0.55 ms at medium (8·10⁸ multiply-adds) against 7.0 ms. The lower bound, 2·10⁸,
-// is NOT measured (no hardware GPU since). On software renderers (llvmpipe) auto never picks the
-// GPU: the Eigen path won at every size measured there.
-constexpr double kAutoMinMultiplyAdds = 2e8;
+// (Options::stages: with every stage read back the GPU lost to the CPU at every size on an NVIDIA
+// H100, the read-back being most of it; docs/performance.md, "GPU path"), on a hardware GPU whose
+// driver passed the self-check, and where this machine's own timings say the GPU is faster: the
+// first such question times both paths (AutoCalibration) and the answer follows from them. Below
+// this many multiply-adds the GPU is not even asked (a teaching-sized forward takes microseconds on
+// the CPU, and no GPU dispatch is that short).
+constexpr double kAutoMinMultiplyAdds = 1e6;
+
+// What `auto` measured on this machine: each path's time for an output-only forward as
+// fixed + per_madd · multiply-adds, fitted through two problems (the best of three runs each, after
+// a warm-up), so that prefers() compares predicted times rather than a threshold set elsewhere.
+struct AutoCalibration {
+  bool done = false;  // measured (false: `why` says why not, and auto keeps to the CPU)
+  std::string why;    // why not measured, or a one-line summary of what was
+  double gpu_fixed_ms = 0, gpu_ms_per_madd = 0;
+  double cpu_fixed_ms = 0, cpu_ms_per_madd = 0;
+  double crossover_madds = 0;  // where the predicted times meet (inf: the CPU is faster at every size)
+  double milliseconds = 0;     // the calibration's own cost
+  // The predicted times of one forward of `madds` multiply-adds.
+  double gpu_ms(double madds) const { return gpu_fixed_ms + gpu_ms_per_madd * madds; }
+  double cpu_ms(double madds) const { return cpu_fixed_ms + cpu_ms_per_madd * madds; }
+};
 
 // Multiply-adds of one forward at these sizes: N·L·E·E (q) + 2·N·S·kdim·G·d_k (k, v)
 // + 2·N·H·L·S'·d_k (scores, weights·v) + N·L·E·E (out).
@@ -91,9 +108,17 @@ class GpuBackend : public DeviceForward {
   ~GpuBackend() override;
 
   const char* name() const override { return "gpu"; }
-  // A full trace, or below kAutoMinMultiplyAdds: no, without touching GL. Otherwise yes unless the
-  // context is unavailable or a software renderer. See kAutoMinMultiplyAdds for why.
+  // A full trace, or below kAutoMinMultiplyAdds: no, without touching GL. A software renderer
+  // (llvmpipe, softpipe), an unavailable context or a refused driver: no. Otherwise the first call
+  // runs calibrate_auto() (about 0.1-0.3 s on a hardware GPU, once per backend) and the answer is
+  // whether the GPU's predicted time is the smaller. See kAutoMinMultiplyAdds.
   bool prefers(const Dims& d, bool full_trace = true) override;
+  // Times output-only forwards of two sizes (`small` and `large`, e.g. (1, 64, 64, 4) and
+  // (1, 512, 512, 8)) on the GPU and on the Eigen path with `threads` (Options::threads), the
+  // self-check first, and keeps the fit for prefers(). Runs on software renderers too when called
+  // directly (mha gpu-check --calibrate, the tests); prefers() never calls it there. Never throws.
+  AutoCalibration calibrate_auto(const Dims& small, const Dims& large, int threads = 0);
+  const AutoCalibration& auto_calibration() const { return calibration_; }
   // With `times`, each phase ends in glFinish so that its wall time can be taken (slower overall);
   // reading the stages back is its own phase (read_back). threads is 0: the GPU's own.
   // Only the stages asked for (Options::stages) are copied back; all of them stay on the GPU for
@@ -142,7 +167,7 @@ class GpuBackend : public DeviceForward {
   // log_decades > 0: t = 1 + log10(v / vmax) / log_decades instead (small weights stay visible).
   // Nothing is read back: the GL name is valid in every context sharing objects with this one, and
   // the texture is complete (glFinish) when this returns.
-  GLuint weights_blocks_texture(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
+  GlName weights_blocks_texture(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0,
                                 std::int64_t block, std::int64_t out_rows, std::int64_t out_cols,
                                 BlockReduce r, const std::uint32_t* lut, float vmin, float vmax,
                                 std::uint32_t nan_rgba, std::uint32_t blocked_rgba, int log_decades = 0);
@@ -178,16 +203,16 @@ class GpuBackend : public DeviceForward {
   const Program& program(const std::string& name) const;  // built by bind()
   // The inputs, weights and mask on the GPU, and the q, k, v buffers the projections fill.
   struct Projected {
-    GLuint query = 0, key = 0, value = 0, w_q = 0, w_k = 0, w_v = 0, w_o = 0, b_q = 0, b_k = 0, b_v = 0,
+    GlName query = 0, key = 0, value = 0, w_q = 0, w_k = 0, w_v = 0, w_o = 0, b_q = 0, b_k = 0, b_v = 0,
            b_o = 0;
-    GLuint bias_k = 0, bias_v = 0, mask = 0, q = 0, k = 0, v = 0;
+    GlName bias_k = 0, bias_v = 0, mask = 0, q = 0, k = 0, v = 0;
   };
   Projected upload_inputs(const detail::Problem<float>& p);
   void project(const detail::Problem<float>& p, const Projected& r);  // q, k, v + bias_k / zero rows
-  void run_linear(GLuint x, GLuint w, GLuint bias, GLuint y, std::int64_t rows, std::int64_t in,
+  void run_linear(GlName x, GlName w, GlName bias, GlName y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool has_bias, std::int64_t src_block, std::int64_t dst_block);
-  GLuint buffer(const std::string& name, std::uint64_t bytes);  // sized SSBO, reused across forwards
-  GLuint upload(const std::string& name, const float* data, std::uint64_t count);
+  GlName buffer(const std::string& name, std::uint64_t bytes);  // sized SSBO, reused across forwards
+  GlName upload(const std::string& name, const float* data, std::uint64_t count);
 
   std::unique_ptr<EglContext> egl_;
   std::function<void()> make_current_, release_;
@@ -195,23 +220,25 @@ class GpuBackend : public DeviceForward {
   std::string gl_vendor_, gl_renderer_, gl_version_;
   LaunchSizes sizes_;
   bool software_ = false;  // llvmpipe / softpipe
+  AutoCalibration calibration_;
+  bool calibrating_ = false;  // calibrate_auto's own forwards are running
   bool programs_built_ = false;
   bool trusted_ = false;   // this driver passed self_check
   bool checking_ = false;  // self_check's own forwards are running
   std::uint64_t max_buffer_bytes_ = 0, device_max_block_ = 0;
-  GLint max_invocations_ = 0, max_size_x_ = 0, max_size_y_ = 0, max_shared_bytes_ = 0;
+  int max_invocations_ = 0, max_size_x_ = 0, max_size_y_ = 0, max_shared_bytes_ = 0;
   std::map<std::string, std::unique_ptr<Program>> programs_;  // "linear", "softmax_nan", ...
-  GLuint params_buffer_ = 0;                                  // each dispatch's Params block
+  GlName params_buffer_ = 0;                                  // each dispatch's Params block
   struct Ssbo {
-    GLuint id = 0;
+    GlName id = 0;
     std::uint64_t bytes = 0;
   };
   std::map<std::string, Ssbo> buffers_;
-  GLuint blocks_texture_ = 0;  // weights_blocks_texture's RGBA8 target, resized as asked
+  GlName blocks_texture_ = 0;  // weights_blocks_texture's RGBA8 target, resized as asked
   int blocks_texture_w_ = 0, blocks_texture_h_ = 0;
   // weights_blocks and weights_blocks_texture: one dispatch of weights_blocks.comp.
   void run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std::int64_t j0, std::int64_t block,
-                  std::int64_t out_rows, std::int64_t out_cols, BlockReduce r, GLuint out, bool to_image,
+                  std::int64_t out_rows, std::int64_t out_cols, BlockReduce r, GlName out, bool to_image,
                   float vmin, float vmax, std::uint32_t nan_rgba, std::uint32_t blocked_rgba,
                   int log_decades);
   // The last forward()'s sizes, while its stages are still in the buffers (read_stage).

@@ -17,6 +17,7 @@ namespace {
 
 struct GpuCheckArgs {
   std::string tile, local_size;  // parsed here, so that a bad value exits 2 like any usage error
+  bool calibrate = false;
 };
 
 // A positive int no larger than 1024 (GL's largest guaranteed work-group side), or -1.
@@ -36,6 +37,9 @@ std::function<int()> add_gpu_check(CLI::App& app) {
   cmd->add_option("--tile", a->tile, "work-group tile side (TILE) to check instead of the default 16");
   cmd->add_option("--local-size", a->local_size,
                   "work-group size of the row reductions (LOCAL_SIZE) instead of the default 256");
+  cmd->add_flag("--calibrate", a->calibrate,
+                "then time output-only forwards on the GPU and the CPU, as --backend auto does before it "
+                "first chooses the GPU, and print where auto would choose which (seconds on llvmpipe)");
   return [a, cmd]() -> int {
     if (!cmd->remaining().empty()) {
       std::fprintf(stderr, "mha gpu-check: unknown argument %s\n", cmd->remaining().front().c_str());
@@ -71,6 +75,31 @@ std::function<int()> add_gpu_check(CLI::App& app) {
                 r.milliseconds);
     if (r.trusted) {
       std::printf("verdict: trusted: every stage of every case agrees with the reference path\n");
+      if (a->calibrate) {
+        // The sizes prefers() calibrates with, then its choice at the bench's named sizes.
+        Config c;
+        c.embed_dim = 64;
+        c.num_heads = 4;
+        const Dims small = dims_for(c, 1, 64, 64);
+        c.embed_dim = 512;
+        c.num_heads = 8;
+        const gpu::AutoCalibration cal = backend->calibrate_auto(small, dims_for(c, 1, 512, 512));
+        std::printf("\nauto calibration (%.0f ms): %s\n", cal.milliseconds, cal.why.c_str());
+        if (!cal.done) return 1;
+        std::printf("%-8s %14s %14s %14s  %s\n", "size", "multiply-adds", "gpu ms (pred)", "cpu ms (pred)",
+                    "auto, output only");
+        for (auto [name, E, H, L] :
+             {std::make_tuple("medium", 512, 8, 512), std::make_tuple("large", 512, 8, 2048),
+              std::make_tuple("xl", 1024, 16, 4096)}) {
+          c.embed_dim = E;
+          c.num_heads = H;
+          const double m = gpu::forward_multiply_adds(dims_for(c, 1, L, L));
+          std::printf("%-8s %14.3g %14.3f %14.3f  %s\n", name, m, cal.gpu_ms(m), cal.cpu_ms(m),
+                      backend->prefers(dims_for(c, 1, L, L), false) ? "gpu" : "cpu");
+        }
+        std::printf(
+            "(auto never chooses a software renderer, whatever these say, nor the GPU for a full trace)\n");
+      }
       return 0;
     }
     std::printf("verdict: refused: %s\n", r.reason.c_str());

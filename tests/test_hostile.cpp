@@ -223,6 +223,24 @@ TEST_CASE("safe writes: stale temps of dead processes are cleaned, a live one's 
   CHECK(fs::exists(dir.file("notes.tmp")));
 }
 
+TEST_CASE("safe writes: replacing a folder removes a dead run's staging of it, nothing else", "[hostile]") {
+  TempDir dir;
+  const std::string out = dir.file("run");
+  const auto fill = [](const std::string& staging) {
+    write_file_atomic(staging + "/trace.json", {'{', '}'});
+  };
+  write_folder_atomic(out, {"trace.json"}, fill);
+  const std::string tag = ".mha-" + std::to_string(dead_pid()) + "-7-0badf00d.staging";
+  const std::string dead_own = dir.file(".run" + tag), dead_other = dir.file(".other" + tag);
+  const std::string live_own = dir.file(".run.mha-" + std::to_string(getpid()) + "-9-0badf00d.staging");
+  for (const std::string& d : {dead_own, dead_other, live_own}) fs::create_directory(d);
+  write_folder_atomic(out, {"trace.json"}, fill);
+  CHECK_FALSE(fs::exists(dead_own));
+  CHECK(fs::exists(dead_other));  // another folder's: its target may be missing, so it may be the only copy
+  CHECK(fs::exists(live_own));
+  CHECK(fs::exists(out + "/trace.json"));
+}
+
 TEST_CASE("safe writes: an output that resolves to an input is refused", "[hostile]") {
   TempDir dir;
   const std::string input = dir.file("query.npy");
@@ -291,7 +309,7 @@ TEST_CASE("autosave: one owner, an unreadable copy moved aside, dead instances' 
   // Corrupt (cut short) or from a newer version: moved aside under a timestamped name, byte for
   // byte, before anything could write over it; the message says where.
   for (const std::string& text : {std::string(R"({"format": "mha-studio-scenario", "vers)"),
-                                 std::string(R"({"format": "mha-studio-scenario", "version": 99})")}) {
+                                  std::string(R"({"format": "mha-studio-scenario", "version": 99})")}) {
     write_text(path, text);
     studio::AutosaveSession s = studio::open_autosave(path);
     CHECK(s.path == path);

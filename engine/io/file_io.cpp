@@ -177,6 +177,20 @@ void write_folder_atomic(const std::string& dir_in, const std::vector<std::strin
     fail(dir, "holds files but no " + (markers.empty() ? std::string("output") : markers[0]) +
                   ", so it is not an earlier run's output; it would be replaced whole: give a new or empty "
                   "folder");
+  if (exists) {  // a dead run's staging or set-aside copies of this folder: redundant while it exists
+    const std::string own = "." + fs::path(dir).filename().string() + kTempTag;
+    const fs::path parent = fs::path(dir).parent_path();
+    for (fs::directory_iterator it(parent.empty() ? fs::path(".") : parent, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const long pid = temp_pid(name);
+      if (pid <= 0 || name.rfind(own, 0) != 0) continue;
+      if (::kill(pid_t(pid), 0) == 0 || errno == EPERM) continue;  // that process still runs
+      std::error_code rm;
+      fs::remove_all(it->path(), rm);
+    }
+    ec.clear();
+  }
   const std::string staging = unique_sibling(dir, ".staging");
   if (const fs::path parent = fs::path(dir).parent_path(); !parent.empty()) {  // "out/run": out is made
     fs::create_directories(parent, ec);

@@ -10,8 +10,10 @@
 #include <map>
 #include <memory>
 
+#include "clipboard_image.hpp"
 #include "data_dir.hpp"
 #include "errors.hpp"
+#include "file_chooser.hpp"
 
 namespace mha::app {
 
@@ -126,6 +128,33 @@ void export_button(AppState& state, const FigureRequest& req) {
   d.suggested = suggested;
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 28);
   ImGui::InputText("file", &d.path);
+  // Browse...: the desktop's chooser (none installed: the typed name above is the way).
+  static platform::FileChooser chooser;
+  ImGui::SameLine();
+  ImGui::BeginDisabled(chooser.busy() || platform::chooser_tool().empty());
+  if (ImGui::Button("Browse...")) {
+    platform::ChooserRequest r;
+    r.kind = platform::ChooserRequest::Kind::save_file;
+    r.title = "Export the figure as";
+    r.start = d.path;
+    chooser.start(r, req.id);
+  }
+  ImGui::EndDisabled();
+  if (platform::chooser_tool().empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("no file chooser installed (zenity or kdialog): type the file name");
+  if (auto answer = chooser.poll();
+      answer && answer->second.status == platform::ChooserResult::Status::chosen) {
+    DialogState& asked = dialogs[answer->first];
+    asked.path = answer->second.path;
+    const std::string f = exporter::format_from_extension(asked.path);  // the chosen name's format
+    for (int k = 0; k < 4; ++k)
+      if (f == kFormats[k]) asked.format = k;
+    asked.suggested =
+        (req.choices.empty() ? std::string("mha-figure") : req.choices[std::size_t(asked.choice)].file_stem) +
+        "." + kFormats[asked.format];
+  } else if (answer && answer->second.status != platform::ChooserResult::Status::cancelled) {
+    d.error = answer->second.message;
+  }
   if (ImGui::Button("Export") && !req.choices.empty()) {
     d.error = export_choice(req.choices[std::size_t(d.choice)], {kFormats[d.format], d.values, d.transparent},
                             d.path);
@@ -137,6 +166,32 @@ void export_button(AppState& state, const FigureRequest& req) {
       ImGui::CloseCurrentPopup();
     }
   }
+  // The figure as a PNG on the clipboard, where the session has wl-copy or xclip.
+  ImGui::SameLine();
+  const std::string no_png = platform::image_clipboard_missing();
+  ImGui::BeginDisabled(!no_png.empty() || req.choices.empty());
+  if (ImGui::Button("Copy PNG")) {
+    const FigureChoice& c = req.choices[std::size_t(d.choice)];
+    try {
+      std::vector<std::uint8_t> png;
+      if (c.drawing) {
+        png = exporter::render_png(c.drawing(d.transparent));
+      } else {
+        exporter::StageFigure fig = c.make();
+        fig.spec.font_path = platform::default_font().path;
+        fig.spec.show_values = d.values;
+        fig.spec.transparent = d.transparent;
+        png = exporter::render_png(fig.spec);
+      }
+      platform::copy_png_to_clipboard(std::move(png), c.label);
+      ImGui::CloseCurrentPopup();
+    } catch (const Error& e) {
+      d.error = e.what();
+    }
+  }
+  ImGui::EndDisabled();
+  if (!no_png.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", no_png.c_str());
   ImGui::SameLine();
   if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
   if (!d.error.empty()) {

@@ -11,6 +11,11 @@
 #include <map>
 #include <string>
 
+#include "clipboard_image.hpp"
+#include "clipboard_text.hpp"
+#include "data_dir.hpp"
+#include "errors.hpp"
+#include "heatmap_export.hpp"
 #include "labels.hpp"
 #include "scenario.hpp"  // to_string(Colormap)
 #include "studio_names.hpp"
@@ -88,6 +93,81 @@ struct Zoom {
   int rows = 0, cols = 0;
   float zoom = 1, row0 = 0, col0 = 0;
 };
+
+// The heatmap last under the pointer, copied (the view's buffers change with every recompute).
+struct Snapshot {
+  std::string id;
+  std::uint64_t version = 0;
+  int rows = 0, cols = 0;
+  std::vector<float> values;  // row-major rows x cols
+  std::vector<std::string> row_labels, col_labels;
+  float vmin = 0, vmax = 1;
+  Colormap colormap = Colormap::viridis;
+  std::vector<char> blocked;  // rows x cols, empty when nothing is blocked
+};
+Snapshot g_current;  // UI thread only
+bool g_hovered_one = false;  // until a heatmap has been under the pointer, the view's first one counts
+int g_first_frame = -1;      // the frame whose first heatmap was kept
+std::string g_copy_message;
+
+void keep_snapshot(const Heatmap& h) {
+  Snapshot& s = g_current;
+  // Version 0 promises nothing about the content: taken again.
+  if (s.id == h.id && s.version == h.version && h.version != 0 && s.rows == h.rows && s.cols == h.cols)
+    return;
+  s.id = h.id;
+  s.version = h.version;
+  s.rows = h.rows;
+  s.cols = h.cols;
+  s.values.resize(std::size_t(h.rows) * std::size_t(h.cols));
+  for (int r = 0; r < h.rows; ++r)
+    for (int c = 0; c < h.cols; ++c)
+      s.values[std::size_t(r) * std::size_t(h.cols) + std::size_t(c)] =
+          h.values[std::int64_t(r) * h.row_stride + std::int64_t(c) * h.col_stride];
+  s.row_labels = h.row_labels ? *h.row_labels : std::vector<std::string>{};
+  s.col_labels = h.col_labels ? *h.col_labels : std::vector<std::string>{};
+  s.vmin = h.vmin;
+  s.vmax = h.vmax;
+  s.colormap = h.colormap;
+  s.blocked.clear();
+  if (h.blocked) {
+    s.blocked.resize(s.values.size());
+    for (int r = 0; r < h.rows; ++r)
+      for (int c = 0; c < h.cols; ++c)
+        s.blocked[std::size_t(r) * std::size_t(h.cols) + std::size_t(c)] = h.blocked(r, c);
+  }
+}
+
+// The visible part of an ImGui id ("weights##h3" -> "weights").
+std::string shown_name(const std::string& id) {
+  return id.substr(0, id.find("##"));
+}
+
+// Right-click without dragging opens the copy menu. A zoomable map pans with a right drag and fits
+// with a right double-click, so there the menu waits out the double-click time first.
+struct PendingMenu {
+  std::string id;
+  double at = 0;
+};
+PendingMenu g_pending_menu;
+
+void open_copy_menu(const Heatmap& h) {
+  ImGui::PushID(h.id.c_str());
+  ImGui::OpenPopup("heatmap-copy");
+  ImGui::PopID();
+}
+
+void copy_menu(const Heatmap& h) {
+  if (!ImGui::BeginPopup("heatmap-copy")) return;
+  ImGui::TextDisabled("%s: %d x %d", shown_name(h.id).c_str(), h.rows, h.cols);
+  if (ImGui::MenuItem("Copy values (TSV, for a spreadsheet)", "Ctrl+C")) copy_current_heatmap(CopyAs::tsv);
+  if (ImGui::MenuItem("Copy values (numpy array)")) copy_current_heatmap(CopyAs::numpy);
+  const std::string no_png = platform::image_clipboard_missing();
+  if (ImGui::MenuItem("Copy as PNG image", nullptr, false, no_png.empty())) copy_current_heatmap(CopyAs::png);
+  if (!no_png.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", no_png.c_str());
+  ImGui::EndPopup();
+}
 
 Zoom& zoom_of(const Heatmap& h) {
   static std::map<std::string, Zoom> zooms;  // UI thread only
@@ -301,7 +381,23 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   // Interaction: one invisible button over the grid.
   ImGui::SetCursorScreenPos(g0);
   ImGui::InvisibleButton(h.id.c_str(), ImVec2(g1.x - g0.x, g1.y - g0.y));
+  if (!g_hovered_one && g_first_frame != ImGui::GetFrameCount()) {
+    g_first_frame = ImGui::GetFrameCount();
+    keep_snapshot(h);
+  }
   if (ImGui::IsItemHovered()) {
+    g_hovered_one = true;
+    keep_snapshot(h);
+    if (io.KeyCtrl && !io.WantTextInput && ImGui::IsKeyPressed('C')) copy_current_heatmap(CopyAs::tsv);
+    const float drag = std::hypot(io.MouseDragMaxDistanceAbs[ImGuiMouseButton_Right].x,
+                                  io.MouseDragMaxDistanceAbs[ImGuiMouseButton_Right].y);
+    if (ImGui::IsMouseReleased(ImGuiMouseButton_Right) && drag < io.MouseDragThreshold) {
+      if (h.zoomable)
+        g_pending_menu = {h.id, ImGui::GetTime()};
+      else
+        open_copy_menu(h);
+    }
+    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Right)) g_pending_menu = {};
     const ImVec2 m = io.MousePos;
     // Zoom: Ctrl + wheel about the pointer; pan: drag with the right button; right double-click: fit.
     if (h.zoomable) {
@@ -354,9 +450,71 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
       ImGui::TextDisabled("Ctrl+wheel: zoom in (values show once they fit)");
     ImGui::EndTooltip();
   }
+  if (g_pending_menu.id == h.id && ImGui::GetTime() - g_pending_menu.at > io.MouseDoubleClickTime) {
+    g_pending_menu = {};
+    open_copy_menu(h);
+  }
+  ImGui::PushID(h.id.c_str());
+  copy_menu(h);
+  ImGui::PopID();
   ImGui::SetCursorScreenPos(ImVec2(origin.x, g1.y + style.ItemSpacing.y));
   ImGui::Dummy(ImVec2(g1.x - origin.x + nan_w, 0));
   return ev;
+}
+
+std::string current_heatmap_name() {
+  return g_current.id.empty() ? "" : shown_name(g_current.id);
+}
+
+void copy_current_heatmap(CopyAs how) {
+  const Snapshot& s = g_current;
+  if (s.id.empty()) {
+    g_copy_message = "point at a heatmap first";
+    return;
+  }
+  const studio::MatrixView m{s.values.data(), s.rows, s.cols, s.cols, 1};
+  const std::string name =
+      shown_name(s.id) + " (" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + ")";
+  if (how == CopyAs::tsv) {
+    ImGui::SetClipboardText(studio::matrix_tsv(m, s.row_labels.empty() ? nullptr : &s.row_labels,
+                                               s.col_labels.empty() ? nullptr : &s.col_labels)
+                                .c_str());
+    g_copy_message = "copied " + name + " as TSV";
+  } else if (how == CopyAs::numpy) {
+    ImGui::SetClipboardText(studio::matrix_numpy(m).c_str());
+    g_copy_message = "copied " + name + " as a numpy array";
+  } else {
+    try {  // drawn by the figure exporter, as Export... would draw it
+      exporter::ExportSpec spec;
+      spec.title = shown_name(s.id);
+      exporter::Panel p;
+      p.values = s.values.data();
+      p.rows = s.rows;
+      p.cols = s.cols;
+      p.row_stride = s.cols;
+      p.row_labels = s.row_labels;
+      p.col_labels = s.col_labels;
+      if (!s.blocked.empty())
+        p.blocked = [&s](int r, int c) {
+          return s.blocked[std::size_t(r) * std::size_t(s.cols) + std::size_t(c)] != 0;
+        };
+      spec.panels.push_back(std::move(p));
+      spec.vmin = s.vmin;
+      spec.vmax = s.vmax;
+      spec.colormap = s.colormap;
+      spec.font_path = platform::default_font().path;
+      platform::copy_png_to_clipboard(exporter::render_png(spec), name);
+      g_copy_message = "copying " + name + " as a PNG image...";
+    } catch (const Error& e) {
+      g_copy_message = std::string("cannot copy the image: ") + e.what();
+    }
+  }
+}
+
+std::string take_copy_message() {
+  std::string m = std::move(g_copy_message);
+  g_copy_message.clear();
+  return m;
 }
 
 void draw_colorbar(Textures& textures, Colormap c, float vmin, float vmax, float height) {

@@ -77,4 +77,13 @@ void draw_colorbar(Textures& textures, Colormap c, float vmin, float vmax, float
 // Range helpers: sequential [min, max] of finite values; diverging symmetric [-m, m].
 void finite_range(const float* v, std::int64_t n, float* lo, float* hi);
 
+// The clipboard. The heatmap last under the pointer is kept (a copy of its values and labels; before
+// any was, the first one the view draws), and its right-click menu, Ctrl+C over it and the Edit menu
+// copy it: as TSV (a spreadsheet), as a numpy literal, or as a PNG image drawn by the figure exporter
+// (where wl-copy or xclip runs).
+enum class CopyAs { tsv, numpy, png };
+std::string current_heatmap_name();  // "" before any heatmap was under the pointer
+void copy_current_heatmap(CopyAs how);
+std::string take_copy_message();  // what the last copy did, once ("" when nothing new)
+
 }  // namespace mha::app

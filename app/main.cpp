@@ -25,6 +25,7 @@
 #include "autosave.hpp"
 #include "cli_usage.hpp"
 #include "errors.hpp"
+#include "file_actions.hpp"
 #include "fonts.hpp"
 #include "frame_stats.hpp"
 #include "gl_textures.hpp"
@@ -34,6 +35,7 @@
 #include "model_cache.hpp"
 #include "open_path.hpp"
 #include "panels/panels.hpp"
+#include "recent_files.hpp"
 #include "script.hpp"
 #include "soak.hpp"
 #include "studio_names.hpp"
@@ -79,6 +81,14 @@ std::string check_ranges(int width, int height, double soak_seconds, int edits, 
     return lim::out_of_range("--edits", lim::kEdits, std::to_string(edits));
   if (frames < 1) return "--frames " + std::to_string(frames) + ": must be at least 1";
   return "";
+}
+
+// Paths dropped on the window (GLFW calls back on the main thread, inside glfwPollEvents); the UI
+// opens them at its next frame, as File > Open would.
+std::vector<std::string> g_dropped;
+void on_drop(GLFWwindow*, int count, const char** paths) {
+  for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
+  glfwPostEmptyEvent();
 }
 
 bool save_screenshot(const std::string& path, int w, int h) {
@@ -206,6 +216,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   glfwMakeContextCurrent(window);
+  glfwSetDropCallback(window, on_drop);
   glfwSwapInterval(screenshot.empty() && frame_stats_file.empty() ? 1 : 0);  // measured runs: no vsync
 
   // ---- Setup: Dear ImGui ----
@@ -274,6 +285,15 @@ int main(int argc, char** argv) {
   env.large_len = large_len;
   env.large_causal = large_causal;
   env.presets = list_presets(assets + "/presets");
+  env.files = std::make_shared<FileUi>();
+  if (remembers) {  // the Recent menu, beside window.json; batch runs neither read nor write it
+    env.files->recent_file = recent_files_path();
+    env.files->recent = load_recent(env.files->recent_file);
+    if (!open_file.empty()) {
+      add_recent(env.files->recent, open_file);
+      save_recent(env.files->recent_file, env.files->recent);
+    }
+  }
   std::unique_ptr<FrameStats> stats;
   if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);
   std::unique_ptr<Script> script;
@@ -363,6 +383,8 @@ int main(int argc, char** argv) {
     if (soak) soak->before_frame(state, env);
     state.tick(ImGui::GetTime());
     if (script) script->before_ui(state, env);
+    for (std::string& p : g_dropped) env.files->dropped.push_back(std::move(p));
+    g_dropped.clear();
     draw_ui(state, *textures, env);
 
     // ---- Rendering ----

@@ -23,6 +23,13 @@ OpenRequest classify_open_path(const std::string& path) {
   }
   if (!fs::is_regular_file(st)) throw FileError("FILE", path + ": not a regular file");
   if (fs::path(path).extension() == ".npy") return {OpenKind::attention, path};
+  if (fs::path(path).extension() == ".safetensors") {  // the weights of a model folder
+    const fs::path folder = fs::absolute(path, ec).parent_path();
+    if (!fs::is_regular_file(folder / "config.json", ec))
+      throw FileError("FILE", path + ": a .safetensors file opens as its model folder, and " +
+                                  folder.string() + " has no config.json");
+    return {OpenKind::model_folder, folder.lexically_normal().string()};
+  }
   return {OpenKind::scenario, path};
 }
 

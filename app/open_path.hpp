@@ -13,8 +13,9 @@ struct OpenRequest {
   std::string path;  // a folder as an absolute path (a bare name would mean a shipped model)
 };
 
-// A folder with config.json is a model folder; a file ending in .npy is attention weights; any other
-// regular file is read as a scenario. Throws FileError("FILE", ...) for a missing path, a folder
+// A folder with config.json is a model folder, and so is a .safetensors file's folder (when it holds
+// config.json); a file ending in .npy is attention weights; any other regular file is read as a
+// scenario. Throws FileError("FILE", ...) for a missing path, a folder
 // without config.json, or something that is neither a file nor a folder.
 OpenRequest classify_open_path(const std::string& path);
 

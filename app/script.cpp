@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "file_actions.hpp"
 #include "heatmap.hpp"
 #include "io/file_io.hpp"
 #include "panels/panels.hpp"
@@ -44,6 +45,9 @@ const std::vector<ActionSpec> kActions = {
     {"redo", 0, 0, "redo"},
     {"screenshot", 1, 1, "screenshot FILE.png"},
     {"dump-state", 1, 1, "dump-state FILE.json"},
+    {"drop", 1, 1, "drop PATH"},
+    {"copy", 1, 1, "copy tsv|numpy"},
+    {"clipboard", 1, 1, "clipboard FILE"},
 };
 
 const ActionSpec* find_action(const std::string& name) {
@@ -362,6 +366,20 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     hover_key_ = parse_index(w[3], "hover COL");
   } else if (verb == "unhover") {
     hover_query_ = hover_key_ = -1;
+  } else if (verb == "drop") {  // a path dropped on the window, as a file manager drops it
+    if (!env.files) env.files = std::make_shared<FileUi>();
+    env.files->dropped.push_back(w[1]);
+  } else if (verb == "copy") {  // Edit > Copy heatmap values
+    if (w[1] != "tsv" && w[1] != "numpy") return fail(line, "copy takes tsv or numpy");
+    copy_current_heatmap(w[1] == "tsv" ? CopyAs::tsv : CopyAs::numpy);
+  } else if (verb == "clipboard") {  // the clipboard's text, to a file
+    const char* text = ImGui::GetClipboardText();
+    const std::string t = text ? text : "";
+    try {
+      write_file_atomic(w[1], std::vector<unsigned char>(t.begin(), t.end()));
+    } catch (const Error& e) {
+      return fail(line, e.what());
+    }
   } else if (verb == "pin") {
     if (!state.pin(w[1])) fail(line, state.status);
   } else if (verb == "compare" && w[1] == "previous" && w[2] == "live") {  // before / after the last edit

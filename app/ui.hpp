@@ -2,6 +2,7 @@
 // a status bar. Shared by the app and the headless UI test; it never touches GL.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ class GpuBackend;
 }
 
 namespace mha::app {
+
+struct FileUi;  // file_actions.hpp: the chooser, Recent, dropped paths, a model loading
 
 struct UiEnv {
   std::vector<std::string> presets;  // paths of assets/presets/*.json
@@ -31,6 +34,7 @@ struct UiEnv {
   // opens on the view alone; [ and ] bring the panels back).
   bool show_controls = true, show_inspector = true, focus = false, show_keys = false;
   bool layout_chosen = false;
+  std::shared_ptr<FileUi> files;  // made on first use
 };
 
 // The keys the app answers to, as the `?` overlay lists them: {key, what it does}.

@@ -3,6 +3,7 @@
 #include "model_cache.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -38,6 +39,10 @@ std::deque<TokensKey>& recent() {
   static std::deque<TokensKey> d;
   return d;
 }
+// The load in flight (one at a time is what the app does; a second one simply shares the bar).
+std::mutex g_progress_mutex;
+ModelLoadProgress g_progress;
+std::atomic<bool> g_cancel{false};
 
 }  // namespace
 
@@ -75,8 +80,23 @@ std::shared_ptr<const ModelEntry> model_entry(const std::string& model) {
   auto e = std::make_shared<ModelEntry>();
   e->name = model;
   const std::string folder = resolve_model_folder(model);
+  {
+    std::lock_guard<std::mutex> lock(g_progress_mutex);
+    g_progress = {true, model, 0.0};
+    g_cancel = false;
+  }
+  struct Done {  // the bar goes away however the load ends
+    ~Done() {
+      std::lock_guard<std::mutex> lock(g_progress_mutex);
+      g_progress = {};
+    }
+  } done;
   try {
-    e->loaded = load_gpt2(folder);
+    e->loaded = load_gpt2(folder, [&model](double f) {
+      if (g_cancel) throw FileError("model", "loading " + model + " cancelled");
+      std::lock_guard<std::mutex> lock(g_progress_mutex);
+      g_progress.fraction = f;
+    });
   } catch (const Error& err) {
     throw FileError("model", std::string("model \"") + model + "\": " + err.what());
   }
@@ -87,6 +107,15 @@ std::shared_ptr<const ModelEntry> model_entry(const std::string& model) {
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   return entries().emplace(model, std::move(e)).first->second;
+}
+
+ModelLoadProgress model_load_progress() {
+  std::lock_guard<std::mutex> lock(g_progress_mutex);
+  return g_progress;
+}
+
+void cancel_model_load() {
+  g_cancel = true;
 }
 
 std::shared_ptr<const RoleTable> model_roles(const ModelEntry& m) {

@@ -31,6 +31,18 @@ struct ModelEntry {
 // Loads on first use; throws FileError / ShapeError (argument "model") naming the folder.
 std::shared_ptr<const ModelEntry> model_entry(const std::string& model);
 
+// A load in flight, from any thread, for a progress bar: the model and the fraction of its weights
+// converted so far.
+struct ModelLoadProgress {
+  bool loading = false;
+  std::string model;
+  double fraction = 0;
+};
+ModelLoadProgress model_load_progress();
+// Stops the load in flight at its next tensor: model_entry then throws FileError ("loading ...
+// cancelled") and nothing is kept. Loads that start later are not affected.
+void cancel_model_load();
+
 // Each head's role scores, computed on first use (a few forwards on the probe sentences) and kept.
 // Empty table when the model has no tokenizer for the text probes.
 std::shared_ptr<const RoleTable> model_roles(const ModelEntry& m);

@@ -62,3 +62,54 @@ file(GLOB leftovers ${OUT}/.*)
 if(leftovers)
   message(FATAL_ERROR "temp files or staging folders left: ${leftovers}")
 endif()
+
+# mha export: --out over any input refused (scenario, --inputs, --attention, --font), the input
+# untouched; --out DIR/ replaces an earlier export's folder whole and refuses a user's folder.
+set(EXPORT_SEED export --torch-seed 1 --batch 1 --tgt-len 3 --embed-dim 4 --num-heads 2)
+file(COPY ${SRC}/assets/presets/cat_sat_mat.json DESTINATION ${OUT}/exp)
+file(SHA256 ${OUT}/exp/cat_sat_mat.json before)
+expect_refused("export --out = --scenario" "it is, or holds, the input"
+               export --scenario ${OUT}/exp/cat_sat_mat.json --format png --out ${OUT}/exp/cat_sat_mat.json)
+expect_refused("export --out DIR/ holding --scenario" "it is, or holds, the input"
+               export --scenario ${OUT}/exp/cat_sat_mat.json --out ${OUT}/exp/)
+file(SHA256 ${OUT}/exp/cat_sat_mat.json after)
+if(NOT before STREQUAL after)
+  message(FATAL_ERROR "export --out over --scenario changed it")
+endif()
+expect_refused("export --out = --inputs/query.npy" "it is, or holds, the input"
+               export --inputs ${OUT}/inputs --num-heads 2 --format csv --out ${OUT}/inputs/query.npy)
+expect_ok("a forward to draw" ${SEED} --out ${OUT}/fwd)
+expect_refused("export --out = --attention" "it is, or holds, the input"
+               export --attention ${OUT}/fwd/attn_weights.npy --format png --out ${OUT}/fwd/attn_weights.npy)
+file(COPY ${SRC}/assets/fonts/DejaVuSans.ttf DESTINATION ${OUT}/exp)
+expect_refused("export --out = --font" "it is, or holds, the input"
+               ${EXPORT_SEED} --font ${OUT}/exp/DejaVuSans.ttf --format png --out ${OUT}/exp/DejaVuSans.ttf)
+expect_refused("export --out a user's folder" "not an earlier run's output" ${EXPORT_SEED} --out ${OUT}/mine/)
+if(NOT EXISTS ${OUT}/mine/notes.txt)
+  message(FATAL_ERROR "export --out deleted a user's folder")
+endif()
+expect_ok("first export" ${EXPORT_SEED} --out ${OUT}/figs/)
+file(WRITE ${OUT}/figs/stray.png "from the first export")
+expect_ok("second export" ${EXPORT_SEED} --format csv --out ${OUT}/figs/)
+if(EXISTS ${OUT}/figs/stray.png OR EXISTS ${OUT}/figs/attn_weights_b0_head0.png
+   OR NOT EXISTS ${OUT}/figs/attn_weights_b0_head0.csv OR NOT EXISTS ${OUT}/figs/index.json)
+  message(FATAL_ERROR "the second export did not replace the folder whole")
+endif()
+# A failure half-way (a bad --batch-index is found only when drawing) leaves the folder as it was.
+expect_refused("export that fails" "batch" ${EXPORT_SEED} --batch-index 5 --out ${OUT}/figs/)
+if(NOT EXISTS ${OUT}/figs/attn_weights_b0_head0.csv)
+  message(FATAL_ERROR "a failed export damaged the earlier export's folder")
+endif()
+# Not a terminal here: no progress line on stderr, and --quiet is accepted.
+execute_process(COMMAND ${MHA} ${EXPORT_SEED} --quiet --out ${OUT}/figs/ RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 0 OR err MATCHES "exporting|\\[#")
+  message(FATAL_ERROR "export to a pipe printed progress (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${MHA} ${SEED} --quiet RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 0 OR NOT err STREQUAL "")
+  message(FATAL_ERROR "compute --quiet printed on stderr (${rc}): ${err}")
+endif()
+file(GLOB leftovers ${OUT}/.* ${OUT}/figs/.*)
+if(leftovers)
+  message(FATAL_ERROR "temp files or staging folders left by export: ${leftovers}")
+endif()

@@ -23,6 +23,7 @@
 #include "mha.hpp"
 #include "model/gpt2.hpp"
 #include "problem.hpp"
+#include "progress.hpp"
 #include "stage_export.hpp"
 #include "torch_rng.hpp"
 
@@ -49,7 +50,7 @@ constexpr const char* kLargestReference = "medium";
 struct BenchArgs {
   std::string size = "all", backend = "cpu";
   int repeats = 0, threads = 0, sgemm = 0;
-  bool json = false, fresh = false, export_grid = false;
+  bool json = false, fresh = false, export_grid = false, quiet = false;
   std::string model_dir;  // --model: a GPT-2 folder, timed at --tokens
   std::string stages;     // --stages: comma-separated trace names to read back (Options::stages)
   std::int64_t tokens = 256;
@@ -114,6 +115,8 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
       forward(c, sc.weights, sc.inputs, o, ws, r);
     }
   };
+  platform::ProgressLine progress(std::string("mha bench ") + s.name, a.quiet);
+  progress.step(0, repeats + 1, "warm-up");
   Clock::time_point t0 = Clock::now();
   run_once();  // the first run allocates the workspace and faults its pages in
   const double first_ms = ms_between(t0, Clock::now());
@@ -124,6 +127,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
 
   std::vector<double> total, projections, scores, mask_softmax, context, out_proj, average, read_back, other;
   for (int i = 0; i < repeats; ++i) {
+    progress.step(i + 1, repeats + 1);  // outside the timed part
     t0 = Clock::now();
     run_once();
     const double ms = ms_between(t0, Clock::now());
@@ -206,10 +210,13 @@ nlohmann::json bench_sgemm(const BenchArgs& a) {
     part(0);
     for (std::thread& th : pool) th.join();
   };
-  gemm();  // warm-up: caches, page faults
   const int repeats = a.repeats > 0 ? a.repeats : 10;
+  platform::ProgressLine progress("mha bench sgemm", a.quiet);
+  progress.step(0, repeats + 1, "warm-up");
+  gemm();  // warm-up: caches, page faults
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
+    progress.step(i + 1, repeats + 1);
     const Clock::time_point t0 = Clock::now();
     gemm();
     ms.push_back(ms_between(t0, Clock::now()));
@@ -232,6 +239,8 @@ nlohmann::json bench_export(const BenchArgs& a) {
   c.embed_dim = 512;
   c.num_heads = 16;
   const SeededCase<float> sc = torch_seeded_case<float>(c, 0, 1, 512, 512);
+  platform::ProgressLine progress("mha bench export", a.quiet);
+  progress.waiting("forward");
   const ForwardResult<float> r = forward(c, sc.weights, sc.inputs);
   exporter::StageSlice slice;
   slice.head = exporter::kAllHeads;
@@ -240,6 +249,7 @@ nlohmann::json bench_export(const BenchArgs& a) {
   std::size_t bytes = 0;
   int width = 0, height = 0;
   for (int i = 0; i < repeats; ++i) {
+    progress.step(i, repeats);
     const Clock::time_point t0 = Clock::now();
     exporter::StageFigure fig = exporter::stage_figure(r, slice);
     fig.spec.font_path = platform::default_font().path;
@@ -294,8 +304,9 @@ double gpt2_flops(const GPT2Config& c, std::int64_t T) {
 
 // Load time (mmap + conversion to float), then the forward of every layer with every trace kept.
 nlohmann::json bench_model(const BenchArgs& a) {
+  platform::ProgressLine progress("mha bench", a.quiet);
   const Clock::time_point t0 = Clock::now();
-  const LoadedModel loaded = load_gpt2(a.model_dir);
+  const LoadedModel loaded = load_gpt2(a.model_dir, [&](double f) { progress.fraction(f, "loading"); });
   const double load_ms = ms_between(t0, Clock::now());
   const GPT2Model& m = loaded.model;
   if (a.tokens < 1 || a.tokens > m.config.n_positions)
@@ -311,10 +322,12 @@ nlohmann::json bench_model(const BenchArgs& a) {
   // Recomputed into one run, as the app recomputes after an edit: its buffers are reused.
   GPT2Run run;
   Clock::time_point t = Clock::now();
+  progress.step(0, repeats + 1, "warm-up");
   gpt2_forward(m, ids, o, run);  // warm-up: first touch of the weights and the trace buffers
   const double first_ms = ms_between(t, Clock::now());
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
+    progress.step(r + 1, repeats + 1);
     t = Clock::now();
     gpt2_forward(m, ids, o, run);
     times.push_back(ms_between(t, Clock::now()));
@@ -358,6 +371,7 @@ std::function<int()> add_bench(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "threads for the Eigen path (default: one per hardware thread)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", a->json, "one JSON object per line instead of the table");
+  cmd->add_flag("--quiet", a->quiet, "no progress line on stderr (it is shown only on a terminal)");
   cmd->add_flag("--fresh", a->fresh, "no workspace: allocate every buffer on every run");
   cmd->add_flag("--export", a->export_grid,
                 "time the PNG export of the 16-head attn_weights grid at L=512 instead (goal ≤ 1 s)");

@@ -16,6 +16,7 @@
 #include "masks.hpp"
 #include "mha.hpp"
 #include "problem.hpp"
+#include "progress.hpp"
 #include "torch_rng.hpp"
 
 namespace fs = std::filesystem;
@@ -27,6 +28,7 @@ namespace {
 struct ComputeArgs : ForwardArgs {
   std::string out_dir;
   ModelArgs model;
+  bool quiet = false;
 };
 
 void save(const fs::path& dir, const std::string& name, const Array& a) {
@@ -64,7 +66,10 @@ int run(const ComputeArgs& a) {
   const Weights<T>& w = p.weights;
   const Inputs<T>& in = p.inputs;
   const std::string& source = p.source;
+  platform::ProgressLine progress("mha compute", a.quiet);
+  progress.waiting("forward");
   ForwardResult<T> r = forward(c, w, in, p.options);
+  progress.clear();
   const Dims& d = r.dims;
 
   std::printf("MHA forward (%s, %s, %s backend)\n", source.c_str(), sizeof(T) == 4 ? "float32" : "float64",
@@ -103,7 +108,9 @@ int run(const ComputeArgs& a) {
     // earlier run's folder as it was, never a mix of its files and this run's.
     write_folder_atomic(a.out_dir, {"trace.json"}, [&](const std::string& staging) {
       const fs::path out_dir(staging);
-      nlohmann::json meta = write_forward_outputs(out_dir, r);
+      nlohmann::json meta = write_forward_outputs(out_dir, r, [&](std::size_t k, std::size_t n) {
+        progress.step(std::int64_t(k), std::int64_t(n), "writing " + a.out_dir);
+      });
       if (a.torch_seed) {  // the generated inputs, under torch's names, so --inputs can replay them
         save(out_dir, "query", to_array(in.query));
         save(out_dir, "key", to_array(in.key));
@@ -124,6 +131,7 @@ int run(const ComputeArgs& a) {
       }
       write_json_file(out_dir / "trace.json", meta);
     });
+    progress.clear();
     std::printf(
         "\nwrote %s: output.npy, attn_weights.npy, attn_weights_avg.npy, trace.json, trace/*.npy (%zu "
         "stages)\n",
@@ -140,15 +148,25 @@ void write_json_file(const fs::path& path, const nlohmann::json& j) {
 }
 
 template <class T>
-nlohmann::json write_forward_outputs(const fs::path& out_dir, const ForwardResult<T>& r) {
+nlohmann::json write_forward_outputs(const fs::path& out_dir, const ForwardResult<T>& r,
+                                     const std::function<void(std::size_t, std::size_t)>& on_file) {
   std::error_code ec;
   fs::create_directories(out_dir / "trace", ec);
   if (ec) throw FileError("--out", "--out " + out_dir.string() + ": cannot create: " + ec.message());
+  const std::size_t files = 3 + r.trace.stages.size();
+  std::size_t written = 0;
+  auto next = [&] {
+    if (on_file) on_file(written++, files);
+  };
+  next();
   save(out_dir, "output", to_array(r.output()));
+  next();
   save(out_dir, "attn_weights", to_array(r.attn_weights(false)));
+  next();
   save(out_dir, "attn_weights_avg", to_array(r.attn_weights(true)));
   nlohmann::json stages = nlohmann::json::array();
   for (const Stage<T>& s : r.trace.stages) {
+    next();
     save(out_dir / "trace", s.name, to_array(s.contiguous()));
     stages.push_back({{"name", s.name},
                       {"shape", s.shape},
@@ -177,8 +195,10 @@ nlohmann::json write_forward_outputs(const fs::path& out_dir, const ForwardResul
             {"d_k", d.d_k}}},
           {"stages", stages}};
 }
-template nlohmann::json write_forward_outputs<float>(const fs::path&, const ForwardResult<float>&);
-template nlohmann::json write_forward_outputs<double>(const fs::path&, const ForwardResult<double>&);
+template nlohmann::json write_forward_outputs<float>(const fs::path&, const ForwardResult<float>&,
+                                                     const std::function<void(std::size_t, std::size_t)>&);
+template nlohmann::json write_forward_outputs<double>(const fs::path&, const ForwardResult<double>&,
+                                                      const std::function<void(std::size_t, std::size_t)>&);
 
 std::function<int()> add_compute(CLI::App& app) {
   auto a = std::make_shared<ComputeArgs>();
@@ -198,13 +218,14 @@ std::function<int()> add_compute(CLI::App& app) {
   add_model_options(cmd, a->model,
                     "With --model: the layer whose attention trace --out writes, or all (default: all, "
                     "each in layer_<i>/)");
+  cmd->add_flag("--quiet", a->quiet, "No progress line on stderr (it is shown only on a terminal)");
   return [a]() -> int {
     if (!a->out_dir.empty())
       refuse_output_over_inputs(a->out_dir,
                                 {a->inputs_dir, a->weights_file, a->scenario_file, a->model.model_dir});
     if (!a->model.model_dir.empty()) {
       check_model_alone(*a);
-      return run_model_compute(a->model, a->out_dir);
+      return run_model_compute(a->model, a->out_dir, a->quiet);
     }
     if (!a->model.text.empty() || !a->model.token_ids.empty() || !a->model.layer.empty())
       throw ConfigError("--model", "--text, --token-ids and --layer go with --model DIR");

@@ -12,9 +12,11 @@
 #include "commands.hpp"
 #include "data_dir.hpp"
 #include "errors.hpp"
+#include "io/file_io.hpp"
 #include "io/npy.hpp"
 #include "model/gpt2.hpp"
 #include "problem.hpp"
+#include "progress.hpp"
 #include "reshape_export.hpp"
 #include "stage_export.hpp"
 
@@ -27,7 +29,7 @@ namespace {
 struct ExportArgs : ForwardArgs {
   std::string stage = "attn_weights", head = "0", format, colormap, out, font;
   int batch_index = 0, scale = 0;
-  bool transparent = false, values = false;
+  bool transparent = false, values = false, quiet = false;
   std::string tokens, key_tokens;  // labels; default: the scenario's sentence, else indices
   // A difference map: this head minus another head, or minus the same head from another backend or
   // another scenario file.
@@ -92,6 +94,7 @@ int run(const ExportArgs& a) {
   if (a.out.empty()) throw FileError("--out", "--out is empty: give a file or a folder");
   const bool folder = fs::is_directory(a.out) || a.out.back() == '/';
   const std::string format = figure_format(a, folder);  // before the forward: a bad name costs nothing
+  platform::ProgressLine progress("mha export", a.quiet);
   Problem<float> p;
   ForwardResult<float> r;
   std::string title_prefix;  // "layer 3  " for a model's layer
@@ -120,8 +123,10 @@ int run(const ExportArgs& a) {
       throw ConfigError("--model", "with --model, a difference map is between heads: use --minus-head");
     if (a.model.layer == "all")
       throw ConfigError("--layer", "mha export draws one layer at a time: give --layer I");
-    ModelInput in = load_model_input(a.model, "0");
+    ModelInput in = load_model_input(a.model, "0",
+                                     [&](double f) { progress.fraction(f, "loading " + a.model.model_dir); });
     const std::int64_t layer = in.layers[0];
+    progress.waiting("forward");
     r = std::move(gpt2_forward(in.loaded.model, in.ids).attn[std::size_t(layer)]);
     p.query_tokens = in.tokens;
     p.key_tokens = in.tokens;
@@ -133,8 +138,10 @@ int run(const ExportArgs& a) {
                         "--text, --token-ids and --layer go with --model DIR (--layer also with "
                         "--attention FILE)");
     p = build_problem<float>(a);
+    progress.waiting("forward");
     r = forward(p.config, p.weights, p.inputs, p.options);
   }
+  progress.clear();
 
   exporter::StageSlice slice;
   slice.stage = a.stage;
@@ -228,10 +235,9 @@ int run(const ExportArgs& a) {
     return 0;
   }
 
-  // Batch export: each head, the average, and (for images) the grid of them all.
-  std::error_code ec;
-  fs::create_directories(a.out, ec);
-  if (ec) throw FileError("--out", "--out " + a.out + ": cannot create: " + ec.message());
+  // Batch export: each head, the average, and (for images) the grid of them all, written into a
+  // staging folder that then replaces --out whole: a failure (a full disk) leaves an earlier
+  // export's folder as it was, and a folder of the user's (no index.json) is refused, not replaced.
   const int heads = exporter::stage_heads(r, a.stage);
   std::vector<std::pair<std::string, int>> jobs;  // file name, head
   const std::string stem = a.stage + "_b" + std::to_string(a.batch_index);
@@ -242,26 +248,29 @@ int run(const ExportArgs& a) {
     jobs.push_back({stem + "_avg." + format, exporter::kHeadAverage});
     if (format != "csv") jobs.push_back({stem + "_all." + format, exporter::kAllHeads});
   }
-  nlohmann::json files = nlohmann::json::array();
-  for (std::size_t k = 0; k < jobs.size(); ++k) {
-    slice.head = jobs[k].second;
-    exporter::StageFigure fig = exporter::stage_figure(r, slice);
-    style(fig);
-    exporter::write_figure(fig, format, (fs::path(a.out) / jobs[k].first).string());
-    const int h = jobs[k].second;
-    files.push_back(
-        {{"file", jobs[k].first},
-         {"head", h >= 0 ? nlohmann::json(h) : nlohmann::json(h == exporter::kAllHeads ? "all" : "avg")},
-         {"title", fig.spec.title}});
-    // Progress on one stderr line, so long batch exports show they are moving.
-    std::fprintf(stderr, "\rexporting [%zu/%zu] %s\x1b[K", k + 1, jobs.size(), jobs[k].first.c_str());
-  }
-  std::fprintf(stderr, "\n");
-  const std::string index =
-      nlohmann::json{{"stage", a.stage}, {"batch_index", a.batch_index}, {"format", format}, {"files", files}}
-          .dump(2) +
-      "\n";
-  exporter::write_file((fs::path(a.out) / "index.json").string(), index.data(), index.size());
+  write_folder_atomic(a.out, {"index.json"}, [&](const std::string& staging) {
+    nlohmann::json files = nlohmann::json::array();
+    for (std::size_t k = 0; k < jobs.size(); ++k) {
+      progress.step(std::int64_t(k), std::int64_t(jobs.size()), jobs[k].first);
+      slice.head = jobs[k].second;
+      exporter::StageFigure fig = exporter::stage_figure(r, slice);
+      style(fig);
+      exporter::write_figure(fig, format, (fs::path(staging) / jobs[k].first).string());
+      const int h = jobs[k].second;
+      files.push_back(
+          {{"file", jobs[k].first},
+           {"head", h >= 0 ? nlohmann::json(h) : nlohmann::json(h == exporter::kAllHeads ? "all" : "avg")},
+           {"title", fig.spec.title}});
+    }
+    progress.step(std::int64_t(jobs.size()), std::int64_t(jobs.size()));
+    const std::string index =
+        nlohmann::json{
+            {"stage", a.stage}, {"batch_index", a.batch_index}, {"format", format}, {"files", files}}
+            .dump(2) +
+        "\n";
+    exporter::write_file((fs::path(staging) / "index.json").string(), index.data(), index.size());
+  });
+  progress.clear();
   std::printf("wrote %zu files and index.json to %s\n", jobs.size(), a.out.c_str());
   return 0;
 }
@@ -311,8 +320,11 @@ std::function<int()> add_export(CLI::App& app) {
       ->check(CLI::IsMember({"heatmap", "reshape"}));
   CLI::Option* font = cmd->add_option(
       "--font", a->font, "TrueType or OpenType font for the text (default: the bundled DejaVu Sans)");
-  cmd->add_option("--out", a->out, "Output file, or a folder (existing, or ending in /) for a batch export")
+  cmd->add_option("--out", a->out,
+                  "Output file, or a folder (existing, or ending in /) for a batch export, replaced whole "
+                  "(an earlier export's, or a new or empty folder)")
       ->required();
+  cmd->add_flag("--quiet", a->quiet, "No progress line on stderr (it is shown only on a terminal)");
   return [a, font]() -> int {
     if (a->model.model_dir.empty() && a->attention_file.empty()) check_forward_args(*a);
     if (font->count() && a->font.empty()) throw FileError("--font", "--font is empty: give a font file");
@@ -321,6 +333,16 @@ std::function<int()> add_export(CLI::App& app) {
       if (!found.note.empty()) std::fprintf(stderr, "mha: %s\n", found.note.c_str());
       a->font = found.path;
     }
+    // Never over an input, whatever the spelling: a scenario, weights, a mask, the font, and each
+    // file of an --inputs folder (a figure written beside them is fine).
+    std::vector<std::string> inputs = {a->inputs_dir,      a->weights_file,   a->scenario_file,
+                                       a->model.model_dir, a->attention_file, a->font,
+                                       a->minus_scenario};
+    std::error_code ec;
+    if (!a->inputs_dir.empty())
+      for (const fs::directory_entry& e : fs::directory_iterator(a->inputs_dir, ec))
+        if (e.is_regular_file(ec)) inputs.push_back(e.path().string());
+    refuse_output_over_inputs(a->out, inputs);
     return run(*a);
   };
 }

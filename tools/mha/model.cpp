@@ -13,6 +13,7 @@
 #include "model/gpt2.hpp"
 #include "model/roles.hpp"
 #include "problem.hpp"
+#include "progress.hpp"
 
 namespace fs = std::filesystem;
 
@@ -53,12 +54,17 @@ std::string describe(const ModelInput& in, const TokenProb& t) {
 struct ComputeModelArgs {
   ModelArgs model;
   std::string out_dir;
+  bool quiet = false;
 };
 
 int run_compute(const ComputeModelArgs& a) {
-  const ModelInput in = load_model_input(a.model, "all");
+  platform::ProgressLine progress("mha compute", a.quiet);
+  const ModelInput in = load_model_input(
+      a.model, "all", [&](double f) { progress.fraction(f, "loading " + a.model.model_dir); });
   const GPT2Model& m = in.loaded.model;
+  progress.waiting("forward");
   const GPT2Run run = gpt2_forward(m, in.ids);
+  progress.clear();
   std::printf("GPT-2 forward (%s: %lld layers, %lld heads, n_embd %lld), %zu tokens:\n ",
               in.loaded.folder.c_str(), (long long)m.config.n_layer, (long long)m.config.n_head,
               (long long)m.config.n_embd, in.ids.size());
@@ -71,7 +77,9 @@ int run_compute(const ComputeModelArgs& a) {
   const bool all = in.layers.size() > 1;
   // The whole folder at once (see write_folder_atomic): a failure keeps an earlier run's as it was.
   write_folder_atomic(a.out_dir, {"trace.json", "layer_0/trace.json"}, [&](const std::string& staging) {
-    for (std::int64_t l : in.layers) {
+    for (std::size_t k = 0; k < in.layers.size(); ++k) {
+      const std::int64_t l = in.layers[k];
+      progress.step(std::int64_t(k), std::int64_t(in.layers.size()), "writing layer " + std::to_string(l));
       const fs::path dir = all ? fs::path(staging) / ("layer_" + std::to_string(l)) : fs::path(staging);
       nlohmann::json meta = write_forward_outputs(dir, run.attn[std::size_t(l)]);
       meta["model"] = in.loaded.folder;
@@ -83,6 +91,7 @@ int run_compute(const ComputeModelArgs& a) {
       write_json_file(dir / "trace.json", meta);
     }
   });
+  progress.clear();
   std::printf("wrote %s: %s output.npy, attn_weights.npy (1, H, T, T), trace.json, trace/*.npy\n",
               a.out_dir.c_str(),
               all ? "layer_<i>/ for every layer:" : ("layer " + std::to_string(in.layers[0]) + ":").c_str());
@@ -137,11 +146,11 @@ void add_model_options(CLI::App* cmd, ModelArgs& m, const char* layer_help) {
   cmd->add_option("--layer", m.layer, layer_help);
 }
 
-ModelInput load_model_input(const ModelArgs& a, const char* default_layer) {
+ModelInput load_model_input(const ModelArgs& a, const char* default_layer, const LoadProgress& progress) {
   if (a.text.empty() == a.token_ids.empty())
     throw ConfigError("--text", "with --model give exactly one of --text \"...\" and --token-ids 1,2,3");
   ModelInput in;
-  in.loaded = load_gpt2(a.model_dir);
+  in.loaded = load_gpt2(a.model_dir, progress);
   const GPT2Config& c = in.loaded.model.config;
   try {
     in.tokenizer = load_tokenizer(a.model_dir);
@@ -193,8 +202,8 @@ std::function<int()> add_model_info(CLI::App& app) {
   return [folder, roles]() { return run_model_info(*folder, *roles); };
 }
 
-int run_model_compute(const ModelArgs& m, const std::string& out_dir) {
-  return run_compute({m, out_dir});
+int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet) {
+  return run_compute({m, out_dir, quiet});
 }
 
 }  // namespace mha::cli

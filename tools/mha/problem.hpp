@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -57,8 +58,10 @@ Problem<T> build_problem(const ForwardArgs& a);
 
 // Writes output.npy, attn_weights.npy, attn_weights_avg.npy and trace/<stage>.npy under `dir`, and
 // returns trace.json's object (sizes, policy, counts, every stage) for the caller to add to and write.
+// `on_file(done, total)` is called before each .npy file is written (a progress line).
 template <class T>
-nlohmann::json write_forward_outputs(const std::filesystem::path& dir, const ForwardResult<T>& r);
+nlohmann::json write_forward_outputs(const std::filesystem::path& dir, const ForwardResult<T>& r,
+                                     const std::function<void(std::size_t, std::size_t)>& on_file = {});
 // Writes `j` (indented) atomically; invalid UTF-8 in a string is written as U+FFFD, not refused.
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& j);
 
@@ -81,12 +84,13 @@ struct ModelInput {
 };
 // Loads the model and tokenizes the text; throws ConfigError (naming the option) for a missing or
 // contradictory choice, a --layer out of range (naming the number of layers) or a text longer than
-// n_positions (naming both).
-ModelInput load_model_input(const ModelArgs& m, const char* default_layer);
+// n_positions (naming both). `progress` follows the weights' conversion (may be empty).
+ModelInput load_model_input(const ModelArgs& m, const char* default_layer, const LoadProgress& progress = {});
 
 // `mha compute --model`: prints the tokens and the next-token top-5; with --out, writes each chosen
 // layer's attention trace as `mha compute` writes one (layer_<i>/ for --layer all).
-int run_model_compute(const ModelArgs& m, const std::string& out_dir);
+// quiet: no progress line on stderr.
+int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet);
 // Refuses --model together with another source of inputs (--inputs, --torch-seed, --scenario).
 void check_model_alone(const ForwardArgs& a);
 

@@ -270,9 +270,9 @@ void Script::before_new_frame(ImGuiIO& io) {
 void Script::before_ui(AppState& state, UiEnv& env) {
   if (hover_query_ >= 0 || hover_key_ >= 0) report_hover(hover_query_, hover_key_);
   if (!drag_path_.empty()) {  // a scripted drag moves one cell a frame, as a hand would
-    mask_drag_move(state, drag_path_.front().first, drag_path_.front().second);
+    mask_drag_move(env.panels, state, drag_path_.front().first, drag_path_.front().second);
     drag_path_.erase(drag_path_.begin());
-    if (drag_path_.empty()) mask_drag_release();
+    if (drag_path_.empty()) mask_drag_release(env.panels);
     return;
   }
   if (failed_ || next_ >= lines_.size() || key_ >= 0 || !pending_screenshot_.empty()) return;
@@ -343,13 +343,13 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
       return fail(line, "mask-drag: a cell is outside the (" + std::to_string(s.L()) + ", " +
                             std::to_string(s.S()) + ") mask");
     env.select_tab = int(ViewTab::mask);
-    mask_drag_press(state, r0, c0);
+    mask_drag_press(env.panels, state, r0, c0);
     // The pointer's path, one cell a frame: the straight line, as the editor fills a fast drag.
     const int steps = std::max(std::abs(r1 - r0), std::abs(c1 - c0));
     for (int k = 1; k <= steps; ++k)
       drag_path_.push_back({r0 + int(std::lround(float(r1 - r0) * float(k) / float(steps))),
                             c0 + int(std::lround(float(c1 - c0) * float(k) / float(steps)))});
-    if (drag_path_.empty()) mask_drag_release();
+    if (drag_path_.empty()) mask_drag_release(env.panels);
   } else if (verb == "key") {
     if (!parse_key(w[1], &key_, &key_ctrl_, &key_shift_)) {
       key_ = -1;

@@ -279,7 +279,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const bool left = env.show_controls && !env.focus, right = env.show_inspector && !env.focus;
   if (left) {
     ImGui::BeginChild("controls", ImVec2(left_w, h), true);
-    draw_controls(state);
+    draw_controls(env.panels, state);
     ImGui::EndChild();
     ImGui::SameLine();
   }
@@ -302,14 +302,14 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
           ImGui::TextWrapped("No result to show yet. The controls on the left say what is wrong.");
         } else {
           switch (i) {
-            case 0: draw_pipeline(state, textures); break;
-            case 1: draw_reshape(state, textures); break;
-            case 2: draw_heads(state, textures); break;
-            case 3: draw_mask_editor(state, textures); break;
-            case 4: draw_compare(state, textures); break;
+            case 0: draw_pipeline(env.panels, state, textures); break;
+            case 1: draw_reshape(env.panels, state, textures); break;
+            case 2: draw_heads(env.panels, state, textures); break;
+            case 3: draw_mask_editor(env.panels, state, textures); break;
+            case 4: draw_compare(env.panels, state, textures); break;
             case 5: draw_complexity(state); break;
-            case int(ViewTab::overview): draw_overview(state, textures); break;
-            case int(ViewTab::token_lines): draw_token_lines(state); break;
+            case int(ViewTab::overview): draw_overview(env.panels, state, textures); break;
+            case int(ViewTab::token_lines): draw_token_lines(env.panels, state); break;
           }
         }
         ImGui::EndChild();

@@ -64,7 +64,7 @@ TEST_CASE("the Overview fits every head without scrolling up to H = 16 and L = 6
         INFO(w << "x" << h << " H=" << H << " L=" << L);
         AppState state;
         open(ui, state, sized(L, H, H * 4), ViewTab::overview);
-        const OverviewInfo& info = overview_info();
+        const OverviewInfo& info = overview_info(ui.env.panels);
         CHECK(info.heads == H);
         CHECK(int(info.tiles.size()) == H);
         CHECK(info.cols * info.rows >= H);
@@ -79,7 +79,7 @@ TEST_CASE("a click on an Overview tile opens that head in the Heads view", "[ui]
   HeadlessUi ui;
   AppState state;
   open(ui, state, sized(8, 4, 16), ViewTab::overview);
-  const ImVec4 t = overview_info().tiles.at(2);  // head 2
+  const ImVec4 t = overview_info(ui.env.panels).tiles.at(2);  // head 2
   // The cell (row 5, column 3) of head 2's map.
   const float cell = (t.z - t.x) / 8.0f;
   click(ui, state, ImVec2(t.x + cell * 3.5f, t.y + cell * 5.5f));
@@ -101,7 +101,7 @@ TEST_CASE("the Overview of a two-layer model is a layers x heads grid with role 
   const ModelResult& m = *state.result.model;
   REQUIRE(m.layers.size() == std::size_t(m.n_layer));
   CHECK(m.layers[std::size_t(m.layer)] == state.result.forward);
-  const OverviewInfo& info = overview_info();
+  const OverviewInfo& info = overview_info(ui.env.panels);
   CHECK(info.layers == m.n_layer);
   CHECK(int(info.tiles.size()) == m.n_layer * state.result.forward->dims.H);
   CHECK(info.fits);
@@ -126,8 +126,8 @@ TEST_CASE("the Overview of a two-layer model is a layers x heads grid with role 
   ui.env.select_tab = int(ViewTab::overview);
   ui.frame(state);
   ui.frame(state);
-  CHECK(overview_info().layers == 1);
-  CHECK(int(overview_info().tiles.size()) == H);
+  CHECK(overview_info(ui.env.panels).layers == 1);
+  CHECK(int(overview_info(ui.env.panels).tiles.size()) == H);
 }
 
 TEST_CASE("Token lines: one line per visible weight, heads toggled, a hovered token keeps its lines",
@@ -145,7 +145,7 @@ TEST_CASE("Token lines: one line per visible weight, heads toggled, a hovered to
           if ((only_q < 0 || i == only_q) && w.at({0, h, i, j}) >= 0.01f) ++n;
     return n;
   };
-  const TokenLinesInfo& info = token_lines_info();
+  const TokenLinesInfo& info = token_lines_info(ui.env.panels);
   CHECK(info.only_query == -1);
   CHECK(info.lines == expected_lines(-1, {0, 1}));
   CHECK(info.heads_drawn == std::vector<int>{0, 1});
@@ -162,14 +162,14 @@ TEST_CASE("Token lines: one line per visible weight, heads toggled, a hovered to
   ui.frame(state, p);
   ui.frame(state, p);
   CHECK(state.scenario().view.hover_query == 3);
-  CHECK(token_lines_info().only_query == 3);
-  CHECK(token_lines_info().queries_drawn == std::vector<int>{3});
-  CHECK(token_lines_info().lines == expected_lines(3, {0, 1}));
+  CHECK(token_lines_info(ui.env.panels).only_query == 3);
+  CHECK(token_lines_info(ui.env.panels).queries_drawn == std::vector<int>{3});
+  CHECK(token_lines_info(ui.env.panels).lines == expected_lines(3, {0, 1}));
   // The pointer leaves: all lines again.
   ui.frame(state);
   ui.frame(state);
   CHECK(state.scenario().view.hover_query == -1);
-  CHECK(token_lines_info().lines == expected_lines(-1, {0, 1}));
+  CHECK(token_lines_info(ui.env.panels).lines == expected_lines(-1, {0, 1}));
 }
 
 TEST_CASE("linked hover: a Heads cell under the pointer marks its query and key everywhere", "[ui][views]") {
@@ -192,7 +192,7 @@ TEST_CASE("linked hover: a Heads cell under the pointer marks its query and key 
   ui.frame(state);  // take_hover clears what no view reports; the test reports it as a view would
   report_hover(q, -1);
   ui.frame(state);
-  CHECK(token_lines_info().only_query == q);
+  CHECK(token_lines_info(ui.env.panels).only_query == q);
 }
 
 TEST_CASE("what-if: temperature and the scale change the scores as documented, and say so", "[ui][views]") {

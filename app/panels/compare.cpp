@@ -120,22 +120,23 @@ void rebuild(CompareCache& c, std::uint64_t key, int si, const Side& a, const Si
   c.in_maxabs = maxabs;
 }
 
-const std::vector<std::string>& feature_labels(int n) {
-  static std::vector<std::string> labels;
-  if (int(labels.size()) != n) {
-    labels.clear();
-    for (int i = 0; i < n; ++i) labels.push_back(std::to_string(i));
-  }
-  return labels;
-}
-
 const char* label_at(const std::vector<std::string>* v, int i) {
   return v && i >= 0 && i < int(v->size()) ? (*v)[std::size_t(i)].c_str() : "";
 }
 
 }  // namespace
 
-void draw_compare(AppState& state, Textures& tex) {
+struct ComparePanel {
+  CompareCache cache;
+  std::vector<std::string> feature_labels;
+  void draw(AppState& state, Textures& tex);
+};
+
+void draw_compare(Panels& panels, AppState& state, Textures& tex) {
+  made(panels.compare).draw(state, tex);
+}
+
+void ComparePanel::draw(AppState& state, Textures& tex) {
   if (!state.result.valid()) {
     ImGui::TextWrapped("No result yet: the comparison appears once the inputs give a valid forward.");
     return;
@@ -265,7 +266,6 @@ void draw_compare(AppState& state, Textures& tex) {
   const std::uint64_t key = mix({std::uint64_t(mode), gen, prev_gen, std::uint64_t(std::uintptr_t(&f)),
                                  std::uint64_t(std::uintptr_t(before)), std::uint64_t(si), std::uint64_t(b),
                                  std::uint64_t(ha), std::uint64_t(mode == 0 ? hb : 0)});
-  static CompareCache cache;
   const std::shared_ptr<const ForwardResult<float>> none;
   if (cache.key != key || !same_owner(cache.after, live) ||
       !same_owner(cache.before, before ? other : none)) {
@@ -283,7 +283,8 @@ void draw_compare(AppState& state, Textures& tex) {
 
   const int R = A.values.rows, C = A.values.cols;
   const std::vector<std::string>* row_labels = &live_result.query_tokens;
-  const std::vector<std::string>* col_labels = si == kContext ? &feature_labels(C) : &live_result.key_tokens;
+  const std::vector<std::string>* col_labels =
+      si == kContext ? &numbered(feature_labels, C) : &live_result.key_tokens;
 
   // The summary line: what is subtracted and the largest difference, with its tokens.
   char what[64];

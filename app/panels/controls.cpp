@@ -15,11 +15,21 @@
 #include "io/npy.hpp"
 #include "io/state_dict.hpp"
 #include "model_cache.hpp"
+#include "panel_util.hpp"
 #include "panels.hpp"
 #include "studio_names.hpp"
 #include "text_parse.hpp"
 
 namespace mha::app {
+
+// What the left column keeps between frames: the text typed into its fields.
+struct ControlsPanel {
+  std::string paste;         // a numpy/torch printout of the query
+  std::string npy_path;      // the query's .npy
+  std::string weights_path;  // a folder of .npy, or a .safetensors
+  char model_folder[512] = "";
+  void draw(AppState& state);
+};
 
 namespace {
 
@@ -83,13 +93,11 @@ void edit_cells(AppState& state, const std::string& tensor, const float* data, s
   ImGui::TreePop();
 }
 
-void inputs_section(AppState& state) {
+void inputs_section(AppState& state, std::string& paste, std::string& npy_path) {
   const Scenario& s = state.scenario();
   const std::int64_t N = s.batch, L = s.L(), E = s.embed_dim;
   const bool edited_any = s.query || s.key || s.value;
   ImGui::TextDisabled("query = %s", edited_any && s.query ? "edited tensor" : "torch.rand from the seed");
-  static std::string paste;
-  static std::string npy_path;
   ImGui::SetNextItemWidth(-1);
   ImGui::InputTextMultiline("##paste", &paste, ImVec2(-1, ImGui::GetTextLineHeight() * 3));
   if (ImGui::IsItemHovered())
@@ -160,9 +168,8 @@ void inputs_section(AppState& state) {
   }
 }
 
-void weights_section(AppState& state) {
+void weights_section(AppState& state, std::string& path) {
   const Scenario& s = state.scenario();
-  static std::string path;
   ImGui::TextDisabled("weights = %s",
                       s.weights ? "edited or loaded" : "nn.MultiheadAttention default init (seed)");
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
@@ -250,9 +257,8 @@ void pick_model(AppState& state, const std::string& model) {
   state.apply(choose_model(model));
 }
 
-void model_section(AppState& state) {
+void model_section(AppState& state, char (&folder)[512]) {
   const Scenario& s = state.scenario();
-  static char folder[512] = "";
   static const std::vector<std::string> shipped = shipped_models();
   const char* kRandom = "random init (torch seed)";
   ImGui::TextUnformatted("Model");
@@ -319,10 +325,14 @@ void choose_backend(AppState& state, BackendChoice choice) {
   state.recompute();
 }
 
-void draw_controls(AppState& state) {
+void draw_controls(Panels& panels, AppState& state) {
+  panel::made(panels.controls).draw(state);
+}
+
+void ControlsPanel::draw(AppState& state) {
   const Scenario& s = state.scenario();
   ImGui::TextDisabled("%s", s.name.c_str());
-  model_section(state);
+  model_section(state, model_folder);
   const bool model = s.has_model();
 
   ImGui::Separator();
@@ -377,8 +387,8 @@ void draw_controls(AppState& state) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("torch.manual_seed(seed): inputs by torch.rand, weights by default init");
 
-  if (ImGui::CollapsingHeader("Inputs")) inputs_section(state);
-  if (ImGui::CollapsingHeader("Weights")) weights_section(state);
+  if (ImGui::CollapsingHeader("Inputs")) inputs_section(state, paste, npy_path);
+  if (ImGui::CollapsingHeader("Weights")) weights_section(state, weights_path);
   ImGui::EndDisabled();
   inline_error(state, "tensors");
   inline_error(state, "mask");

@@ -331,15 +331,6 @@ float map_height(const LabelSpace& l, float cell, int rows) {
   return std::max(top, l.col_w) + cell * float(rows) + 1.0f;
 }
 
-const std::vector<std::string>& feature_labels(int n) {
-  static std::vector<std::string> labels;
-  if (int(labels.size()) != n) {
-    labels.clear();
-    for (int i = 0; i < n; ++i) labels.push_back(std::to_string(i));
-  }
-  return labels;
-}
-
 void row_check_lines(const RowCheck& c) {
   // Beside its maximum, log2 of the keys a row may see (log2 S without a mask): where the head sits
   // between "one key" (0) and "uniform" (the maximum).
@@ -348,7 +339,8 @@ void row_check_lines(const RowCheck& c) {
   ImGui::PopTextWrapPos();
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "Mean over the query rows of -sum p log2 p.\n0 bits: each query looks at one key; %.2f bits (the mean "
+        "Mean over the query rows of -sum p log2 p.\n0 bits: each query looks at one key; %.2f bits (the "
+        "mean "
         "of log2 of each row's visible keys): uniform over the keys it may see.",
         c.entropy_max);
   const bool ok = c.max_err < 1e-4;
@@ -365,7 +357,17 @@ void row_check_lines(const RowCheck& c) {
 
 }  // namespace
 
-void draw_heads(AppState& state, Textures& tex) {
+struct HeadsPanel {
+  HeadsCache cache;
+  std::vector<std::string> feature_labels;
+  void draw(Panels& panels, AppState& state, Textures& tex);
+};
+
+void draw_heads(Panels& panels, AppState& state, Textures& tex) {
+  made(panels.heads).draw(panels, state, tex);
+}
+
+void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   if (!state.result.valid()) {
     ImGui::TextWrapped("No result yet: the heads appear once the inputs give a valid forward.");
     return;
@@ -376,7 +378,7 @@ void draw_heads(AppState& state, Textures& tex) {
   const float font = ImGui::GetFontSize();
   const ImGuiStyle& style = ImGui::GetStyle();
 
-  draw_what_if(state);  // temperature and ÷√d_k: their effect shows here, stage by stage
+  draw_what_if(panels, state);  // temperature and ÷√d_k: their effect shows here, stage by stage
   // Controls: stage and batch item (the colormap and "cell values" are in the left column).
   const int si = stage_index(view.stage);
   ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
@@ -442,7 +444,6 @@ void draw_heads(AppState& state, Textures& tex) {
                      si == kContext ? ". Rows: query tokens; columns: the head's d_k features." : "");
   ImGui::PopStyleColor();
 
-  static HeadsCache cache;
   const std::uint64_t gen = state.result.generation;
   if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b) {
     rebuild(cache, state.result.forward, si, b);
@@ -472,7 +473,8 @@ void draw_heads(AppState& state, Textures& tex) {
 
   const int R = int(s.shape[2]), C = int(s.shape[3]);
   const std::vector<std::string>* row_labels = &state.result.query_tokens;
-  const std::vector<std::string>* col_labels = si == kContext ? &feature_labels(C) : &state.result.key_tokens;
+  const std::vector<std::string>* col_labels =
+      si == kContext ? &numbered(feature_labels, C) : &state.result.key_tokens;
 
   // The footer is measured first so the grid knows the height it may use.
   std::vector<std::string> footer;

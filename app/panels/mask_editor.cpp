@@ -33,9 +33,9 @@ const ImVec4 kWarn(1.0f, 0.55f, 0.2f, 1.0f);
 const ImVec4 kError(1.0f, 0.35f, 0.35f, 1.0f);
 
 // Labels for axes whose tokens do not match the size: "0", "1", … (one growing list for every grid).
-const std::vector<std::string>* axis_labels(const std::vector<std::string>& tokens, int n) {
+const std::vector<std::string>* axis_labels(std::vector<std::string>& indices,
+                                            const std::vector<std::string>& tokens, int n) {
   if (int(tokens.size()) == n) return &tokens;
-  static std::vector<std::string> indices;
   while (int(indices.size()) < n) indices.push_back(std::to_string(indices.size()));
   return &indices;
 }
@@ -130,17 +130,53 @@ struct PaintTool {
   }
   void release() { *this = PaintTool{}; }
 };
-PaintTool g_drag;
+
+// The popup that types one additive value ("-inf" allowed).
+struct ValuePopup {
+  std::size_t index = 0;
+  int row = 0, col = 0;
+  char text[32] = "";
+  std::string error;
+};
+
+// Rows of the merged slice whose every key is blocked, cached per result and slice.
+struct MergedInfo {
+  std::uint64_t generation = 0;
+  int n = -1, h = -1;
+  float range = 0;
+  std::vector<int> full_rows;
+};
+
+}  // namespace
+
+// What the mask editor keeps between frames.
+struct MaskEditorPanel {
+  PaintTool drag;                       // the drag painting a grid (mouse or script)
+  ValuePopup popup;                     // the additive value being typed
+  std::vector<std::string> indices;     // "0", "1", …: axis labels where the tokens do not fit
+  std::uint64_t slider_gesture = 0;     // the slider drag in progress: one undo step
+  std::uint64_t cells_fingerprint = 0;  // the shown attn_mask slice's values, and from them:
+  float cells_range = 0;                // the largest |finite value|
+  int cells_biases = 0;                 // finite non-zero values
+  MergedInfo merged;
+  std::vector<float> padding_values;       // the heatmap reads floats: 0/1 of the N·S bytes, a few hundred
+  std::vector<std::string> padding_items;  // "item 0", "item 1", …
+  std::string pytorch_text;                // "Copy as PyTorch", made again for each new result
+  std::uint64_t pytorch_generation = 0;
+  void draw(AppState& state, Textures& tex);
+};
+
+namespace {
 
 // One frame of painting on `grid` by the mouse.
-void paint(AppState& state, const std::string& grid, const HeatmapEvent& ev, const Blocked& blocked,
-           const MakePaint& make) {
-  if (g_drag.scripted) return;  // the pointer is not the one painting
-  if (g_drag.grid.empty() && ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left))
-    g_drag.press(state, grid, ev.row, ev.col, blocked, make);
-  else if (g_drag.grid == grid && ev.hovered && ImGui::IsMouseDown(ImGuiMouseButton_Left))
-    g_drag.move_to(state, ev.row, ev.col, blocked, make);
-  if (g_drag.grid == grid && !g_drag.scripted && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) g_drag.release();
+void paint(PaintTool& drag, AppState& state, const std::string& grid, const HeatmapEvent& ev,
+           const Blocked& blocked, const MakePaint& make) {
+  if (drag.scripted) return;  // the pointer is not the one painting
+  if (drag.grid.empty() && ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left))
+    drag.press(state, grid, ev.row, ev.col, blocked, make);
+  else if (drag.grid == grid && ev.hovered && ImGui::IsMouseDown(ImGuiMouseButton_Left))
+    drag.move_to(state, ev.row, ev.col, blocked, make);
+  if (drag.grid == grid && !drag.scripted && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) drag.release();
 }
 
 // Whether cell (r, c) of the attn_mask slice the editor shows is blocked, read from the live scenario.
@@ -167,8 +203,7 @@ void set_cell(MaskSpec& m, std::size_t k, float v) {
 }
 
 // A slider's gesture: a new one each time the slider is grabbed, so a drag is one undo step.
-std::uint64_t slider_gesture() {
-  static std::uint64_t gesture = 0;
+std::uint64_t slider_gesture(std::uint64_t& gesture) {
   if (ImGui::IsItemActivated() || gesture == 0) gesture = new_gesture();
   return gesture;
 }
@@ -237,7 +272,7 @@ const char* cell_text(MaskConvention c, float v, float cell, char* buf, std::siz
   return "";
 }
 
-void preset_controls(AppState& state) {
+void preset_controls(AppState& state, std::uint64_t& gesture_of_slider) {
   const Scenario& sc = state.scenario();
   const MaskSpec& m = sc.mask;
   const float font = ImGui::GetFontSize();
@@ -251,7 +286,7 @@ void preset_controls(AppState& state) {
   const int L = int(std::max<std::int64_t>(1, sc.L())), S = int(std::max<std::int64_t>(1, sc.S()));
   // A preset's parameter: each change re-applies the preset; a slider drag is one gesture.
   auto slider = [&](bool changed, const char* what, std::function<void(MaskSpec&)> set) {
-    const std::uint64_t gesture = slider_gesture();
+    const std::uint64_t gesture = slider_gesture(gesture_of_slider);
     if (changed) state.apply(mask_edit(what, std::move(set), apply_mask_preset, gesture));
   };
   ImGui::SameLine();
@@ -325,51 +360,41 @@ void scope_controls(AppState& state, int N, int H) {
   ImGui::PopTextWrapPos();
 }
 
-// The popup that types one additive value ("-inf" allowed).
-struct ValuePopup {
-  std::size_t index = 0;
-  int row = 0, col = 0;
-  char text[32] = "";
-  std::string error;
-};
-ValuePopup g_popup;
-
-void value_popup(AppState& state, const std::vector<std::string>& rows,
+void value_popup(ValuePopup& popup, AppState& state, const std::vector<std::string>& rows,
                  const std::vector<std::string>& cols) {
   if (!ImGui::BeginPopup("mask value")) return;
   const MaskSpec& m = state.scenario().mask;
   // The mask or the sizes changed under the popup.
-  if (g_popup.index >= m.cells.size() || std::size_t(g_popup.row) >= rows.size() ||
-      std::size_t(g_popup.col) >= cols.size()) {
+  if (popup.index >= m.cells.size() || std::size_t(popup.row) >= rows.size() ||
+      std::size_t(popup.col) >= cols.size()) {
     ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
     return;
   }
-  ImGui::Text("query %s -> key %s: added to the score", rows[std::size_t(g_popup.row)].c_str(),
-              cols[std::size_t(g_popup.col)].c_str());
+  ImGui::Text("query %s -> key %s: added to the score", rows[std::size_t(popup.row)].c_str(),
+              cols[std::size_t(popup.col)].c_str());
   auto set = [&](float v, const char* what) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "mask cell (%d, %d) %s", g_popup.row, g_popup.col, what);
+    std::snprintf(buf, sizeof buf, "mask cell (%d, %d) %s", popup.row, popup.col, what);
     state.apply(mask_edit(
-        buf, [k = g_popup.index, v](MaskSpec& x) { set_cell(x, k, v); }, nullptr));
+        buf, [k = popup.index, v](MaskSpec& x) { set_cell(x, k, v); }, nullptr));
     ImGui::CloseCurrentPopup();
   };
   if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
-  if (ImGui::InputText("value", g_popup.text, sizeof g_popup.text, ImGuiInputTextFlags_EnterReturnsTrue)) {
+  if (ImGui::InputText("value", popup.text, sizeof popup.text, ImGuiInputTextFlags_EnterReturnsTrue)) {
     float v = 0;
-    if (parse_mask_value(g_popup.text, &v, &g_popup.error))
-      set(v, (std::string("= ") + g_popup.text).c_str());
+    if (parse_mask_value(popup.text, &v, &popup.error)) set(v, (std::string("= ") + popup.text).c_str());
   }
   if (ImGui::Button("0 (attend)")) set(0.0f, "= 0");
   ImGui::SameLine();
   if (ImGui::Button("-inf (block)")) set(kBlocked, "= -inf");
-  if (!g_popup.error.empty()) ImGui::TextColored(kError, "%s", g_popup.error.c_str());
+  if (!popup.error.empty()) ImGui::TextColored(kError, "%s", popup.error.c_str());
   ImGui::EndPopup();
 }
 
 // The cells of the slice being edited, painted or typed into.
-void cell_grid(AppState& state, Textures& tex, float width) {
+void cell_grid(MaskEditorPanel& p, AppState& state, Textures& tex, float width) {
   const Scenario& sc = state.scenario();
   const MaskSpec& m = sc.mask;
   const float font = ImGui::GetFontSize();
@@ -402,9 +427,9 @@ void cell_grid(AppState& state, Textures& tex, float width) {
   const float* cells = m.cells.data() + base;
 
   // The colour range and count of biases change only with the values: cached by fingerprint.
-  static std::uint64_t cached = 0;
-  static float range = 0;
-  static int biases = 0;
+  std::uint64_t& cached = p.cells_fingerprint;
+  float& range = p.cells_range;
+  int& biases = p.cells_biases;
   const std::uint64_t fp =
       fingerprint(cells, sizeof(float) * std::size_t(L) * std::size_t(S), 0xcbf29ce484222325ull);
   if (fp != cached) {
@@ -418,8 +443,8 @@ void cell_grid(AppState& state, Textures& tex, float width) {
       }
   }
   const bool additive = m.convention == MaskConvention::additive;
-  const std::vector<std::string>* rows = axis_labels(state.result.query_tokens, L);
-  const std::vector<std::string>* cols = axis_labels(state.result.key_tokens, S);
+  const std::vector<std::string>* rows = axis_labels(p.indices, state.result.query_tokens, L);
+  const std::vector<std::string>* cols = axis_labels(p.indices, state.result.key_tokens, S);
 
   if (m.scope == MaskScope::shared)
     ImGui::TextUnformatted("attn_mask (L, S): click or drag to paint");
@@ -473,21 +498,21 @@ void cell_grid(AppState& state, Textures& tex, float width) {
   }
   if (additive) {
     if (ev.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
-      g_popup.index = base + std::size_t(ev.row) * std::size_t(S) + std::size_t(ev.col);
-      g_popup.row = ev.row;
-      g_popup.col = ev.col;
-      g_popup.error.clear();
-      const float v = m.cells[g_popup.index];
+      p.popup.index = base + std::size_t(ev.row) * std::size_t(S) + std::size_t(ev.col);
+      p.popup.row = ev.row;
+      p.popup.col = ev.col;
+      p.popup.error.clear();
+      const float v = m.cells[p.popup.index];
       if (is_blocked(v))
-        std::snprintf(g_popup.text, sizeof g_popup.text, "-inf");
+        std::snprintf(p.popup.text, sizeof p.popup.text, "-inf");
       else
-        std::snprintf(g_popup.text, sizeof g_popup.text, "%g", double(v));
+        std::snprintf(p.popup.text, sizeof p.popup.text, "%g", double(v));
       ImGui::OpenPopup("mask value");
     }
-    value_popup(state, *rows, *cols);
+    value_popup(p.popup, state, *rows, *cols);
   } else {
     paint(
-        state, "cells", ev, [&state](int r, int c) { return shown_cell_blocked(state, r, c); },
+        p.drag, state, "cells", ev, [&state](int r, int c) { return shown_cell_blocked(state, r, c); },
         paint_mask_cells);
   }
   ImGui::PushTextWrapPos(0);
@@ -502,17 +527,9 @@ void cell_grid(AppState& state, Textures& tex, float width) {
   ImGui::PopTextWrapPos();
 }
 
-// Rows of the merged slice whose every key is blocked, cached per result and slice.
-struct MergedInfo {
-  std::uint64_t generation = 0;
-  int n = -1, h = -1;
-  float range = 0;
-  std::vector<int> full_rows;
-};
-
 // The additive mask torch adds to the scores: attn_mask merged with key_padding_mask (the trace's
 // "attn_mask" stage), for the shown batch item and head.
-void merged_grid(AppState& state, Textures& tex, float width) {
+void merged_grid(MaskEditorPanel& editor, AppState& state, Textures& tex, float width) {
   const auto& f = *state.result.forward;
   const Dims& d = f.dims;
   ViewState& view = state.view();
@@ -528,7 +545,7 @@ void merged_grid(AppState& state, Textures& tex, float width) {
   const int L = int(s->shape[2]), S = int(s->shape[3]);
   const float* p = s->storage->data() + s->offset + n * s->strides[0] + h * s->strides[1];
   const std::int64_t rs = s->strides[2], cs = s->strides[3];
-  static MergedInfo info;
+  MergedInfo& info = editor.merged;
   if (info.generation != state.result.generation || info.n != n || info.h != h) {
     info = MergedInfo{state.result.generation, n, h, 0, {}};
     for (int i = 0; i < L; ++i) {
@@ -575,8 +592,8 @@ void merged_grid(AppState& state, Textures& tex, float width) {
   hm.vmin = -info.range;
   hm.vmax = info.range;
   hm.colormap = Colormap::diverging;
-  hm.row_labels = axis_labels(state.result.query_tokens, L);
-  hm.col_labels = axis_labels(state.result.key_tokens, S);
+  hm.row_labels = axis_labels(editor.indices, state.result.query_tokens, L);
+  hm.col_labels = axis_labels(editor.indices, state.result.key_tokens, S);
   hm.blocked = [p, rs, cs](int i, int j) { return is_blocked(p[i * rs + j * cs]); };
   hm.show_values = false;
   hm.max_cell = ImGui::GetFontSize() * 3;
@@ -620,7 +637,7 @@ void merged_grid(AppState& state, Textures& tex, float width) {
 }
 
 // key_padding_mask (N, S): 1 = padding. Toggled per batch item and key, or set by valid length.
-void key_padding(AppState& state, Textures& tex) {
+void key_padding(MaskEditorPanel& p, AppState& state, Textures& tex) {
   const Scenario& sc = state.scenario();
   const MaskSpec& m = sc.mask;
   const float font = ImGui::GetFontSize();
@@ -647,9 +664,9 @@ void key_padding(AppState& state, Textures& tex) {
           "key_padding_mask: fit to sizes", [](MaskSpec&) {}, fit_mask_to_sizes));
     return;
   }
-  static std::vector<float> values;  // the heatmap reads floats: 0/1 of the N·S bytes, a few hundred
+  std::vector<float>& values = p.padding_values;
   values.assign(m.key_padding.begin(), m.key_padding.end());
-  static std::vector<std::string> items;
+  std::vector<std::string>& items = p.padding_items;
   while (int(items.size()) < N) items.push_back("item " + std::to_string(items.size()));
   const std::uint8_t* pad = m.key_padding.data();
 
@@ -669,7 +686,7 @@ void key_padding(AppState& state, Textures& tex) {
     h.vmin = h.vmax = 0;
     h.colormap = Colormap::diverging;
     h.row_labels = &items;
-    h.col_labels = axis_labels(state.result.key_tokens, S);
+    h.col_labels = axis_labels(p.indices, state.result.key_tokens, S);
     h.blocked = [pad, S](int r, int c) { return pad[r * S + c] != 0; };
     h.show_values = false;
     h.max_cell = std::max(font * 2.2f, ImGui::GetFrameHeight());
@@ -678,7 +695,8 @@ void key_padding(AppState& state, Textures& tex) {
     const HeatmapEvent ev =
         heatmap_with_text(tex, h, [pad, S](int r, int c, float) { return pad[r * S + c] ? "pad" : ""; });
     paint(
-        state, "padding", ev, [pad, S](int r, int c) { return pad[r * S + c] != 0; }, paint_key_padding);
+        p.drag, state, "padding", ev, [pad, S](int r, int c) { return pad[r * S + c] != 0; },
+        paint_key_padding);
 
     ImGui::TableSetColumnIndex(0);
     const float x = ImGui::GetCursorScreenPos().x;
@@ -700,7 +718,7 @@ void key_padding(AppState& state, Textures& tex) {
       ImGui::SetNextItemWidth(slider_w);
       const bool changed =
           ImGui::SliderInt("##len", &len, 0, S, level ? "%d" : (items[std::size_t(n)] + ": %d").c_str());
-      const std::uint64_t gesture = slider_gesture();
+      const std::uint64_t gesture = slider_gesture(p.slider_gesture);
       if (changed)
         state.apply(mask_edit(
             "valid length of item " + std::to_string(n),
@@ -716,9 +734,9 @@ void key_padding(AppState& state, Textures& tex) {
 
 // "Copy as PyTorch" and the text it copies. The preview is rebuilt when a new result lands (every
 // edit makes one), not every frame: at L = 256 the text is long.
-void pytorch_box(AppState& state) {
-  static std::string text;
-  static std::uint64_t generation = 0;
+void pytorch_box(MaskEditorPanel& p, AppState& state) {
+  std::string& text = p.pytorch_text;
+  std::uint64_t& generation = p.pytorch_generation;
   auto make = [&] {
     try {
       text = mask_as_pytorch(state.scenario());
@@ -747,23 +765,30 @@ void pytorch_box(AppState& state) {
 
 }  // namespace
 
-void mask_drag_press(AppState& state, int row, int col) {
-  g_drag.scripted = true;
-  g_drag.press(
+void mask_drag_press(Panels& panels, AppState& state, int row, int col) {
+  PaintTool& drag = panel::made(panels.mask_editor).drag;
+  drag.scripted = true;
+  drag.press(
       state, "cells", row, col, [&state](int r, int c) { return shown_cell_blocked(state, r, c); },
       paint_mask_cells);
 }
 
-void mask_drag_move(AppState& state, int row, int col) {
-  g_drag.move_to(
-      state, row, col, [&state](int r, int c) { return shown_cell_blocked(state, r, c); }, paint_mask_cells);
+void mask_drag_move(Panels& panels, AppState& state, int row, int col) {
+  panel::made(panels.mask_editor)
+      .drag.move_to(
+          state, row, col, [&state](int r, int c) { return shown_cell_blocked(state, r, c); },
+          paint_mask_cells);
 }
 
-void mask_drag_release() {
-  g_drag.release();
+void mask_drag_release(Panels& panels) {
+  panel::made(panels.mask_editor).drag.release();
 }
 
-void draw_mask_editor(AppState& state, Textures& tex) {
+void draw_mask_editor(Panels& panels, AppState& state, Textures& tex) {
+  panel::made(panels.mask_editor).draw(state, tex);
+}
+
+void MaskEditorPanel::draw(AppState& state, Textures& tex) {
   if (!state.result.valid()) {
     ImGui::TextWrapped("No result yet: the mask editor shows the mask next to what torch makes of it.");
     return;
@@ -771,7 +796,7 @@ void draw_mask_editor(AppState& state, Textures& tex) {
   // Copied, not referenced: an edit below can replace the result (and free this one) within the frame.
   const Dims d = state.result.forward->dims;
   const float font = ImGui::GetFontSize();
-  preset_controls(state);
+  preset_controls(state, slider_gesture);
   scope_controls(state, int(d.N), int(d.H));
   auto err = state.errors.find("mask");
   if (err != state.errors.end()) {
@@ -790,22 +815,21 @@ void draw_mask_editor(AppState& state, Textures& tex) {
     ImGui::TableSetupColumn("cells", ImGuiTableColumnFlags_WidthStretch, 1.4f);
     ImGui::TableSetupColumn("merged", ImGuiTableColumnFlags_WidthStretch, 1.0f);
     ImGui::TableNextColumn();
-    cell_grid(state, tex, ImGui::GetContentRegionAvail().x);
+    cell_grid(*this, state, tex, ImGui::GetContentRegionAvail().x);
     ImGui::TableNextColumn();
-    merged_grid(state, tex, ImGui::GetContentRegionAvail().x);
+    merged_grid(*this, state, tex, ImGui::GetContentRegionAvail().x);
     ImGui::EndTable();
   } else {
-    cell_grid(state, tex, avail);
-    merged_grid(state, tex, avail);
+    cell_grid(*this, state, tex, avail);
+    merged_grid(*this, state, tex, avail);
   }
   ImGui::Separator();
-  key_padding(state, tex);
+  key_padding(*this, state, tex);
   ImGui::Separator();
-  pytorch_box(state);
+  pytorch_box(*this, state);
   // A drag whose grid was not drawn this frame (the mask was emptied or resized meanwhile) ends here,
   // so the next press can start a new one; what it painted is still one edit.
-  if (!g_drag.grid.empty() && !g_drag.scripted && !ImGui::IsMouseDown(ImGuiMouseButton_Left))
-    g_drag.release();
+  if (!drag.grid.empty() && !drag.scripted && !ImGui::IsMouseDown(ImGuiMouseButton_Left)) drag.release();
 }
 
 }  // namespace mha::app

@@ -31,11 +31,15 @@ Plane head_of(const Stage<float>& s, int n, int h) {
 
 // The largest finite weight of batch item n over the given results (the tiles' shared colour range),
 // kept until the result or the item changes: it is a pass over every weight.
-float largest_weight(const std::vector<const ForwardResult<float>*>& layers, int n, std::uint64_t gen) {
-  static std::uint64_t seen_gen = 0;
-  static int seen_n = -1;
-  static std::size_t seen_count = 0;
-  static float top = 1;
+struct LargestWeight {
+  std::uint64_t seen_gen = 0;
+  int seen_n = -1;
+  std::size_t seen_count = 0;
+  float top = 1;
+  float of(const std::vector<const ForwardResult<float>*>& layers, int n, std::uint64_t gen);
+};
+
+float LargestWeight::of(const std::vector<const ForwardResult<float>*>& layers, int n, std::uint64_t gen) {
   if (gen == seen_gen && n == seen_n && layers.size() == seen_count) return top;
   top = 0;
   for (const ForwardResult<float>* f : layers) {
@@ -71,16 +75,25 @@ Grid fit_grid(int n, int R, int C, float w, float h, float title_h, float mw, fl
   return best;
 }
 
-OverviewInfo g_info;
-
 }  // namespace
 
-const OverviewInfo& overview_info() {
-  return g_info;
+struct OverviewPanel {
+  OverviewInfo info;  // what the last frame drew
+  LargestWeight largest_weight;
+  void draw(AppState& state, Textures& tex);
+};
+
+const OverviewInfo& overview_info(const Panels& panels) {
+  static const OverviewInfo none;  // the view has not drawn yet
+  return panels.overview ? panels.overview->info : none;
 }
 
-void draw_overview(AppState& state, Textures& tex) {
-  g_info = OverviewInfo{};
+void draw_overview(Panels& panels, AppState& state, Textures& tex) {
+  made(panels.overview).draw(state, tex);
+}
+
+void OverviewPanel::draw(AppState& state, Textures& tex) {
+  info = OverviewInfo{};
   if (!state.result.valid()) {
     ImGui::TextWrapped("No result yet: the heads appear once the inputs give a valid forward.");
     return;
@@ -151,7 +164,7 @@ void draw_overview(AppState& state, Textures& tex) {
   const Stage<float>* mask_stage = all_layers ? nullptr : f.trace.find("attn_mask");
   const int R = int(d.L), C = int(d.S_total);
   const int layers = int(shown.size());
-  const float top = largest_weight(shown, b, result.generation);
+  const float top = largest_weight.of(shown, b, result.generation);
   const Colormap cmap = view.colormap == Colormap::diverging ? Colormap::viridis : view.colormap;
 
   // Geometry: the colorbar on the right, layer names on the left of a layers × heads grid.
@@ -221,12 +234,12 @@ void draw_overview(AppState& state, Textures& tex) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   bool opened = false;
-  g_info.layers = layers;
-  g_info.heads = H;
-  g_info.cols = all_layers ? H : g.cols;
-  g_info.rows = all_layers ? layers : g.rows;
-  g_info.cell = cell;
-  g_info.labels = labels;
+  info.layers = layers;
+  info.heads = H;
+  info.cols = all_layers ? H : g.cols;
+  info.rows = all_layers ? layers : g.rows;
+  info.cell = cell;
+  info.labels = labels;
 
   for (int li = 0; li < layers; ++li) {
     const ForwardResult<float>& lf = *shown[std::size_t(li)];
@@ -289,9 +302,9 @@ void draw_overview(AppState& state, Textures& tex) {
       }
       const HeatmapEvent ev = draw_heatmap(tex, hm);
       report_hover(ev);
-      g_info.tiles.push_back(ImVec4(ev.grid_min.x, ev.grid_min.y, ev.grid_min.x + ev.cell * float(C),
-                                    ev.grid_min.y + ev.cell * float(R)));
-      if (!tag.empty()) ++g_info.tagged;
+      info.tiles.push_back(ImVec4(ev.grid_min.x, ev.grid_min.y, ev.grid_min.x + ev.cell * float(C),
+                                  ev.grid_min.y + ev.cell * float(R)));
+      if (!tag.empty()) ++info.tagged;
       if (ev.hovered)
         ImGui::SetTooltip("layer %d, head %d%s%s\nquery %d -> key %d: %.4g\nclick to open this head", layer,
                           h, tag.empty() ? "" : "\n", tag.c_str(), ev.row, ev.col,
@@ -321,9 +334,9 @@ void draw_overview(AppState& state, Textures& tex) {
   // Fits: every map inside the view's window, and nothing to scroll to (the content size of the
   // last frame, so it settles on the second frame).
   const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
-  g_info.fits = ImGui::GetScrollMaxY() == 0 && ImGui::GetScrollMaxX() == 0;
-  for (const ImVec4& t : g_info.tiles)
-    g_info.fits = g_info.fits && t.x >= wp.x && t.y >= wp.y && t.z <= wp.x + ws.x && t.w <= wp.y + ws.y;
+  info.fits = ImGui::GetScrollMaxY() == 0 && ImGui::GetScrollMaxX() == 0;
+  for (const ImVec4& t : info.tiles)
+    info.fits = info.fits && t.x >= wp.x && t.y >= wp.y && t.z <= wp.x + ws.x && t.w <= wp.y + ws.y;
 }
 
 }  // namespace mha::app

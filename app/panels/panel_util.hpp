@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "heatmap.hpp"
 #include "mha.hpp"
@@ -17,6 +18,22 @@
 #include "textures.hpp"
 
 namespace mha::app::panel {
+
+// The panel struct `p` points to, made on first use.
+template <class T>
+T& made(std::shared_ptr<T>& p) {
+  if (!p) p = std::make_shared<T>();
+  return *p;
+}
+
+// "0", "1", …, "n-1" (the context stage's feature columns), made again only when n changes.
+inline const std::vector<std::string>& numbered(std::vector<std::string>& labels, int n) {
+  if (int(labels.size()) != n) {
+    labels.clear();
+    for (int i = 0; i < n; ++i) labels.push_back(std::to_string(i));
+  }
+  return labels;
+}
 
 struct StageChoice {
   const char* name;   // trace name

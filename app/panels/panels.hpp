@@ -4,6 +4,7 @@
 
 #include <imgui.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,47 +18,79 @@ class GpuBackend;
 
 namespace mha::app {
 
-void draw_controls(AppState& state);                    // left column: sizes, sentence, seed, options
+// What a panel keeps from one frame to the next (caches keyed by the result, a drag in progress, an
+// animation, what it drew last frame) are members of its panel struct, defined in its .cpp. Panels
+// holds one of each (UiEnv::panels); each is made when its panel first draws.
+struct ComparePanel;
+struct ControlsPanel;
+struct HeadsPanel;
+struct WhatIfPanel;
+struct OverviewPanel;
+struct TokenLinesPanel;
+struct PipelinePanel;
+struct MaskEditorPanel;
+struct ReshapePanel;
+struct Panels {
+  std::shared_ptr<ComparePanel> compare;
+  std::shared_ptr<ControlsPanel> controls;
+  std::shared_ptr<HeadsPanel> heads;
+  std::shared_ptr<WhatIfPanel> what_if;
+  std::shared_ptr<OverviewPanel> overview;
+  std::shared_ptr<TokenLinesPanel> token_lines;
+  std::shared_ptr<PipelinePanel> pipeline;
+  std::shared_ptr<MaskEditorPanel> mask_editor;
+  std::shared_ptr<ReshapePanel> reshape;
+};
+
+// Left column: sizes, sentence, seed, options.
+void draw_controls(Panels& panels, AppState& state);
 // The Backend radio buttons' choice (auto, cpu, gpu): the next computes use it, the current one is redone.
 void choose_backend(AppState& state, BackendChoice choice);
-void draw_pipeline(AppState& state, Textures& tex);     // every stage as a box; click to see it
-void draw_reshape(AppState& state, Textures& tex);      // view / transpose / back, common mistakes
-void draw_heads(AppState& state, Textures& tex);        // per-head heatmaps of any stage + average
-void draw_mask_editor(AppState& state, Textures& tex);  // presets, click/drag, scope, convention
+// Every stage as a box; click to see it.
+void draw_pipeline(Panels& panels, AppState& state, Textures& tex);
+// View / transpose / back, common mistakes.
+void draw_reshape(Panels& panels, AppState& state, Textures& tex);
+// Per-head heatmaps of any stage + average.
+void draw_heads(Panels& panels, AppState& state, Textures& tex);
+// Presets, click/drag, scope, convention.
+void draw_mask_editor(Panels& panels, AppState& state, Textures& tex);
 // The mask editor's paint tool on its attn_mask grid (the slice it shows), driven as the mouse drives
 // it: a press on a cell (it decides block or unblock), moves (the line from the last cell fills),
 // a release. One drag is one gesture: one undo step. Scripts use these for `mask-drag`.
-void mask_drag_press(AppState& state, int row, int col);
-void mask_drag_move(AppState& state, int row, int col);
-void mask_drag_release();
-void draw_inspector(AppState& state);                   // right column: one weight, term by term
-void draw_compare(AppState& state, Textures& tex);      // difference of two heads / before-after
-void draw_complexity(AppState& state);                  // FLOPs and memory per stage, growth with L
-void draw_overview(AppState& state, Textures& tex);     // every head (and layer) at once; click opens one
-void draw_token_lines(AppState& state);                 // BertViz head view: tokens joined by weighted lines
+void mask_drag_press(Panels& panels, AppState& state, int row, int col);
+void mask_drag_move(Panels& panels, AppState& state, int row, int col);
+void mask_drag_release(Panels& panels);
+void draw_inspector(AppState& state);  // right column: one weight, term by term
+// Difference of two heads / before-after.
+void draw_compare(Panels& panels, AppState& state, Textures& tex);
+void draw_complexity(AppState& state);  // FLOPs and memory per stage, growth with L
+// Every head (and layer) at once; click opens one.
+void draw_overview(Panels& panels, AppState& state, Textures& tex);
+// BertViz head view: tokens joined by weighted lines.
+void draw_token_lines(Panels& panels, AppState& state);
 // What the Overview and Token lines views drew last frame (tests, scripts).
 struct OverviewInfo {
   int layers = 0, heads = 0, cols = 0, rows = 0;
-  float cell = 0;         // cell size in pixels
-  bool fits = false;      // the whole grid lies inside the view: no scrolling
-  bool labels = false;    // token labels drawn on the tiles
-  int tagged = 0;         // tiles showing a head-role tag
+  float cell = 0;             // cell size in pixels
+  bool fits = false;          // the whole grid lies inside the view: no scrolling
+  bool labels = false;        // token labels drawn on the tiles
+  int tagged = 0;             // tiles showing a head-role tag
   std::vector<ImVec4> tiles;  // (x0, y0, x1, y1) of each map, layer-major
 };
-const OverviewInfo& overview_info();
+const OverviewInfo& overview_info(const Panels& panels);
 struct TokenLinesInfo {
-  int lines = 0;                    // lines drawn
+  int lines = 0;                       // lines drawn
   int only_query = -1, only_key = -1;  // the filter in force (a hovered token, or the selected query)
-  std::vector<int> heads_drawn;     // heads whose lines were drawn
-  std::vector<int> queries_drawn;   // distinct query rows that have a line
+  std::vector<int> heads_drawn;        // heads whose lines were drawn
+  std::vector<int> queries_drawn;      // distinct query rows that have a line
   float left_x = 0, right_x = 0, top = 0, row_h = 0;  // token columns: query i at y = top + (i + 0.5)·row_h
 };
-const TokenLinesInfo& token_lines_info();
+const TokenLinesInfo& token_lines_info(const Panels& panels);
 // what_if.cpp: the temperature and scale what-if controls (not torch's computation), and a one-line
 // warning for views that show its numbers (returns whether the what-if is on).
-void draw_what_if(AppState& state);
+void draw_what_if(Panels& panels, AppState& state);
 bool what_if_banner(const AppState& state);
-void draw_attention_file(Textures& tex);                // a saved attention tensor, read-only
+void draw_attention_file(Textures& tex);  // a saved attention tensor, read-only
 // Opens a .npy in the Attention file view, as its Open button does (a bad file: the reason shows
 // there and the file on screen stays). attention_file_info: what it holds now.
 void open_attention_file(const std::string& path);

@@ -16,6 +16,7 @@
 #include "cost.hpp"
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
+#include "panel_util.hpp"
 #include "panels.hpp"
 
 namespace mha::app {
@@ -151,8 +152,6 @@ void arrow_head(ImDrawList* dl, ImVec2 tip, ImVec2 dir, float size, ImU32 col) {
       ImVec2(tip.x - dir.x * size - n.x * size * 0.5f, tip.y - dir.y * size - n.y * size * 0.5f), col);
 }
 
-std::string selected_stage = "attn_weights";  // the box shown below; file-local (Heads owns view.stage)
-
 // The dataflow graph: tensors are boxes, operations are the arrows between them, labelled with the
 // torch call. The query, key and value each run along a lane (input, projection, view, transpose);
 // the lanes meet at the scores, and the per-head chain, drawn as a stack of H boxes, flows on to the
@@ -276,7 +275,7 @@ Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, Im
   return g;
 }
 
-void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height) {
+void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, std::string& selected_stage) {
   ImGui::BeginChild("##pipeline_graph", ImVec2(0, height), false, ImGuiWindowFlags_HorizontalScrollbar);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float font = ImGui::GetFontSize(), pad = font * 0.4f, stack = font * 0.3f;
@@ -435,7 +434,8 @@ struct RangeCache {
   float lo = 0, hi = 1;
 };
 
-void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes) {
+void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
+                 const std::string& selected_stage, RangeCache& range) {
   const ForwardResult<float>& f = *state.result.forward;
   const Trace<float>& tr = f.trace;
   int index = -1;
@@ -514,7 +514,6 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes) 
   const std::uint64_t version =
       ((state.result.generation * 1000003 + std::uint64_t(index)) * 131 + std::uint64_t(sl.head + 1)) * 7919 +
       std::uint64_t(n);
-  static RangeCache range;
   if (range.source.lock() != state.result.forward || range.version != version) {
     float lo = std::numeric_limits<float>::infinity(), hi = -lo;
     for (int r = 0; r < sl.rows; ++r)
@@ -575,7 +574,17 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes) 
 
 }  // namespace
 
-void draw_pipeline(AppState& state, Textures& tex) {
+struct PipelinePanel {
+  std::string selected_stage = "attn_weights";  // the box shown below (the Heads view owns view.stage)
+  RangeCache range;                             // of the shown slice
+  void draw(AppState& state, Textures& tex);
+};
+
+void draw_pipeline(Panels& panels, AppState& state, Textures& tex) {
+  panel::made(panels.pipeline).draw(state, tex);
+}
+
+void PipelinePanel::draw(AppState& state, Textures& tex) {
   if (!state.result.valid()) {
     ImGui::TextDisabled("No result yet: fix the inputs marked in the controls.");
     return;
@@ -613,9 +622,10 @@ void draw_pipeline(AppState& state, Textures& tex) {
   const float avail_h = ImGui::GetContentRegionAvail().y;
   draw_graph(boxes, f.dims,
              std::max(ImGui::GetFontSize() * 6,
-                      std::min(g.height + style.ScrollbarSize + style.ItemSpacing.y, avail_h * 0.55f)));
+                      std::min(g.height + style.ScrollbarSize + style.ItemSpacing.y, avail_h * 0.55f)),
+             selected_stage);
   ImGui::Separator();
-  draw_detail(state, tex, boxes);
+  draw_detail(state, tex, boxes, selected_stage, range);
 }
 
 }  // namespace mha::app

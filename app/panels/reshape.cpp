@@ -137,8 +137,7 @@ void compute_wrong(const F& f, WrongRun& w) {
 }
 
 // The grid and the comparison below share one run, recomputed only for a new result.
-const WrongRun& wrong_run(const Result& r) {
-  static WrongRun run;
+const WrongRun& wrong_run(WrongRun& run, const Result& r) {
   if (!same_result(run.source, r)) {
     compute_wrong(*r.forward, run);
     run.source = r.forward;
@@ -245,6 +244,7 @@ struct StepView {
 struct Values {
   const Result& result;
   int n;
+  WrongRun& no_transpose;
   const Stage<float>& q = result.forward->trace["q"];
   const Stage<float>& context = result.forward->trace["context"];
   const Dims& d = result.forward->dims;
@@ -253,7 +253,7 @@ struct Values {
     const std::int64_t e = h * d.d_k + c;
     if (!s.context()) return at3(q, n, i, e);
     if (!s.wrong) return at4(context, n, h, i, c);
-    const WrongRun& w = wrong_run(result);  // also while animating away from mistake 1
+    const WrongRun& w = wrong_run(no_transpose, result);  // also while animating away from mistake 1
     if (!w.computed) return std::numeric_limits<float>::quiet_NaN();
     return w.concat[std::size_t((n * d.L + i) * d.E + e)];
   }
@@ -263,11 +263,6 @@ struct Anim {
   StepView from, to;
   double start = -1e9;
 };
-
-bool show_offsets = false;  // cells print memory offsets instead of values
-bool playing = false;
-double next_step_at = 0;
-Anim anim;
 
 void draw_labels(ImDrawList* dl, const Grid& g, const StepView& s, const std::vector<std::string>& tokens,
                  float alpha) {
@@ -317,8 +312,8 @@ struct Hover {
   int i = -1, h = 0, c = 0;
 };
 
-Hover draw_cells(const Grid& g, const Values& vals, const std::vector<std::string>& tokens, float frame_h,
-                 const Hover& linked) {
+Hover draw_cells(const Anim& anim, bool show_offsets, const Grid& g, const Values& vals,
+                 const std::vector<std::string>& tokens, float frame_h, const Hover& linked) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const double t = ease((ImGui::GetTime() - anim.start) / kMoveSeconds);
   // Magnitude scale per phase (q or context) over the shown cells, so shading compares like with like.
@@ -595,10 +590,10 @@ Heatmap base_map(const std::string& id, std::uint64_t version, const std::vector
   return hm;
 }
 
-void draw_mistake_no_transpose(AppState& state, Textures& tex, int n) {
+void draw_mistake_no_transpose(WrongRun& no_transpose, AppState& state, Textures& tex, int n) {
   const F& f = *state.result.forward;
   const Dims& d = f.dims;
-  const WrongRun& run = wrong_run(state.result);
+  const WrongRun& run = wrong_run(no_transpose, state.result);
   if (!run.computed) {
     ImGui::TextWrapped(
         "Too large to demo here: N·H·L·S·d_k = %.3g is above %.0g. Try the course notebook's sizes.",
@@ -665,15 +660,16 @@ void draw_mistake_view(const F& f) {
       (long long)(d.N * d.L * d.E), bytes_str(double(d.N * d.L * d.E) * sizeof(float)).c_str());
 }
 
-void draw_mistake_no_out_proj(AppState& state, Textures& tex, int n) {
+// Mistake 3's largest difference and colour range, recomputed only for a new result.
+struct OutProjCache {
+  std::weak_ptr<const F> source;
+  float max_diff = 0, range = 1;
+};
+
+void draw_mistake_no_out_proj(OutProjCache& cache, AppState& state, Textures& tex, int n) {
   const F& f = *state.result.forward;
   const Dims& d = f.dims;
   const Stage<float>&concat = f.trace["concat"], &out = f.trace["output"];
-  struct Cache {
-    std::weak_ptr<const F> source;
-    float max_diff = 0, range = 1;
-  };
-  static Cache cache;
   if (!same_result(cache.source, state.result)) {
     cache = {state.result.forward, 0, 1e-6f};
     for (std::int64_t b = 0; b < d.N; ++b)
@@ -707,7 +703,22 @@ void draw_mistake_no_out_proj(AppState& state, Textures& tex, int n) {
 
 }  // namespace
 
-void draw_reshape(AppState& state, Textures& tex) {
+struct ReshapePanel {
+  bool show_offsets = false;  // cells print memory offsets instead of values
+  bool playing = false;
+  double next_step_at = 0;
+  Anim anim;
+  Hover linked;              // hovered cell, drawn in both the grid and the memory row
+  WrongRun no_transpose;     // mistake 1, shared by its grid and its comparison
+  OutProjCache no_out_proj;  // mistake 3
+  void draw(AppState& state, Textures& tex);
+};
+
+void draw_reshape(Panels& panels, AppState& state, Textures& tex) {
+  panel::made(panels.reshape).draw(state, tex);
+}
+
+void ReshapePanel::draw(AppState& state, Textures& tex) {
   if (!state.result.valid()) {
     ImGui::TextDisabled("No result yet: fix the inputs marked in the controls.");
     return;
@@ -816,9 +827,8 @@ void draw_reshape(AppState& state, Textures& tex) {
   g.origin = ImGui::GetCursorScreenPos();
   g.origin.x += g.label_w;
   g.origin.y += g.label_h;
-  const Values vals{state.result, n};
-  static Hover linked;  // hovered cell, drawn in both the grid and the memory row
-  const Hover grid_hover = draw_cells(g, vals, tokens, g.height(), linked);
+  const Values vals{state.result, n, no_transpose};
+  const Hover grid_hover = draw_cells(anim, show_offsets, g, vals, tokens, g.height(), linked);
   if (view_fails) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddRect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax(), IM_COL32(240, 80, 70, 255), 0, 0, 3);
@@ -830,7 +840,7 @@ void draw_reshape(AppState& state, Textures& tex) {
   switch (view.mistake) {
     case 1:
       ImGui::Separator();
-      draw_mistake_no_transpose(state, tex, n);
+      draw_mistake_no_transpose(no_transpose, state, tex, n);
       break;
     case 2:
       ImGui::Separator();
@@ -838,7 +848,7 @@ void draw_reshape(AppState& state, Textures& tex) {
       break;
     case 3:
       ImGui::Separator();
-      draw_mistake_no_out_proj(state, tex, n);
+      draw_mistake_no_out_proj(no_out_proj, state, tex, n);
       break;
     default: break;
   }

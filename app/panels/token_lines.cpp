@@ -50,16 +50,24 @@ void set_hidden(ViewState& v, int h, bool hide) {
   std::sort(v.hidden_heads.begin(), v.hidden_heads.end());
 }
 
-TokenLinesInfo g_info;
-
 }  // namespace
 
-const TokenLinesInfo& token_lines_info() {
-  return g_info;
+struct TokenLinesPanel {
+  TokenLinesInfo info;  // what the last frame drew
+  void draw(AppState& state);
+};
+
+const TokenLinesInfo& token_lines_info(const Panels& panels) {
+  static const TokenLinesInfo none;  // the view has not drawn yet
+  return panels.token_lines ? panels.token_lines->info : none;
 }
 
-void draw_token_lines(AppState& state) {
-  g_info = TokenLinesInfo{};
+void draw_token_lines(Panels& panels, AppState& state) {
+  panel::made(panels.token_lines).draw(state);
+}
+
+void TokenLinesPanel::draw(AppState& state) {
+  info = TokenLinesInfo{};
   if (!state.result.valid()) {
     ImGui::TextWrapped("No result yet: the lines appear once the inputs give a valid forward.");
     return;
@@ -168,12 +176,12 @@ void draw_token_lines(AppState& state) {
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
 
   // Lines, weakest first so strong ones stay on top; per head in turn (a head's colour reads as one).
-  g_info.only_query = only_q;
-  g_info.only_key = only_k;
-  g_info.left_x = o.x;
-  g_info.right_x = x1 + style.ItemSpacing.x;
-  g_info.top = o.y;
-  g_info.row_h = row_h;
+  info.only_query = only_q;
+  info.only_key = only_k;
+  info.left_x = o.x;
+  info.right_x = x1 + style.ItemSpacing.x;
+  info.top = o.y;
+  info.row_h = row_h;
   std::vector<char> query_has_line(std::size_t(L), 0);
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const bool mouse_in = ImGui::IsWindowHovered() && mouse.x > x0 && mouse.x < x1 && mouse.y >= o.y &&
@@ -197,9 +205,9 @@ void draw_token_lines(AppState& state) {
         // Opacity by √weight: a row spread over T keys (~1/T each) still shows, 1 is opaque.
         const float x = std::min(v, 1.0f);
         dl->AddLine(a, c, head_rgb(h, H, int(50 + 205 * std::sqrt(x))), 0.75f + 5.0f * x);
-        ++g_info.lines;
+        ++info.lines;
         query_has_line[std::size_t(i)] = 1;
-        if (g_info.heads_drawn.empty() || g_info.heads_drawn.back() != h) g_info.heads_drawn.push_back(h);
+        if (info.heads_drawn.empty() || info.heads_drawn.back() != h) info.heads_drawn.push_back(h);
         if (mouse_in) {
           const float dist = distance_to_segment(mouse, a, c);
           if (dist < best) best = dist, best_h = h, best_i = i, best_j = j;
@@ -209,7 +217,7 @@ void draw_token_lines(AppState& state) {
   }
   dl->PopClipRect();
   for (int i = 0; i < L; ++i)
-    if (query_has_line[std::size_t(i)]) g_info.queries_drawn.push_back(i);
+    if (query_has_line[std::size_t(i)]) info.queries_drawn.push_back(i);
 
   // Token columns; every k-th label when rows are shorter than a text line, the hovered ones always.
   const int step = std::max(1, int(std::ceil(line_h / std::max(row_h, 1.0f))));

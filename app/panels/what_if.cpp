@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "panel_util.hpp"
 #include "panels.hpp"
 
 namespace mha::app {
@@ -27,7 +28,17 @@ bool what_if_banner(const AppState& state) {
   return true;
 }
 
-void draw_what_if(AppState& state) {
+// What the what-if controls keep between frames.
+struct WhatIfPanel {
+  std::uint64_t temperature_gesture = 0;  // the temperature drag in progress: one undo step
+  void draw(AppState& state);
+};
+
+void draw_what_if(Panels& panels, AppState& state) {
+  panel::made(panels.what_if).draw(state);
+}
+
+void WhatIfPanel::draw(AppState& state) {
   const WhatIf w = state.scenario().what_if;
   const float font = ImGui::GetFontSize();
   if (w.active()) ImGui::PushStyleColor(ImGuiCol_Text, kWhatIfColour);
@@ -50,16 +61,15 @@ void draw_what_if(AppState& state) {
     state.apply(set_control("scale_by_sqrt_dk", scale ? "true" : "false"));
   ImGui::SameLine();
   float t = w.temperature;
-  static std::uint64_t gesture_ = 0;
   ImGui::SetNextItemWidth(font * 9);
   const bool changed =
       ImGui::SliderFloat("temperature T", &t, 0.1f, 10.0f, "%.2f", ImGuiSliderFlags_Logarithmic);
-  if (ImGui::IsItemActivated()) gesture_ = new_gesture();  // a drag is one undo step
+  if (ImGui::IsItemActivated()) temperature_gesture = new_gesture();  // a drag is one undo step
   if (changed && std::isfinite(t)) {
     char text[32];
     std::snprintf(text, sizeof text, "%.9g", double(std::clamp(t, 0.1f, 10.0f)));
     Action a = set_control("temperature", text);
-    a.gesture = gesture_;
+    a.gesture = temperature_gesture;
     state.apply(a);
   }
   if (w.active()) {

@@ -327,9 +327,14 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     ImGui::EndChild();
   }
   status_bar(state);
-  if (!left || !right) {  // a collapsed panel says how to bring it back
+  if (!left || !right) {  // a collapsed panel says how to bring it back, shorter where the line is full
     ImGui::SameLine();
-    ImGui::TextDisabled("  |  %s%s? keys", left ? "" : "[ controls  ", right ? "" : "] inspector  ");
+    char hint[64];
+    std::snprintf(hint, sizeof hint, "  |  %s%s? keys", left ? "" : "[ controls  ",
+                  right ? "" : "] inspector  ");
+    if (ImGui::CalcTextSize(hint).x > ImGui::GetContentRegionAvail().x)
+      std::snprintf(hint, sizeof hint, "  |  %s%s? keys", left ? "" : "[ ", right ? "" : "] ");
+    ImGui::TextDisabled("%s", hint);
   }
   if (env.show_keys) {  // the keys overlay, over the views
     ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, io.DisplaySize.y * 0.5f), ImGuiCond_Always,

@@ -174,6 +174,8 @@ struct Grid {
     return label_w + std::max(float(heads) * (block_w() + gap) - gap, float(bcols) * (block_w() + gap) - gap);
   }
   float height() const { return label_h + float(brows) * (block_h() + gap + label_h) - gap - label_h; }
+  // The height one layout takes: a row of heads (flat, split) or the blocks stacked.
+  float height(Layout lay) const { return lay == Layout::blocks ? height() : label_h + block_h(); }
 };
 
 Grid fit_grid(const Dims& d, const std::vector<std::string>& tokens, ImVec2 avail) {
@@ -828,7 +830,11 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   g.origin.x += g.label_w;
   g.origin.y += g.label_h;
   const Values vals{state.result, n, no_transpose};
-  const Hover grid_hover = draw_cells(anim, show_offsets, g, vals, tokens, g.height(), linked);
+  // The grid takes the height of the layouts it shows, so at a flat step the memory strip sits right
+  // under it; while cells move between layouts, the taller one's.
+  const bool moving = now - anim.start < kMoveSeconds;
+  const float grid_h = std::max(g.height(anim.to.layout()), moving ? g.height(anim.from.layout()) : 0.0f);
+  const Hover grid_hover = draw_cells(anim, show_offsets, g, vals, tokens, grid_h, linked);
   if (view_fails) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddRect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax(), IM_COL32(240, 80, 70, 255), 0, 0, 3);

@@ -8,7 +8,6 @@
 
 #include "app_state.hpp"
 #include "panels/panels.hpp"
-#include "panels/panels.hpp"
 #include "studio_names.hpp"
 #include "textures.hpp"
 
@@ -36,8 +35,6 @@ struct UiEnv {
   // opens on the view alone; [ and ] bring the panels back).
   bool show_controls = true, show_inspector = true, focus = false, show_keys = false;
   bool layout_chosen = false;
-  // What each panel keeps between frames (panels/panels.hpp).
-  Panels panels;
   // What each panel keeps between frames (panels/panels.hpp).
   Panels panels;
   std::shared_ptr<FileUi> files;  // made on first use

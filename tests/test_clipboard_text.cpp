@@ -13,15 +13,15 @@ using mha::studio::MatrixView;
 TEST_CASE("a matrix as TSV: labels as the first row and column, values that round-trip", "[clipboard]") {
   const std::vector<float> v = {0.25f, 0.75f, 1.0f / 3.0f, -2.5e-8f};
   const MatrixView m{v.data(), 2, 2, 2, 1};
-  CHECK(mha::studio::matrix_tsv(m) == "0.25\t0.75\n0.333333343\t-2.49999994e-08\n");
+  CHECK(mha::studio::matrix_tsv(m) == "0.25\t0.75\n0.333333343\t-2.50000003e-08\n");
   const std::vector<std::string> q = {"the", "cat"}, k = {"a\tb", "mat"};
   CHECK(mha::studio::matrix_tsv(m, &q, &k) ==
         "\ta b\tmat\n"
         "the\t0.25\t0.75\n"
-        "cat\t0.333333343\t-2.49999994e-08\n");
+        "cat\t0.333333343\t-2.50000003e-08\n");
   // Every printed value reads back as the same float.
   CHECK(std::stof("0.333333343") == 1.0f / 3.0f);
-  CHECK(std::stof("-2.49999994e-08") == -2.5e-8f);
+  CHECK(std::stof("-2.50000003e-08") == -2.5e-8f);
 }
 
 TEST_CASE("a strided view (a head of a trace, transposed) is read through its strides", "[clipboard]") {

@@ -274,6 +274,17 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
                      std::int64_t i0, std::int64_t rows);
 // The stages stage_rows() computes.
 const std::vector<std::string>& on_demand_stages();
+// Level of detail for a zoomed-out map of one such stage: (out_rows, out_cols), each the max or the
+// mean of the block×block patch of stage[n, h] from (i0 + r·block, j0 + c·block), clipped at L and
+// S' (a ragged edge block reduces the cells it has); a patch holding a NaN is NaN. Rows come from
+// stage_rows a few task blocks at a time, so at most max(block, 128) rows of S' values exist at
+// once, whatever L is. block 1 gives stage_rows' cells. GpuBackend::weights_blocks is the same on
+// the GPU. Throws ConfigError as stage_rows does, or for blocks outside the stage.
+enum class BlockReduce { max, mean };
+template <class T>
+Tensor<T> stage_blocks(const ForwardResult<T>& r, const std::string& stage, std::int64_t n, std::int64_t h,
+                       std::int64_t i0, std::int64_t j0, std::int64_t block, std::int64_t out_rows,
+                       std::int64_t out_cols, BlockReduce reduce);
 
 // Makes `ws` hold every buffer a forward of these arguments into it would need, without computing:
 // a buffer within 2× of the size is kept (and one a result still holds is left untouched: the next

@@ -172,3 +172,49 @@ TEST_CASE("stage_rows refuses what it cannot compute, naming why", "[on_demand]"
   const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
   CHECK_THROWS_WITH(stage_rows(ref, "attn_weights", 0, 0, 0, 1), Catch::Contains("cpu-backend"));
 }
+
+// stage_blocks against patches reduced by hand from the full trace: max and mean, ragged edges, NaN
+// rows (every key blocked under torch's policy), an origin inside the map, and block 1.
+TEST_CASE("stage_blocks: level of detail of an on-demand stage equals the full trace's patches",
+          "[on_demand]") {
+  Config c;
+  c.embed_dim = 16;
+  c.num_heads = 2;
+  const std::int64_t L = 300, S = 290;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 9, 1, L, S);
+  sc.inputs.attn_mask = causal_mask<float>(L, S);
+  for (std::int64_t j = 0; j < S; ++j)
+    sc.inputs.attn_mask->values.data[std::size_t(7 * S + j)] = 1;  // row 7: NaN
+  Options o;
+  const ForwardResult<float> full = forward(c, sc.weights, sc.inputs, o);
+  o.stages = {"output"};
+  const ForwardResult<float> od = forward(c, sc.weights, sc.inputs, o);
+  for (const char* stage : {"attn_weights", "scores_masked", "attn_weights_avg"})
+    for (BlockReduce reduce : {BlockReduce::max, BlockReduce::mean})
+      for (const auto& [block, i0, j0] : {std::make_tuple(1, 3, 5), std::make_tuple(7, 0, 0),
+                                          std::make_tuple(64, 10, 2), std::make_tuple(300, 0, 0)}) {
+        const std::int64_t out_rows = (L - i0 + block - 1) / block, out_cols = (S - j0 + block - 1) / block;
+        INFO(stage << " block " << block << " from (" << i0 << ", " << j0 << ") "
+                   << (reduce == BlockReduce::max ? "max" : "mean"));
+        const Tensor<float> all = slice(full, stage, 0, 1, 0, L);  // head 1 (ignored for the average)
+        Tensor<float> want({out_rows, out_cols});
+        for (std::int64_t r = 0; r < out_rows; ++r)
+          for (std::int64_t q = 0; q < out_cols; ++q) {
+            double acc = reduce == BlockReduce::mean ? 0 : -INFINITY;
+            bool nan = false;
+            std::int64_t count = 0;
+            for (std::int64_t i = i0 + r * block; i < std::min(L, i0 + (r + 1) * block); ++i)
+              for (std::int64_t j = j0 + q * block; j < std::min(S, j0 + (q + 1) * block); ++j, ++count) {
+                const double v = all.data[std::size_t(i * S + j)];
+                nan = nan || std::isnan(v);
+                acc = reduce == BlockReduce::mean ? acc + v : std::max(acc, v);
+              }
+            want.data[std::size_t(r * out_cols + q)] =
+                nan ? NAN : float(reduce == BlockReduce::mean ? acc / double(count) : acc);
+          }
+        CHECK(mismatch(stage_blocks(od, stage, 0, 1, i0, j0, block, out_rows, out_cols, reduce), want, 0,
+                       0) == "");
+      }
+  CHECK_THROWS_AS(stage_blocks(od, "attn_weights", 0, 0, 0, 0, 8, 40, 1, BlockReduce::max), ConfigError);
+  CHECK_THROWS_AS(stage_blocks(od, "attn_weights", 0, 0, 0, 0, 0, 1, 1, BlockReduce::max), ConfigError);
+}

@@ -1,5 +1,7 @@
 // The soak run behind --soak / --edits (see soak.hpp): a seeded random walk over the edits a
-// teacher makes, each through AppState::edited so undo, recompute and autosave all run.
+// teacher makes, each through AppState::apply so undo, recompute and autosave all run. The edits
+// stay at the scale of the scenario they find: teaching sizes stay small, and a scenario that
+// another driver (or --scenario) opened at 512 or 2048 tokens keeps its sequence length.
 #include "soak.hpp"
 
 #include <unistd.h>
@@ -29,22 +31,32 @@ void Soak::edit(AppState& state, UiEnv& env) {
   const Scenario& s = state.scenario();
   auto pick = [&](int n) { return int(rng_() % std::uint64_t(n)); };
   auto num = [](std::int64_t v) { return std::to_string(v); };
+  // Beyond teaching scale the sequence length is the one the soak found (the latency replay's 512
+  // and 2048 tokens): sizes change the heads, the embedding and the batch only, no sentence is typed
+  // (its words would set L) and the cross-attention source keeps L or half of it.
+  const std::int64_t L = s.L();
+  const bool large = L > kTeachingMaxLen;
   std::string kind;
   std::vector<Action> actions;  // what a user would do for this edit, in order
   switch (pick(12)) {
-    case 0: {  // a size field; sizes stay at teaching scale so every forward is on the UI thread
-      static const std::int64_t kL[] = {2, 3, 4, 6, 8, 12, 16, 24};
+    case 0: {  // a size field; at teaching scale every forward is on the UI thread
+      static const std::int64_t kL[] = {2, 3, 4, 6, 8, 12, 16, kTeachingMaxLen};
       static const std::int64_t kE[] = {4, 8, 12, 16, 32};
       static const std::int64_t kH[] = {1, 2, 3, 4, 8};
       if (s.has_model()) actions.push_back(choose_model(""));
-      actions.push_back(set_control("sentence", ""));
+      if (!large) actions.push_back(set_control("sentence", ""));
       switch (pick(4)) {
-        case 0: actions.push_back(set_control("tgt_len", num(kL[pick(8)]))), kind = "L"; break;
+        case 0:
+          if (!large) {
+            actions.push_back(set_control("tgt_len", num(kL[pick(8)]))), kind = "L";
+            break;
+          }
+          [[fallthrough]];  // the length stays: the heads instead
+        case 2: actions.push_back(set_control("num_heads", num(kH[pick(5)]))), kind = "H"; break;
         case 1:
           actions.push_back(set_control("embed_dim", num(kE[pick(5)]))), kind = "E";
           break;  // may not divide
-        case 2: actions.push_back(set_control("num_heads", num(kH[pick(5)]))), kind = "H"; break;
-        default: actions.push_back(set_control("batch", num(1 + pick(4)))), kind = "N"; break;
+        default: actions.push_back(set_control("batch", num(1 + pick(large ? 2 : 4)))), kind = "N"; break;
       }
       break;
     }
@@ -62,19 +74,21 @@ void Soak::edit(AppState& state, UiEnv& env) {
       kind = "mask cell";
       break;
     }
+    case 4:
+      if (!large) {
+        static const char* kSentences[] = {"the cat sat on the mat", "attention is all you need",
+                                           "a b c d e f g h", "one two"};
+        actions.push_back(set_control("sentence", kSentences[pick(4)]));
+        kind = "sentence";
+        break;
+      }
+      [[fallthrough]];  // the length stays: a new seed instead
     case 3: actions.push_back(set_control("seed", num(rng_() % 100000))), kind = "seed"; break;
-    case 4: {
-      static const char* kSentences[] = {"the cat sat on the mat", "attention is all you need",
-                                         "a b c d e f g h", "one two"};
-      actions.push_back(set_control("sentence", kSentences[pick(4)]));
-      kind = "sentence";
-      break;
-    }
     case 5: actions.push_back(set_control("bias", s.bias ? "false" : "true")), kind = "bias"; break;
     case 6:
       if (s.has_model()) return;
       actions.push_back(set_control("cross_attention", s.cross_attention ? "false" : "true"));
-      actions.push_back(set_control("src_len", num(2 + pick(10))));
+      actions.push_back(set_control("src_len", num(large ? L / (1 + pick(2)) : 2 + pick(10))));
       kind = "cross";
       break;
     case 7:
@@ -82,12 +96,16 @@ void Soak::edit(AppState& state, UiEnv& env) {
       break;
     case 8:
       state.undo();
-      kinds_.push_back("undo");
-      return;
+      // An undo past the load of this size (the replay's next size is one undoable edit) is redone:
+      // the soak stays at the size it found.
+      if (large && state.scenario().L() != L) state.redo();
+      kind = "undo";
+      break;
     case 9:
       state.redo();
-      kinds_.push_back("redo");
-      return;
+      if (large && state.scenario().L() != L) state.undo();
+      kind = "redo";
+      break;
     case 10: {  // a view: tab (through the UI's own tab selection), stage, colormap
       static const char* kMaps[] = {"viridis", "magma", "cividis", "diverging"};
       env.select_tab = pick(6);
@@ -111,6 +129,9 @@ void Soak::edit(AppState& state, UiEnv& env) {
     state.apply(a);
   }
   kinds_.push_back(kind);
+  if (large)
+    std::printf("soak: edit %d at L=%lld (E=%lld, H=%lld): %s\n", edits_ + 1, (long long)L,
+                (long long)s.embed_dim, (long long)s.num_heads, kind.c_str());
 }
 
 void Soak::before_frame(AppState& state, UiEnv& env) {
@@ -127,12 +148,25 @@ void Soak::before_frame(AppState& state, UiEnv& env) {
     return;
   }
   state.animating = true;  // keep frames coming while the soak runs
+  // Beyond teaching sizes the forward runs on the worker: the soak edits when nothing is computing,
+  // or once two results have landed since its last edit. So an edit may cancel a forward in flight,
+  // as a user's does, while another driver's edits (the latency replay waits for each of its own)
+  // still land, and the run stays at about one forward per edit of either.
+  if (state.scenario().L() > kTeachingMaxLen) {
+    if (state.result.generation != seen_generation_) {
+      seen_generation_ = state.result.generation;
+      ++landed_;
+    }
+    if (state.computer.busy() && landed_ < 2) return;
+  }
   try {
     edit(state, env);
   } catch (const Error& e) {  // build_forward refused the sizes: the UI shows it; carry on
     state.errors["sizes"] = e.what();
   }
   ++edits_;
+  landed_ = 0;
+  seen_generation_ = state.result.generation;
 }
 
 void Soak::after_frame() {

@@ -1,6 +1,9 @@
 // `mha-studio --soak SECONDS --soak-report FILE`: random edits (sizes, masks, cells, seeds, views,
 // undo/redo) one a frame for a bounded time, sampling the process's RSS and every frame's time.
-// `--edits N` replays N of the same edits and then leaves the app running (the kill -9 test).
+// `--edits N` replays N of the same edits and then leaves the app running (the kill -9 test). The
+// edits keep the scale of the scenario they find: beyond kTeachingMaxLen tokens the sequence length
+// stays, and the soak edits when nothing computes or after two results landed (each edit is
+// printed), so it can run beside the latency replay (--frame-stats) at all its sizes.
 #pragma once
 
 #include <chrono>
@@ -33,6 +36,8 @@ class Soak {
   static constexpr double kStallBudgetMs = 250;  // a frame slower than this is a visible stall
   // RSS is compared from the end of the warm-up (undo history full, caches built) to the end.
   static constexpr double kWarmupFraction = 0.25;
+  // The longest sequence the soak itself picks; a scenario beyond it keeps its length.
+  static constexpr std::int64_t kTeachingMaxLen = 24;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -43,6 +48,8 @@ class Soak {
   std::mt19937_64 rng_;
   Clock::time_point start_, last_frame_, last_sample_;
   bool started_ = false, done_ = false;
+  int landed_ = 0;                     // results landed since the last edit (beyond teaching sizes)
+  std::uint64_t seen_generation_ = 0;  // the last result generation seen
   int edits_ = 0, frames_ = 0, stalls_ = 0;
   std::vector<double> frame_ms_;
   struct Sample {

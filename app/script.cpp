@@ -159,9 +159,12 @@ nlohmann::json stage_difference(const ForwardResult<float>& after, const Forward
 
 const std::vector<std::string>& Script::result_fields() {
   static const std::vector<std::string> fields = {
-      "tab",          "stage",       "hovered",    "selected", "side_panels", "presenter",     "valid",
-      "can_undo",     "can_redo",    "errors",     "status",   "backend",     "visible_heads", "dims",
-      "query_tokens", "padded_keys", "next_token", "pins",     "compare"};
+      "tab",           "stage",       "hovered",     "selected",
+      "side_panels",   "presenter",   "valid",       "can_undo",
+      "can_redo",      "errors",      "status",      "backend",
+      "visible_heads", "dims",        "computed_by", "gpu_fallback_reason",
+      "query_tokens",  "padded_keys", "next_token",  "pins",
+      "compare"};
   return fields;
 }
 
@@ -443,6 +446,8 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
         heads.push_back(h);
     r["visible_heads"] = heads;
     r["dims"] = {{"N", d.N}, {"L", d.L}, {"S", d.S_total}, {"E", d.E}, {"H", d.H}};
+    r["computed_by"] = backend_name(state.result.forward->backend);
+    r["gpu_fallback_reason"] = state.result.forward->fallback_reason;  // "" unless the GPU was refused
     r["query_tokens"] = state.result.query_tokens;
     // The keys of the batch item shown that key_padding_mask marks as padding (the views label them).
     const MaskSpec& m = state.scenario().mask;

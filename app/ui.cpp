@@ -100,7 +100,8 @@ void copy_menu_items() {
   const bool any = !shown.empty();
   ImGui::Separator();
   if (ImGui::MenuItem("Copy heatmap values (TSV)", "Ctrl+C", false, any)) copy_current_heatmap(CopyAs::tsv);
-  if (ImGui::MenuItem("Copy heatmap values (numpy)", nullptr, false, any)) copy_current_heatmap(CopyAs::numpy);
+  if (ImGui::MenuItem("Copy heatmap values (numpy)", nullptr, false, any))
+    copy_current_heatmap(CopyAs::numpy);
   const std::string no_png = platform::image_clipboard_missing();
   if (ImGui::MenuItem("Copy heatmap as PNG image", nullptr, false, any && no_png.empty()))
     copy_current_heatmap(CopyAs::png);
@@ -134,6 +135,17 @@ void status_bar(AppState& state) {
                 backend_name(r.forward->backend), r.compute_ms);
   } else {
     ImGui::TextUnformatted("no result yet");
+  }
+  if (r.valid() && !r.forward->fallback_reason.empty()) {  // the GPU was asked for and not used: why
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1, 0.55f, 0.2f, 1), "  |  GPU not used: computed on the CPU (hover for why)");
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
+      ImGui::TextUnformatted(r.forward->fallback_reason.c_str());
+      ImGui::PopTextWrapPos();
+      ImGui::EndTooltip();
+    }
   }
   if (r.valid() && r.forward->nonfinite_inputs > 0) {  // computed as torch does, but said out loud
     ImGui::SameLine();

@@ -53,6 +53,7 @@ struct BenchArgs {
   bool json = false, fresh = false, export_grid = false, quiet = false;
   std::string model_dir;  // --model: a GPT-2 folder, timed at --tokens
   std::string stages;     // --stages: comma-separated trace names to read back (Options::stages)
+  int head_weights = -1;  // --head-weights H: also compute head H's attn_weights on demand (stage_rows)
   std::int64_t tokens = 256;
 };
 
@@ -107,6 +108,10 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
   ForwardResult<float> r;
   // --fresh: what a caller without a workspace pays, every buffer allocated and first touched anew.
   // The previous result is dropped first, so that only one trace is alive at a time either way.
+  if (a.head_weights >= s.H)
+    throw ConfigError("--head-weights", std::to_string(a.head_weights) + " is not a head of " + s.name +
+                                            " (0.." + std::to_string(s.H - 1) + ")");
+  Tensor<float> head;  // (L, S): --head-weights, what a view of one head reads
   auto run_once = [&] {
     if (a.fresh) {
       r = ForwardResult<float>();
@@ -114,6 +119,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
     } else {
       forward(c, sc.weights, sc.inputs, o, ws, r);
     }
+    if (a.head_weights >= 0) head = stage_rows(r, "attn_weights", 0, a.head_weights, 0, r.dims.L);
   };
   platform::ProgressLine progress(std::string("mha bench ") + s.name, a.quiet);
   progress.step(0, repeats + 1, "warm-up");
@@ -163,6 +169,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
       {"cpu_kernels", o.backend == Backend::eigen ? cpu_kernels() : "none"},
       {"workspace_reuse", !a.fresh},
       {"stages", a.stages.empty() ? "all" : a.stages},
+      {"head_weights", a.head_weights},
       {"repeats", repeats},
       {"median_ms", median},
       {"min_ms", quantile(total, 0)},
@@ -321,8 +328,8 @@ nlohmann::json bench_model(const BenchArgs& a) {
   const int repeats = a.repeats > 0 ? a.repeats : (a.tokens <= 64 ? 20 : a.tokens <= 256 ? 5 : 3);
   // Recomputed into one run, as the app recomputes after an edit: its buffers are reused.
   GPT2Run run;
-  Clock::time_point t = Clock::now();
   progress.step(0, repeats + 1, "warm-up");
+  Clock::time_point t = Clock::now();
   gpt2_forward(m, ids, o, run);  // warm-up: first touch of the weights and the trace buffers
   const double first_ms = ms_between(t, Clock::now());
   std::vector<double> times;
@@ -383,8 +390,13 @@ std::function<int()> add_bench(CLI::App& app) {
   cmd->add_option("--tokens", a->tokens, "with --model: tokens per forward (default 256)");
   cmd->add_option(
       "--stages", a->stages,
-      "comma-separated stage names the caller reads (e.g. output or attn_weights,output); the gpu "
-      "backend then reads back only those (default: every stage)");
+      "comma-separated stage names the caller reads (e.g. output or attn_weights,output); the cpu "
+      "backend then keeps no (N, H, L, S) stage that is not named, the gpu backend reads back only "
+      "those (default: every stage)");
+  cmd->add_option("--head-weights", a->head_weights,
+                  "cpu: also compute head H's attn_weights on demand after each forward (mha::stage_rows), "
+                  "as a view of one head does; with --stages output that is the on-demand forward")
+      ->check(CLI::NonNegativeNumber);
   return [a]() -> int {
     if (!a->model_dir.empty()) {
       const nlohmann::json j = bench_model(*a);

@@ -91,6 +91,10 @@ void mask_scale(Textures& tex, float range, float top, float height) {
     ImGui::TextUnformatted(blocked ? "-inf" : "0");
   }
   ImGui::EndGroup();
+  // The legend is shorter than the grid beside it: what follows goes under the grid.
+  const float below = top + height + ImGui::GetStyle().ItemSpacing.y;
+  if (ImGui::GetCursorScreenPos().y < below)
+    ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, below));
 }
 
 // The paint tool. A press decides whether the whole drag blocks or unblocks (the first cell's

@@ -17,6 +17,7 @@
 #include "file_actions.hpp"
 #include "heatmap.hpp"
 #include "io/file_io.hpp"
+#include "open_path.hpp"
 #include "panels/panels.hpp"
 
 namespace mha::app {
@@ -298,13 +299,11 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
   auto applied = [&](const Action& a, const char* slot) {
     if (!state.apply(a) && state.errors.count(slot)) fail(line, state.errors[slot]);
   };
-  if (verb == "open") {
-    std::vector<std::string> warnings;
-    state.load(load_scenario(w[1], &warnings), "open " + w[1]);
-    for (const std::string& warning : warnings)
-      std::fprintf(stderr, "mha-studio: warning: %s\n", warning.c_str());
-    env.scenario_path = w[1];
-    env.select_tab = state.scenario().view.tab;
+  if (verb == "open") {  // File > Open's own path: the same kinds of file, remembered in Recent
+    state.errors.erase("file");
+    open_any_path(state, env, w[1]);
+    if (state.errors.count("file")) return fail(line, state.errors["file"]);
+    if (classify_open_path(w[1]).kind == OpenKind::scenario) env.select_tab = state.scenario().view.tab;
   } else if (verb == "tab") {
     const int t = tab_index(w[1]);
     if (t < 0) return fail(line, "no tab \"" + w[1] + "\"; the tabs are " + tab_list());

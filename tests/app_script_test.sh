@@ -29,16 +29,24 @@ json.dump(s, open(sys.argv[1], 'w'))" "$out/hidden_heads.json"
 for s in every_view.txt padded_batch.txt mask_drag_compare_undo.txt; do
   run "$s" || { cat "$out/$s.log"; exit 1; }
 done
+# The scripts' open goes through File > Open's path: what they opened is in Recent, newest first.
+python3 - "$out" <<'PY'
+import json, os, sys
+recent = json.load(open(f"{sys.argv[1]}/config/mha-studio/recent.json"))["recent"]
+assert any(p.endswith("assets/presets/cat_sat_mat.json") for p in recent), recent
+assert all(os.path.isabs(p) for p in recent), recent
+print("scripted UI: opened files are in Recent:", len(recent))
+PY
 # A driver whose softmax is off (MHA_GPU_PERTURB): the self-check refuses it and the user sees why.
 MHA_GPU_PERTURB=softmax run gpu_refused.txt || { cat "$out/gpu_refused.txt.log"; exit 1; }
 python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
 r = json.load(open(f"{out}/gpu_refused.json"))["result"]
-assert r["backend"] == "gpu" and r["valid"] and r["computed_by"] == "cpu", r
+assert r["backend"] == "gpu" and r["valid"] and r["computed_by"] != "gpu", r
 assert "self-check" in r["gpu_fallback_reason"] or "OpenGL 4.3" in r["gpu_fallback_reason"], r
 n = json.load(open(f"{out}/gpu_not_asked.json"))["result"]
-assert n["computed_by"] == "cpu" and n["gpu_fallback_reason"] == "", n
+assert n["computed_by"] != "gpu" and n["gpu_fallback_reason"] == "", n
 print("scripted UI: a refused GPU driver computes on the CPU and says why:", r["gpu_fallback_reason"][:100])
 PY
 python3 - "$out" <<'PY'

@@ -82,6 +82,10 @@ TEST_CASE("one nn.MultiheadAttention under a prefix reads as the same weights at
   REQUIRE(warnings.size() == 1);
   CHECK_THAT(warnings[0],
              Contains("prefix 'encoder.layers.0.self_attn.' (4 tensors); 8 other tensors ignored"));
+  // The ignored tensors are named: the first five, then how many more.
+  CHECK_THAT(warnings[0],
+             Contains("ignored: 'encoder.layers.0.linear1.bias', 'encoder.layers.0.linear1.weight'") &&
+                 Contains("'encoder.layers.0.norm1.bias' and 3 more"));
   CHECK_FALSE(found.in_proj_weight.empty());
   CHECK_FALSE(found.out_proj_bias.empty());
   check_identical(run(top, sc), run(found, sc));  // every stage, bit for bit

@@ -100,11 +100,23 @@ Weights<T> read_state_dict(const std::string& npy_dir, const std::string& safete
                       safetensors_path + ": tensor(s) " + unknown +
                           (chosen.empty() ? "" : " under the prefix " + prefix_text(chosen)) +
                           " are not nn.MultiheadAttention state_dict names (expected: " + known + ")");
-    const std::size_t ignored = names.size() - used;
+    // The ignored tensors are named, the first few of them, so that a weight meant for this module
+    // under another name can be told from the rest of the model.
+    constexpr std::size_t kNamed = 5;
+    std::string ignored_names;
+    std::size_t ignored = 0;
+    for (const std::string& name : names) {
+      bool is_used = false;
+      for (auto& e : state_dict(w)) is_used = is_used || name == chosen + e.first;
+      if (is_used) continue;
+      if (++ignored <= kNamed) ignored_names += std::string(ignored == 1 ? ": '" : ", '") + name + "'";
+    }
+    if (ignored > kNamed) ignored_names += " and " + std::to_string(ignored - kNamed) + " more";
     if (warnings && (!chosen.empty() || ignored))
       warnings->push_back(safetensors_path + ": using the nn.MultiheadAttention under the prefix " +
                           prefix_text(chosen) + " (" + std::to_string(used) + " tensors); " +
-                          std::to_string(ignored) + " other tensor" + (ignored == 1 ? "" : "s") + " ignored");
+                          std::to_string(ignored) + " other tensor" + (ignored == 1 ? "" : "s") + " ignored" +
+                          ignored_names);
   }
   for (auto& [name, tensor] : state_dict(w)) {
     auto it = st.find(chosen + name);

@@ -1,14 +1,21 @@
 // Bad input in the app, without a window: pasted and typed text (regressions of the parser bugs
 // fuzzing and review found), scenario files whose tensors disagree with their sizes, files that
-// are not files, huge sizes shown inline with their bytes, and view changes that are autosaved.
+// are not files, huge sizes shown inline with their bytes, view changes that are autosaved, and an
+// app font that is not a font.
+#include <imgui.h>
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "app_state.hpp"
 #include "errors.hpp"
+#include "fonts.hpp"
 #include "temp_dir.hpp"
 #include "text_parse.hpp"
 
@@ -117,4 +124,33 @@ TEST_CASE("a view change alone (tab, colormap) is autosaved after the quiet seco
   s.tick(3.1);
   REQUIRE(std::filesystem::exists(s.autosave_path));
   CHECK(load_scenario(s.autosave_path).view.tab == 3);
+}
+
+TEST_CASE("an app font that is empty, truncated or a FIFO falls back with the reason", "[reliability][ui]") {
+  // The bytes are validated before ImGui's stb_truetype sees them (it reads out of bounds on a
+  // truncated font and crashes on an empty one); a FIFO is refused without blocking.
+  std::ifstream good_file(std::string(MHA_ASSETS_DIR) + "/fonts/DejaVuSans.ttf", std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(good_file)), std::istreambuf_iterator<char>());
+  REQUIRE(good.size() > 4096);
+  for (const char* kind : {"empty", "truncated", "fifo"}) {
+    INFO(kind);
+    mha::test::TempDir assets;
+    std::filesystem::create_directory(assets.path / "fonts");
+    const std::string ttf = assets.file("fonts/DejaVuSans.ttf");
+    if (std::string(kind) == "fifo") {
+      REQUIRE(::mkfifo(ttf.c_str(), 0600) == 0);
+    } else {
+      std::ofstream(ttf, std::ios::binary) << (std::string(kind) == "empty" ? "" : good.substr(0, 4096));
+    }
+    ImGui::CreateContext();
+    const std::string message = mha::app::load_fonts(assets.path.string(), 17);
+    CHECK_THAT(message, Contains(ttf) && Contains("using"));
+    CHECK(ImGui::GetIO().Fonts->IsBuilt());
+    CHECK(ImGui::GetIO().Fonts->Fonts.Size == 1);
+    ImGui::DestroyContext();
+  }
+  // The shipped font itself passes.
+  ImGui::CreateContext();
+  CHECK(mha::app::load_fonts(MHA_ASSETS_DIR, 17).empty());
+  ImGui::DestroyContext();
 }

@@ -307,7 +307,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
         env.shown_tab = i;
         ImGui::BeginChild("view-body");
         if (i == 6) {  // Large L needs no CPU trace: it computes its own rows on the GPU
-          draw_large(state, textures, env.large_gpu, &env.large_len, &env.large_causal);
+          draw_large(state, textures, env.large_gpu, &env.large_len, &env.large_causal, &env.large_device);
         } else if (i == kAttentionFileTab) {  // a file's weights, independent of the scenario
           draw_attention_file(textures);
         } else if (!state.result.valid()) {

@@ -29,6 +29,7 @@ struct UiEnv {
   gpu::GpuBackend* large_gpu = nullptr;
   std::int64_t large_len = 1024;
   bool large_causal = false;
+  LargeDevice large_device = LargeDevice::automatic;
   // Layout: the side panels shown or collapsed, focus mode (the view alone), the keys overlay.
   // Until the user shows or hides a panel, the layout follows the window: a side panel is shown
   // only where the view keeps room beside it at the current font size (a projector at 2x font

@@ -112,8 +112,29 @@ std::uint64_t trace_bytes(const Dims& d, std::size_t scalar_size, bool has_mask)
   return cost::trace_bytes(cost::shape(d, false, has_mask), scalar_size);
 }
 
+namespace {
+
+// What check_inputs guards: the trace's bytes, less the (N, H, L, S') stages and the head average that
+// Options::stages leaves out of the trace (every path but the reference honours it).
+std::uint64_t kept_trace_bytes(const Dims& d, std::size_t scalar_size, bool has_mask, const Options& o) {
+  std::uint64_t need = trace_bytes(d, scalar_size, has_mask);
+  if (o.stages.empty() || o.backend == Backend::reference) return need;
+  const double plane = double(d.N) * double(d.L) * double(d.S_total) * double(scalar_size);
+  for (const std::string& name : on_demand_stages()) {
+    if (std::find(o.stages.begin(), o.stages.end(), name) != o.stages.end()) continue;
+    const double bytes = name == "attn_weights_avg" ? plane : plane * double(d.H);
+    need -= std::min<std::uint64_t>(need, bytes >= 1.8e19 ? need : std::uint64_t(bytes));
+  }
+  return need;
+}
+
+}  // namespace
+
 void check_trace_fits(const Dims& d, std::size_t scalar_size, bool has_mask, std::uint64_t max_trace_bytes) {
-  const std::uint64_t need = trace_bytes(d, scalar_size, has_mask);
+  check_bytes_fit(d, trace_bytes(d, scalar_size, has_mask), max_trace_bytes);
+}
+
+void check_bytes_fit(const Dims& d, std::uint64_t need, std::uint64_t max_trace_bytes) {
   const std::uint64_t limit = max_trace_bytes ? max_trace_bytes : default_trace_limit();
   if (need > limit)
     throw TooLargeError("sizes",
@@ -221,8 +242,9 @@ Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, con
     expect_absent("bias_v", w.bias_v, "add_bias_kv=False");
   }
 
-  check_trace_fits(d, sizeof(T), in.attn_mask.has_value() || in.key_padding_mask.has_value(),
-                   o.max_trace_bytes);
+  check_bytes_fit(
+      d, kept_trace_bytes(d, sizeof(T), in.attn_mask.has_value() || in.key_padding_mask.has_value(), o),
+      o.max_trace_bytes);
   return d;
 }
 

@@ -199,6 +199,8 @@ struct ForwardResult {
 std::uint64_t trace_bytes(const Dims& d, std::size_t scalar_size, bool has_mask);
 // Throws TooLargeError, naming the bytes needed, when that exceeds max_trace_bytes (0: half of RAM).
 void check_trace_fits(const Dims& d, std::size_t scalar_size, bool has_mask, std::uint64_t max_trace_bytes);
+// The same check for `need` bytes (a forward that keeps fewer stages: Options::stages).
+void check_bytes_fit(const Dims& d, std::uint64_t need, std::uint64_t max_trace_bytes);
 // The sizes a batch-first forward of this config would have (used before inputs exist).
 Dims dims_for(const Config& c, std::int64_t N, std::int64_t L, std::int64_t S);
 

@@ -218,3 +218,22 @@ TEST_CASE("stage_blocks: level of detail of an on-demand stage equals the full t
   CHECK_THROWS_AS(stage_blocks(od, "attn_weights", 0, 0, 0, 0, 8, 40, 1, BlockReduce::max), ConfigError);
   CHECK_THROWS_AS(stage_blocks(od, "attn_weights", 0, 0, 0, 0, 0, 1, 1, BlockReduce::max), ConfigError);
 }
+
+TEST_CASE("the memory guard counts only the stages a forward keeps", "[on_demand]") {
+  Config c;
+  c.embed_dim = 16;
+  c.num_heads = 2;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 2, 1, 256, 256);
+  Options o;
+  const Dims d = dims_for(c, 1, 256, 256);
+  o.max_trace_bytes = trace_bytes(d, sizeof(float), false) / 4;  // below the four (N, H, L, S) stages
+  CHECK_THROWS_AS(forward(c, sc.weights, sc.inputs, o), TooLargeError);
+  o.stages = {"output"};
+  CHECK(forward(c, sc.weights, sc.inputs, o).trace.has("output"));
+  o.stages = {"attn_weights"};  // one (N, H, L, S) stage named: 1/4 of the big ones, still too many bytes
+  o.max_trace_bytes = trace_bytes(d, sizeof(float), false) / 8;
+  CHECK_THROWS_AS(forward(c, sc.weights, sc.inputs, o), TooLargeError);
+  o.backend = Backend::reference;  // the reference path fills every stage: the whole trace counts
+  o.stages = {"output"};
+  CHECK_THROWS_AS(forward(c, sc.weights, sc.inputs, o), TooLargeError);
+}

@@ -1,6 +1,7 @@
-// The Large L view drawn headless (NullTextures for the colorbar and the CPU heatmap): with the GPU
-// path on a headless EGL context (level of detail when zoomed out, exact cells after zooming in, no
-// recompute while nothing moves), and falling back with the reason to the CPU heatmap.
+// The Large L view drawn headless (NullTextures): on the CPU (the on-demand forward, tiles from
+// stage_blocks) and with the GPU path on a headless EGL context (level of detail when zoomed out,
+// exact cells after zooming in, no recompute while nothing moves), and the CPU taking over, with the
+// reason, where the GPU is missing or fails.
 // No GL 4.3 context: WARN and skip the GPU part; with CI=true in the environment: FAIL instead.
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -31,7 +32,18 @@ std::unique_ptr<mha::gpu::GpuBackend> headless_or_skip() {
 }
 }  // namespace
 
-TEST_CASE("Large L view: no GPU path, the reason and the CPU heatmap", "[ui][large]") {
+// Frames until the view has drawn a map on `cpu` (the CPU path) or the GPU, with its work done.
+void frames_until_drawn(HeadlessUi& ui, AppState& state, bool cpu, ImVec2 size = ImVec2(640, 360)) {
+  for (int f = 0; f < 4000; ++f) {
+    ui.frame(state, size);
+    const LargeViewInfo& i = large_view_info();
+    if ((cpu ? i.cpu : i.gpu) && !i.computing) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ui.frame(state, size);  // the tile that arrived is drawn
+}
+
+TEST_CASE("Large L view: no GPU path: the CPU computes what is on screen, and says why", "[ui][large]") {
   REQUIRE(std::string(kTabNames[kLargeTab]) == "Large L");
   large_view_reset();
   HeadlessUi ui;
@@ -43,15 +55,77 @@ TEST_CASE("Large L view: no GPU path, the reason and the CPU heatmap", "[ui][lar
   REQUIRE(state.result.valid());
   ui.env.select_tab = kLargeTab;
   const int uploads = ui.textures.uploads();
-  for (int f = 0; f < 4; ++f) REQUIRE(ui.frame(state, ImVec2(640, 360)) > 0);
+  frames_until_drawn(ui, state, true);
   CHECK_FALSE(large_view_info().gpu);
-  CHECK(large_view_info().cpu_heatmap);
-  CHECK(large_view_info().reason == "test: no OpenGL 4.3 here");
-  CHECK(ui.textures.uploads() > uploads);  // the CPU heatmap's texture
-  // No backend at all: the same fallback, never a crash.
+  CHECK(large_view_info().cpu);
+  CHECK_FALSE(large_view_info().cpu_heatmap);
+  CHECK(large_view_info().cpu_reason == "test: no OpenGL 4.3 here");
+  CHECK(large_view_info().len == 1024);
+  // The on-demand forward keeps q, k, v, context and the output: far below the full trace.
+  CHECK(large_view_info().gpu_bytes * 8 < large_view_info().trace_bytes);
+  CHECK(ui.textures.uploads() > uploads);  // the tile's texture
+  // No backend at all: the same path, never a crash.
+  large_view_reset();
   ui.env.large_gpu = nullptr;
-  REQUIRE(ui.frame(state) > 0);
-  CHECK(large_view_info().cpu_heatmap);
+  frames_until_drawn(ui, state, true);
+  CHECK(large_view_info().cpu);
+  CHECK_THAT(large_view_info().cpu_reason, Catch::Contains("without the GPU path"));
+  large_view_reset();
+}
+
+TEST_CASE(
+    "Large L view on the CPU: block LOD zoomed out, exact cells zoomed in, the reference's weight "
+    "under the pointer",
+    "[ui][large]") {
+  large_view_reset();
+  HeadlessUi ui;
+  ui.env.large_device = LargeDevice::cpu;
+  ui.env.large_len = 1024;
+  ui.env.large_causal = true;
+  AppState state;
+  Scenario small;
+  small.batch = 1;
+  small.embed_dim = 16;
+  small.num_heads = 2;
+  state.start(small);
+  state.recompute();
+  ui.settle(state);
+  ui.env.select_tab = kLargeTab;
+  frames_until_drawn(ui, state, true);
+  const LargeViewInfo first = large_view_info();
+  REQUIRE(first.cpu);
+  CHECK(first.cpu_reason == "chosen in \"compute on\"");
+  CHECK(first.block > 1);  // 1024 cells do not fit the ~500 px map: each pixel is a block
+  ui.frame(state, ImVec2(640, 360));
+  CHECK(large_view_info().tiles_rendered == 0);  // nothing moved: no recompute
+  // Zoom in with the wheel until the cells are exact; each step computes a new tile.
+  for (int step = 0; step < 6 && large_view_info().block > 1; ++step) {
+    ImGui::GetIO().MouseWheel = 1;
+    ui.frame(state, ImVec2(640, 360));
+    frames_until_drawn(ui, state, true);
+  }
+  REQUIRE(large_view_info().block == 1);
+  const LargeViewInfo info = large_view_info();
+  REQUIRE(info.hover_i >= 0);
+  REQUIRE(info.hover_j >= 0);
+  // The hovered cell's value is the reference path's weight at the (q, k) the view names.
+  Scenario s = state.scenario();
+  s.tgt_len = s.src_len = 1024;
+  s.separate_qkv = false;
+  Built b = build_forward(s);
+  mha::Mask<float> causal;
+  causal.values = mha::Tensor<float>({1024, 1024});
+  for (std::int64_t i = 0; i < 1024; ++i)
+    for (std::int64_t j = i + 1; j < 1024; ++j) causal.values.data[std::size_t(i * 1024 + j)] = 1;
+  b.inputs.attn_mask = causal;
+  mha::Options o = b.options;
+  o.backend = mha::Backend::eigen;
+  o.stages = {"output"};
+  const mha::ForwardResult<float> od = mha::forward(b.config, b.weights, b.inputs, o);
+  const float want =
+      mha::stage_rows(od, "attn_weights", 0, 0, info.hover_i, 1).data[std::size_t(info.hover_j)];
+  CHECK(info.hover_value == want);  // the same on-demand arithmetic: bit for bit
+  large_view_reset();
 }
 
 TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in", "[ui][large][gpu]") {
@@ -60,6 +134,7 @@ TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in"
   large_view_reset();
   HeadlessUi ui;
   ui.env.large_gpu = gpu.get();
+  ui.env.large_device = LargeDevice::gpu;  // auto computes on the CPU where the GPU is llvmpipe
   ui.env.large_len = 1024;
   AppState state;
   Scenario small;
@@ -97,7 +172,7 @@ TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in"
   large_view_wait();
 }
 
-TEST_CASE("Large L view: the GPU path fails while preparing: the reason and the CPU heatmap",
+TEST_CASE("Large L view: the GPU path fails while preparing: the CPU computes it, and says why",
           "[ui][large][gpu]") {
   std::unique_ptr<mha::gpu::GpuBackend> gpu = headless_or_skip();
   if (!gpu) return;
@@ -105,18 +180,20 @@ TEST_CASE("Large L view: the GPU path fails while preparing: the reason and the 
   large_view_reset();
   HeadlessUi ui;
   ui.env.large_gpu = gpu.get();
+  ui.env.large_device = LargeDevice::gpu;
   ui.env.large_len = 1024;
   AppState state;
   state.recompute();
   ui.settle(state);
   ui.env.select_tab = kLargeTab;
-  for (int f = 0; f < 4000 && (f < 2 || large_view_info().computing); ++f) {
+  for (int f = 0; f < 4000 && (f < 2 || large_view_info().computing || !large_view_info().cpu); ++f) {
     REQUIRE(ui.frame(state) > 0);
-    if (large_view_info().computing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   CHECK_FALSE(large_view_info().gpu);
-  CHECK(large_view_info().cpu_heatmap);
-  CHECK_THAT(large_view_info().reason, Catch::Contains("GL_MAX_SHADER_STORAGE_BLOCK_SIZE"));
+  CHECK(large_view_info().cpu);
+  CHECK_THAT(large_view_info().cpu_reason,
+             Catch::StartsWith("the GPU path failed") && Catch::Contains("GL_MAX_SHADER_STORAGE_BLOCK_SIZE"));
   large_view_reset();
 }
 
@@ -128,6 +205,7 @@ TEST_CASE("Large L view: the hovered cell's value is the reference's weight ther
   large_view_reset();
   HeadlessUi ui;
   ui.env.large_gpu = gpu.get();
+  ui.env.large_device = LargeDevice::gpu;
   ui.env.large_len = 256;  // fits the map at 1 px per cell or more: exact cells
   AppState state;
   Scenario two;

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   }
   mha::test::HeadlessUi ui;
   ui.env.large_gpu = gpu.get();
+  ui.env.large_device = LargeDevice::gpu;  // this tool times the GPU path, llvmpipe included
   ui.env.large_len = argc > 1 ? std::atoll(argv[1]) : 4096;
   AppState state;
   state.recompute();

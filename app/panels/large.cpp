@@ -1,6 +1,8 @@
 // Large L view: one head's (L, S) attention weights at sizes where the full trace is refused or too
-// slow (L = S = 4096 and beyond). The GPU keeps q, k, v and each row's max and log-sum-exp; the
-// tile on screen is recomputed exactly (or as block max / mean when zoomed out) into a texture.
+// slow (L = S = 4096 and beyond), computed for what is on screen only. On the GPU: q, k, v and each
+// row's max and log-sum-exp stay there, and the tile on screen is recomputed exactly (or as block
+// max / mean when zoomed out) into a texture. On the CPU (no hardware GPU): the on-demand forward keeps
+// q, k, v and no (N, H, L, S) array, and the tile on screen is computed by mha::stage_blocks.
 #include <imgui.h>
 
 #include <algorithm>
@@ -11,12 +13,12 @@
 #include <string>
 
 #include "compute.hpp"
-#include "studio_names.hpp"
 #include "errors.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "heatmap.hpp"
 #include "panel_util.hpp"
 #include "panels.hpp"
+#include "studio_names.hpp"
 
 namespace mha::app {
 
@@ -35,14 +37,26 @@ std::string mib(std::uint64_t bytes) {
   return b;
 }
 
-// What the preparing thread hands back: the row statistics of one problem, or why not.
+// What the preparing thread hands back: the row statistics of one problem (GPU) or its on-demand
+// forward (CPU), or why not.
 struct Prepared {
   std::vector<std::int64_t> key;
-  gpu::GpuBackend::RowStats stats;  // (N, H, L) each
+  gpu::GpuBackend::RowStats stats;                  // (N, H, L) each
+  std::shared_ptr<const ForwardResult<float>> cpu;  // the CPU path: q, k, v, ..., no (N, H, L, S) stage
   Dims dims;
   std::uint64_t gpu_bytes = 0, trace_bytes = 0;
   std::string error;
   double ms = 0;
+};
+
+// One tile of the CPU path, computed on a thread of its own: stage_blocks of attn_weights[n, h].
+struct CpuTile {
+  std::vector<std::int64_t> key;  // n, h, i0, j0, block, rows, cols, mean
+  std::int64_t i0 = 0, j0 = 0, block = 1, rows = 0, cols = 0;
+  Tensor<float> values;  // (rows, cols)
+  float head_max = 1;    // the head's largest weight: the colour scale's top
+  double ms = 0;
+  std::string error;
 };
 
 // What the view keeps between frames (one instance: there is one Large L tab).
@@ -58,10 +72,20 @@ struct LargeView {
   int n = 0, h = 0, zoom = 0;               // zoom: log2 of screen pixels per cell (negative: LOD)
   bool fitted = false, log_colour = false;  // log: for masks whose weights span decades (causal)
   Reduce reduce = Reduce::max;
-  double oi = 0, oj = 0;  // query row and key column at the map's top-left corner
+  double oi = 0, oj = 0;                  // query row and key column at the map's top-left corner
   std::vector<std::int64_t> texture_key;  // the tile kept in Textures as "large/tile" (empty: none yet)
   std::vector<std::int64_t> hover_key;
   float hover_value = 0;
+  // The CPU path: the on-demand forward, the tile on screen and the one being computed.
+  std::shared_ptr<const ForwardResult<float>> cpu;
+  std::string cpu_reason;  // why the CPU computes: no GPU, a software renderer, the GPU failed
+  std::future<CpuTile> tile_pending;
+  CpuTile tile;
+  std::uint64_t tile_version = 0;
+  std::vector<std::int64_t> head_max_key;  // n, h of head_max
+  float head_max = 1;
+  std::vector<std::int64_t> gpu_failed_key;  // the problem the GPU failed on (the CPU computes it)
+  std::string gpu_error;
 };
 LargeView g_view;
 LargeViewInfo g_info;
@@ -129,6 +153,76 @@ float head_max_weight(const LargeView& v) {
   return top > 0 ? top : 1.0f;
 }
 
+// The CPU path's map: the tile on screen from stage_blocks, computed on a thread of its own while the
+// last one stays drawn (at its own place and scale), then coloured into a texture here.
+void draw_cpu_map(LargeView& v, Textures& tex, Colormap cmap, ImVec2 p0, ImVec2 size, double px,
+                  std::int64_t i0, std::int64_t j0, std::int64_t block, std::int64_t rows,
+                  std::int64_t cols) {
+  const bool mean = v.reduce == Reduce::mean;
+  const std::vector<std::int64_t> tkey = {v.n, v.h, i0, j0, block, rows, cols, mean};
+  if (v.tile_pending.valid() &&
+      v.tile_pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    CpuTile t = v.tile_pending.get();
+    if (!t.error.empty()) {
+      v.error = t.error;
+    } else {
+      v.head_max = t.head_max;
+      v.head_max_key = {t.key[0], t.key[1]};
+      v.tile = std::move(t);
+      ++v.tile_version;
+      ++g_info.tiles_rendered;
+    }
+  }
+  if (tkey != v.tile.key && !v.tile_pending.valid()) {
+    const bool know_max = v.head_max_key == std::vector<std::int64_t>{v.n, v.h};
+    v.tile_pending = std::async(std::launch::async, [r = v.cpu, tkey, know_max, max = v.head_max] {
+      CpuTile t;
+      t.key = tkey;
+      t.i0 = tkey[2], t.j0 = tkey[3], t.block = tkey[4], t.rows = tkey[5], t.cols = tkey[6];
+      const auto t0 = Clock::now();
+      try {
+        const BlockReduce how = tkey[7] ? BlockReduce::mean : BlockReduce::max;
+        t.values =
+            stage_blocks(*r, "attn_weights", tkey[0], tkey[1], t.i0, t.j0, t.block, t.rows, t.cols, how);
+        const std::int64_t whole = std::max(r->dims.L, r->dims.S_total);  // one block: the head's max
+        t.head_max =
+            know_max ? max
+                     : stage_blocks(*r, "attn_weights", tkey[0], tkey[1], 0, 0, whole, 1, 1, BlockReduce::max)
+                           .data[0];
+        if (!(t.head_max > 0)) t.head_max = 1;  // NaN or 0: every key blocked
+      } catch (const std::exception& e) {
+        t.error = e.what();
+      }
+      t.ms = ms_since(t0);
+      return t;
+    });
+  }
+  if (v.tile_pending.valid()) g_info.computing = true;
+  const CpuTile& t = v.tile;
+  if (t.key.empty()) {
+    ImGui::Dummy(size);
+    return;
+  }
+  const bool log = v.log_colour;
+  const float top = v.head_max;
+  const ImTextureID id =
+      tex.get("large/cpu-tile", panel::mix({v.tile_version, std::uint64_t(cmap), std::uint64_t(log)}),
+              int(t.cols), int(t.rows), [&](std::uint32_t* rgba) {
+                for (std::size_t x = 0; x < t.values.data.size(); ++x) {
+                  const float w = t.values.data[x];
+                  float u = log ? 1.0f + std::log10(std::max(w, 1e-30f) / top) / 4.0f : w / top;
+                  u = std::clamp(u, 0.0f, 1.0f);
+                  rgba[x] = std::isnan(w) ? kNanColor : w == 0 ? kMaskedColor : colormap_rgba(cmap, u);
+                }
+              });
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->PushClipRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), true);
+  const ImVec2 q0(p0.x + float((double(t.j0) - v.oj) * px), p0.y + float((double(t.i0) - v.oi) * px));
+  const double cell = px * double(t.block);
+  dl->AddImage(id, q0, ImVec2(q0.x + float(double(t.cols) * cell), q0.y + float(double(t.rows) * cell)));
+  dl->PopClipRect();
+}
+
 // Without the GPU path: the reason, and the CPU heatmap of the Heads view's trace when it exists.
 void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
   g_info.reason = reason;
@@ -168,7 +262,8 @@ void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
 
 }  // namespace
 
-void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal);
+void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal,
+                     LargeDevice* device);
 
 const LargeViewInfo& large_view_info() {
   return g_info;
@@ -176,6 +271,7 @@ const LargeViewInfo& large_view_info() {
 
 void large_view_wait() {
   if (g_view.pending.valid()) g_view.pending.wait();
+  if (g_view.tile_pending.valid()) g_view.tile_pending.wait();
 }
 
 void large_view_reset() {
@@ -184,14 +280,16 @@ void large_view_reset() {
   g_info = LargeViewInfo{};
 }
 
-void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal) {
+void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal,
+                LargeDevice* device) {
   // A child without scrollbars: a scrollbar appearing would resize the map and cost another tile.
   ImGui::BeginChild("large-view", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar);
-  draw_large_body(state, tex, gpu, len, causal);
+  draw_large_body(state, tex, gpu, len, causal, device);
   ImGui::EndChild();
 }
 
-void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal) {
+void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal,
+                     LargeDevice* device) {
   LargeView& v = g_view;
   g_info = LargeViewInfo{};
   const float font = ImGui::GetFontSize();
@@ -232,22 +330,48 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     v.reduce = reduce ? Reduce::mean : Reduce::max;
   panel::same_line_if_fits(font * 12);
   ImGui::Checkbox("log colour", &v.log_colour);
+  panel::same_line_if_fits(font * 14);
+  int dev = int(*device);
+  ImGui::SetNextItemWidth(font * 7);
+  if (ImGui::Combo("compute on", &dev, "auto\0CPU\0GPU\0")) *device = LargeDevice(dev);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("auto: the GPU where it is hardware, else the CPU (on llvmpipe the CPU is faster)");
 
-  // ---- The GPU path, or why not ----
+  // ---- The GPU path, or the CPU's and why ----
   g_info.len = *len;
-  if (!gpu) return draw_fallback(state, tex, "this program was built without the GPU path");
-  if (!gpu->available()) return draw_fallback(state, tex, gpu->unavailable_reason());
-  const std::vector<std::int64_t> key = {
+  std::vector<std::int64_t> key = {
       *len, N, s.embed_dim, H, s.num_kv_heads, s.bias, std::int64_t(s.seed), *causal,
       // The mask preset and its parameters: a new one recomputes.
       std::int64_t(s.mask.preset), s.mask.window, s.mask.segments, s.mask.prefix,
       std::int64_t(s.mask.random_p * 1e6f), std::int64_t(s.mask.random_seed), std::int64_t(s.mask.convention),
       std::int64_t(s.fully_masked), s.weights.has_value()};
+  std::string cpu_reason;
+  if (*device == LargeDevice::cpu)
+    cpu_reason = "chosen in \"compute on\"";
+  else if (!gpu)
+    cpu_reason = "this program was built without the GPU path";
+  else if (!gpu->available())
+    cpu_reason = gpu->unavailable_reason();
+  else if (v.gpu_failed_key == key)
+    cpu_reason = "the GPU path failed: " + v.gpu_error;
+  else if (*device == LargeDevice::automatic && gpu->software_renderer())
+    cpu_reason = "the GPU is a software renderer (" + gpu->renderer() + "), slower than the CPU";
+  const bool on_cpu = !cpu_reason.empty();
+  const std::vector<std::int64_t> base_key = key;
+  key.push_back(on_cpu);
   // A finished preparation becomes the view's problem (a stale one too: the next starts at once).
   if (v.pending.valid() && v.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     Prepared p = v.pending.get();
+    const bool was_cpu = p.key.back() != 0;
+    if (!was_cpu && !p.error.empty()) {  // the GPU failed: the CPU computes this problem instead
+      v.gpu_failed_key.assign(p.key.begin(), p.key.end() - 1);
+      v.gpu_error = p.error;
+      p.error.clear();
+      p.key.clear();
+    }
     v.prepared_key = std::move(p.key);
     v.stats = std::move(p.stats);
+    v.cpu = std::move(p.cpu);
     v.dims = p.dims;
     v.gpu_bytes = p.gpu_bytes;
     v.trace_bytes = p.trace_bytes;
@@ -255,21 +379,36 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     v.prepare_ms = p.ms;
     v.texture_key.clear();
     v.hover_key.clear();
+    v.head_max_key.clear();
+    v.tile = CpuTile{};
     v.fitted = false;
   }
   // q, k, v and the row statistics take seconds at L = 4096 on llvmpipe: they run on a thread of
   // their own (the backend makes its context current there), and the UI stays usable meanwhile.
   if (key != v.prepared_key && !v.pending.valid()) {
     v.pending_since = Clock::now();
-    v.pending = std::async(std::launch::async, [gpu, s, n_len = *len, with_causal = *causal, key] {
+    if (v.tile_pending.valid()) v.tile_pending.wait();  // it reads the result about to be replaced
+    v.pending = std::async(std::launch::async, [gpu, s, n_len = *len, with_causal = *causal, key, on_cpu] {
       Prepared p;
       p.key = key;
       const auto t0 = Clock::now();
       try {
         const Built b = large_problem(s, n_len, with_causal);
-        p.stats = gpu->prepare_rows(b.config, b.weights, b.inputs, b.options);
-        p.dims = dims_for(b.config, s.batch, n_len, n_len);
-        p.gpu_bytes = gpu->buffer_bytes();
+        if (on_cpu) {  // the output only: no (N, H, L, S) stage; tiles come from stage_blocks
+          Options o = b.options;
+          o.backend = Backend::eigen;
+          o.device = nullptr;
+          o.stages = {"output"};
+          auto r = std::make_shared<ForwardResult<float>>(forward(b.config, b.weights, b.inputs, o));
+          p.dims = r->dims;
+          for (const Stage<float>& st : r->trace.stages)  // each buffer once (views share theirs)
+            if (st.view_of.empty()) p.gpu_bytes += st.storage->size() * sizeof(float);
+          p.cpu = std::move(r);
+        } else {
+          p.stats = gpu->prepare_rows(b.config, b.weights, b.inputs, b.options);
+          p.dims = dims_for(b.config, s.batch, n_len, n_len);
+          p.gpu_bytes = gpu->buffer_bytes();
+        }
         p.trace_bytes = trace_bytes(p.dims, sizeof(float), b.inputs.attn_mask || b.inputs.key_padding_mask);
       } catch (const std::exception& e) {  // mha::Error, or std::bad_alloc for the inputs
         p.error = e.what();
@@ -279,10 +418,17 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     });
   }
   if (v.pending.valid()) {  // the backend is busy on the other thread: nothing here may call it
-    ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1),
-                       "Computing q, k, v and the row statistics for L = S = %lld on the GPU: %.1f s so far "
-                       "(seconds at L = 4096 on a software renderer). The rest of the app stays usable.",
-                       (long long)*len, ms_since(v.pending_since) / 1000.0);
+    if (on_cpu)
+      ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1),
+                         "Computing the output for L = S = %lld on the CPU, keeping no (N, H, L, S) array: "
+                         "%.1f s so far. The rest of the app stays usable.",
+                         (long long)*len, ms_since(v.pending_since) / 1000.0);
+    else
+      ImGui::TextColored(
+          ImVec4(1, 0.8f, 0.3f, 1),
+          "Computing q, k, v and the row statistics for L = S = %lld on the GPU: %.1f s so far "
+          "(seconds at L = 4096 on a software renderer). The rest of the app stays usable.",
+          (long long)*len, ms_since(v.pending_since) / 1000.0);
     g_info.computing = true;
     return;
   }
@@ -292,13 +438,24 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
 
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   char tile_ms[48] = "";  // the tile this frame draws is timed after this line: show the last one
-  if (!v.texture_key.empty()) std::snprintf(tile_ms, sizeof tile_ms, ", last tile %.0f ms", v.render_ms);
-  ImGui::TextWrapped(
-      "N=%lld H=%lld L=S=%lld d_k=%lld | GPU buffers %s (inputs, weights, q, k, v, row max + log-sum-exp, "
-      "tile); a full trace would hold %s (%.0fx more) | row stats %.0f ms%s",
-      (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k, mib(v.gpu_bytes).c_str(),
-      mib(v.trace_bytes).c_str(), double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)),
-      v.prepare_ms, tile_ms);
+  if (on_cpu && !v.tile.key.empty())
+    std::snprintf(tile_ms, sizeof tile_ms, ", last tile %.0f ms", v.tile.ms);
+  else if (!on_cpu && !v.texture_key.empty())
+    std::snprintf(tile_ms, sizeof tile_ms, ", last tile %.0f ms", v.render_ms);
+  if (on_cpu)
+    ImGui::TextWrapped(
+        "On the CPU (%s) | N=%lld H=%lld L=S=%lld d_k=%lld | kept: %s (inputs, q, k, v, context, output; no "
+        "(N, H, L, S) array); a full trace would hold %s (%.0fx more) | output %.0f ms%s",
+        cpu_reason.c_str(), (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k,
+        mib(v.gpu_bytes).c_str(), mib(v.trace_bytes).c_str(),
+        double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)), v.prepare_ms, tile_ms);
+  else
+    ImGui::TextWrapped(
+        "N=%lld H=%lld L=S=%lld d_k=%lld | GPU buffers %s (inputs, weights, q, k, v, row max + "
+        "log-sum-exp, tile); a full trace would hold %s (%.0fx more) | row stats %.0f ms%s",
+        (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k, mib(v.gpu_bytes).c_str(),
+        mib(v.trace_bytes).c_str(), double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)),
+        v.prepare_ms, tile_ms);
   ImGui::PopStyleColor();
 
   // ---- The map: pan (drag), zoom (wheel), level of detail ----
@@ -338,34 +495,38 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
       std::min<std::int64_t>(std::int64_t(size.y / block_px) + 2, (L - i0 + block - 1) / block);
   const std::int64_t cols =
       std::min<std::int64_t>(std::int64_t(size.x / block_px) + 2, (S - j0 + block - 1) / block);
-  const float vmax = head_max_weight(v);
   const Colormap cmap = s.view.colormap;
-
-  const std::vector<std::int64_t> tkey = {
-      v.n, v.h, i0, j0, block, rows, cols, v.reduce == Reduce::mean, std::int64_t(cmap), v.log_colour};
-  if (tkey != v.texture_key) {
-    const auto t0 = Clock::now();
-    try {
-      std::uint32_t lut[256];
-      for (int t = 0; t < 256; ++t) lut[t] = colormap_rgba(cmap, float(t) / 255.0f);
-      // The backend renders into a texture of its own (shared with this context); Textures keeps its id.
-      tex.keep("large/tile", ImTextureID(std::intptr_t(gpu->weights_blocks_texture(
-                                 v.n, v.h, i0, j0, block, rows, cols, v.reduce, lut, 0.0f, vmax, kNanColor,
-                                 kMaskedColor, v.log_colour ? 4 : 0))));
-      v.texture_key = tkey;
-    } catch (const Error& e) {
-      v.error = e.what();
-      return draw_fallback(state, tex, v.error);
+  if (on_cpu) {
+    draw_cpu_map(v, tex, cmap, p0, size, px, i0, j0, block, rows, cols);
+  } else {
+    const float vmax = head_max_weight(v);
+    const std::vector<std::int64_t> tkey = {
+        v.n, v.h, i0, j0, block, rows, cols, v.reduce == Reduce::mean, std::int64_t(cmap), v.log_colour};
+    if (tkey != v.texture_key) {
+      const auto t0 = Clock::now();
+      try {
+        std::uint32_t lut[256];
+        for (int t = 0; t < 256; ++t) lut[t] = colormap_rgba(cmap, float(t) / 255.0f);
+        // The backend renders into a texture of its own (shared with this context); Textures keeps its id.
+        tex.keep("large/tile", ImTextureID(std::intptr_t(gpu->weights_blocks_texture(
+                                   v.n, v.h, i0, j0, block, rows, cols, v.reduce, lut, 0.0f, vmax, kNanColor,
+                                   kMaskedColor, v.log_colour ? 4 : 0))));
+        v.texture_key = tkey;
+      } catch (const Error& e) {
+        v.error = e.what();
+        return draw_fallback(state, tex, v.error);
+      }
+      v.render_ms = ms_since(t0);
+      ++g_info.tiles_rendered;
     }
-    v.render_ms = ms_since(t0);
-    ++g_info.tiles_rendered;
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->PushClipRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), true);
+    const ImVec2 q0(p0.x + float((double(j0) - v.oj) * px), p0.y + float((double(i0) - v.oi) * px));
+    dl->AddImage(tex.kept("large/tile"), q0,
+                 ImVec2(q0.x + float(double(cols) * block_px), q0.y + float(double(rows) * block_px)));
+    dl->PopClipRect();
   }
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->PushClipRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), true);
-  const ImVec2 q0(p0.x + float((double(j0) - v.oj) * px), p0.y + float((double(i0) - v.oi) * px));
-  dl->AddImage(tex.kept("large/tile"), q0,
-               ImVec2(q0.x + float(double(cols) * block_px), q0.y + float(double(rows) * block_px)));
-  dl->PopClipRect();
+  const float vmax = on_cpu ? v.head_max : head_max_weight(v);
   ImGui::SameLine();
   if (v.log_colour)  // 0 at the head's largest weight, -4 four decades below (and anything smaller)
     panel::colorbar_within(tex, cmap, -4.0f, 0.0f, size.y);
@@ -394,29 +555,41 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     const std::int64_t i = std::int64_t(v.oi + (io.MousePos.y - p0.y) / px) / block * block;
     const std::int64_t j = std::int64_t(v.oj + (io.MousePos.x - p0.x) / px) / block * block;
     if (i >= 0 && i < L && j >= 0 && j < S) {
-      const std::vector<std::int64_t> hkey = {tkey[0], tkey[1], i, j, block, tkey[7]};
+      const std::vector<std::int64_t> hkey = {v.n, v.h, i, j, block, v.reduce == Reduce::mean, on_cpu};
+      const CpuTile& t = v.tile;
+      const bool in_tile = on_cpu && t.block == block && i >= t.i0 && j >= t.j0 &&
+                           i < t.i0 + t.rows * block && j < t.j0 + t.cols * block && t.key.size() > 1 &&
+                           t.key[0] == v.n && t.key[1] == v.h && t.key[7] == (v.reduce == Reduce::mean);
       try {
-        if (hkey != v.hover_key) {
-          v.hover_value = gpu->weights_blocks(v.n, v.h, i, j, block, 1, 1, v.reduce).data[0];
+        if (on_cpu && !in_tile) {
+          v.hover_key.clear();             // the tile under it is still being computed
+        } else if (hkey != v.hover_key) {  // the CPU's tile holds it; the GPU reads one block back
+          v.hover_value = on_cpu
+                              ? t.values.data[std::size_t((i - t.i0) / block * t.cols + (j - t.j0) / block)]
+                              : gpu->weights_blocks(v.n, v.h, i, j, block, 1, 1, v.reduce).data[0];
           v.hover_key = hkey;
         }
-        g_info.hover_i = i;
-        g_info.hover_j = j;
-        g_info.hover_value = v.hover_value;
-        if (block == 1)
-          ImGui::Text("attn_weights[%d, %d, q %lld, k %lld] = %.6g   (tokens t%lld, t%lld)", v.n, v.h,
-                      (long long)i, (long long)j, v.hover_value, (long long)i, (long long)j);
-        else
-          ImGui::Text("queries %lld-%lld, keys %lld-%lld: %s = %.6g", (long long)i,
-                      (long long)std::min(i + block, L) - 1, (long long)j,
-                      (long long)std::min(j + block, S) - 1, v.reduce == Reduce::max ? "max" : "mean",
-                      v.hover_value);
+        if (!v.hover_key.empty()) {
+          g_info.hover_i = i;
+          g_info.hover_j = j;
+          g_info.hover_value = v.hover_value;
+          if (block == 1)
+            ImGui::Text("attn_weights[%d, %d, q %lld, k %lld] = %.6g   (tokens t%lld, t%lld)", v.n, v.h,
+                        (long long)i, (long long)j, v.hover_value, (long long)i, (long long)j);
+          else
+            ImGui::Text("queries %lld-%lld, keys %lld-%lld: %s = %.6g", (long long)i,
+                        (long long)std::min(i + block, L) - 1, (long long)j,
+                        (long long)std::min(j + block, S) - 1, v.reduce == Reduce::max ? "max" : "mean",
+                        v.hover_value);
+        }
       } catch (const Error& e) {
         ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", e.what());
       }
     }
   }
-  g_info.gpu = true;
+  g_info.gpu = !on_cpu;
+  g_info.cpu = on_cpu;
+  g_info.cpu_reason = cpu_reason;
   g_info.block = block;
   g_info.gpu_bytes = v.gpu_bytes;
   g_info.trace_bytes = v.trace_bytes;

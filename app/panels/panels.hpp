@@ -104,16 +104,21 @@ AttentionFileInfo attention_file_info();
 // Large L (large.cpp): one head's weights at L = S = *len (a causal mask with *causal) from GPU row
 // statistics, tiles recomputed into a texture on `gpu` (null or unavailable: the reason and the CPU heatmap).
 // It calls the GPU backend (which binds its own context), never GL itself. Ignores state.result's sizes.
-void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal);
+// Where the Large L view computes: auto is the GPU where it is hardware, else the CPU.
+enum class LargeDevice { automatic, cpu, gpu };
+void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal,
+                LargeDevice* device);
 struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
   bool gpu = false, cpu_heatmap = false;
-  bool computing = false;           // the row statistics are being computed on the view's thread
-  std::string reason;               // why it fell back (cpu_heatmap or not)
+  bool cpu = false;        // the CPU path drew: on-demand forward, tiles from stage_blocks
+  std::string cpu_reason;  // why the CPU computes (no GPU, a software renderer, chosen, the GPU failed)
+  bool computing = false;  // the row statistics are being computed on the view's thread
+  std::string reason;      // why it fell back (cpu_heatmap or not)
   std::int64_t len = 0, block = 0;  // block: cells per pixel side (1: exact)
   int tiles_rendered = 0;           // textures recomputed this frame
   std::uint64_t gpu_bytes = 0, trace_bytes = 0;
   std::int64_t hover_i = -1, hover_j = -1;  // the hovered cell (block: its first row and column)
-  float hover_value = 0;                    // read back from the GPU: the weight, or the block's max/mean
+  float hover_value = 0;                    // the weight, or the block's max/mean (GPU: read back)
 };
 const LargeViewInfo& large_view_info();
 // The problem the Large L view computes: the scenario's sizes, seed and weights at L = S = len, its mask

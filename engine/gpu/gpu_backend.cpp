@@ -110,6 +110,19 @@ bool GpuBackend::prefers(const Dims& d, bool full_trace) {
          calibration_.gpu_ms(forward_multiply_adds(d)) < calibration_.cpu_ms(forward_multiply_adds(d));
 }
 
+bool GpuBackend::software_renderer() {
+  if (!available()) return false;
+  if (renderer_.empty()) {
+    Release release{release_};
+    try {
+      probe();
+    } catch (const DeviceError&) {
+      return false;
+    }
+  }
+  return software_;
+}
+
 AutoCalibration GpuBackend::calibrate_auto(const Dims& small, const Dims& large, int threads) {
   AutoCalibration cal;
   const auto start = std::chrono::steady_clock::now();

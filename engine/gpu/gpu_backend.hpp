@@ -187,6 +187,9 @@ class GpuBackend : public DeviceForward {
   // "llvmpipe (LLVM 15.0.6, 256 bits), OpenGL 4.5 (Core Profile) Mesa 22.3.6; EGL surfaceless
   // (Mesa)"; known after the first forward that reached the context.
   const std::string& renderer() const { return renderer_; }
+  // Whether the context is a software renderer (llvmpipe, softpipe), asking GL first if it was not
+  // asked yet; false when no context can be had (available() then says so).
+  bool software_renderer();
   const LaunchSizes& launch_sizes() const { return sizes_; }
   // Refuse buffers above this many bytes even where the device allows more (tests of the
   // out-of-memory fallback); 0: the device's GL_MAX_SHADER_STORAGE_BLOCK_SIZE only.

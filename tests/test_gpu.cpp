@@ -468,7 +468,8 @@ TEST_CASE("auto's calibration: both paths timed, a fit through them, a software 
 
 // Options::stages: the GPU copies back only the stages named (and output); the others are out of
 // the trace, equal bit for bit to a full read-back's where present, and still on the GPU for
-// read_stage. The CPU paths, and a GPU forward that falls back, give every stage.
+// read_stage. The Eigen path (and a GPU forward that falls back to it) leaves out the (N, H, L, S)
+// stages not named too; the reference path gives every stage.
 TEST_CASE("the GPU path reads back only the stages asked for", "[gpu][stages]") {
   gpu::GpuBackend* gpu = headless_or_skip();
   if (!gpu) return;
@@ -529,21 +530,27 @@ TEST_CASE("the GPU path reads back only the stages asked for", "[gpu][stages]") 
   CHECK_THROWS_AS(gpu->read_stage("attn_weights_avg", 0, 1), ConfigError);
   gpu->prepare_rows(c, sc.weights, sc.inputs, Options{});  // overwrites q and k
   CHECK_THROWS_AS(gpu->read_stage("scores", 0, 0), ConfigError);
-  // Names are checked on every path; the CPU paths give every stage.
+  // Names are checked on every path. The Eigen path keeps what it computes through (q, k, v and
+  // their views, context, concat, output) and leaves out the (N, H, L, S) stages not named; the
+  // reference path gives every stage.
   o.stages = {"attn_weight"};
   CHECK_THROWS_WITH(forward(c, sc.weights, sc.inputs, o),
                     Catch::Contains("no stage is named \"attn_weight\""));
   o.stages = {"output"};
   o.stage_times = nullptr;
   o.backend = Backend::eigen;
+  const std::size_t big = on_demand_stages().size();  // scores ... attn_weights, attn_weights_avg
+  CHECK(forward(c, sc.weights, sc.inputs, o).trace.stages.size() == full.trace.stages.size() - big);
+  o.backend = Backend::reference;
   CHECK(forward(c, sc.weights, sc.inputs, o).trace.stages.size() == full.trace.stages.size());
-  // A GPU forward that falls back computes every stage on the CPU.
+  // A GPU forward that falls back computes on the Eigen path, with the same stages left out.
   std::unique_ptr<gpu::GpuBackend> none = gpu::GpuBackend::unavailable("test: no device");
   o.backend = Backend::gpu;
   o.device = none.get();
   const ForwardResult<float> fallback = forward(c, sc.weights, sc.inputs, o);
   CHECK(fallback.backend == Backend::eigen);
-  CHECK(fallback.trace.stages.size() == full.trace.stages.size());
+  CHECK(fallback.trace.stages.size() == full.trace.stages.size() - big);
+  CHECK(mismatch(fallback.output(), full.output(), 1e-6, 1e-5) == "");
   // Output only: the trace holds the inputs, the mask and the output.
   o.device = gpu;
   const ForwardResult<float> out = forward(c, sc.weights, sc.inputs, o);

@@ -442,20 +442,24 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     std::snprintf(tile_ms, sizeof tile_ms, ", last tile %.0f ms", v.tile.ms);
   else if (!on_cpu && !v.texture_key.empty())
     std::snprintf(tile_ms, sizeof tile_ms, ", last tile %.0f ms", v.render_ms);
-  if (on_cpu)
-    ImGui::TextWrapped(
-        "On the CPU (%s) | N=%lld H=%lld L=S=%lld d_k=%lld | kept: %s (inputs, q, k, v, context, output; no "
-        "(N, H, L, S) array); a full trace would hold %s (%.0fx more) | output %.0f ms%s",
-        cpu_reason.c_str(), (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k,
-        mib(v.gpu_bytes).c_str(), mib(v.trace_bytes).c_str(),
-        double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)), v.prepare_ms, tile_ms);
-  else
+  if (on_cpu) {  // short: at a projector's font size the map needs the room; the details on hover
+    ImGui::TextWrapped("On the CPU (hover: why) | kept %s, a full trace %s (%.0fx) | output %.0f ms%s",
+                       mib(v.gpu_bytes).c_str(), mib(v.trace_bytes).c_str(),
+                       double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)), v.prepare_ms,
+                       tile_ms);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "Computed on the CPU: %s.\nN=%lld H=%lld L=S=%lld d_k=%lld. Kept: the inputs, q, k, v, context and "
+          "the output, no (N, H, L, S) array;\nthe tile on screen is computed from them (mha::stage_blocks).",
+          cpu_reason.c_str(), (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k);
+  } else {
     ImGui::TextWrapped(
         "N=%lld H=%lld L=S=%lld d_k=%lld | GPU buffers %s (inputs, weights, q, k, v, row max + "
         "log-sum-exp, tile); a full trace would hold %s (%.0fx more) | row stats %.0f ms%s",
         (long long)d.N, (long long)d.H, (long long)L, (long long)d.d_k, mib(v.gpu_bytes).c_str(),
         mib(v.trace_bytes).c_str(), double(v.trace_bytes) / double(std::max<std::uint64_t>(v.gpu_bytes, 1)),
         v.prepare_ms, tile_ms);
+  }
   ImGui::PopStyleColor();
 
   // ---- The map: pan (drag), zoom (wheel), level of detail ----

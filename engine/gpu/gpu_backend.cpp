@@ -97,17 +97,19 @@ bool GpuBackend::prefers(const Dims& d, bool full_trace) {
     }
   }
   if (software_) return false;
-  if (!calibration_.done && calibration_.why.empty()) {
-    Config c;
-    c.embed_dim = 64;
-    c.num_heads = 4;
-    const Dims small = dims_for(c, 1, 64, 64);
-    c.embed_dim = 512;
-    c.num_heads = 8;
-    calibrate_auto(small, dims_for(c, 1, 512, 512));
-  }
+  if (!calibration_.done && calibration_.why.empty()) calibrate_auto();
   return calibration_.done &&
          calibration_.gpu_ms(forward_multiply_adds(d)) < calibration_.cpu_ms(forward_multiply_adds(d));
+}
+
+AutoCalibration GpuBackend::calibrate_auto() {
+  Config c;
+  c.embed_dim = 64;
+  c.num_heads = 4;
+  const Dims small = dims_for(c, 1, 64, 64);
+  c.embed_dim = 512;
+  c.num_heads = 8;
+  return calibrate_auto(small, dims_for(c, 1, 512, 512));
 }
 
 bool GpuBackend::software_renderer() {

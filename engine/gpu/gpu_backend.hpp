@@ -118,6 +118,9 @@ class GpuBackend : public DeviceForward {
   // self-check first, and keeps the fit for prefers(). Runs on software renderers too when called
   // directly (mha gpu-check --calibrate, the tests); prefers() never calls it there. Never throws.
   AutoCalibration calibrate_auto(const Dims& small, const Dims& large, int threads = 0);
+  // The same on the two problems prefers() uses: (1, 64, 64) with E = 64, H = 4 and (1, 512, 512)
+  // with E = 512, H = 8.
+  AutoCalibration calibrate_auto();
   const AutoCalibration& auto_calibration() const { return calibration_; }
   // With `times`, each phase ends in glFinish so that its wall time can be taken (slower overall);
   // reading the stages back is its own phase (read_back). threads is 0: the GPU's own.

@@ -24,10 +24,10 @@ namespace mha::app {
 
 // What the left column keeps between frames: the text typed into its fields.
 struct ControlsPanel {
-  std::string paste;         // a numpy/torch printout of the query
-  std::string npy_path;      // the query's .npy
-  std::string weights_path;  // a folder of .npy, or a .safetensors
-  char model_folder[512] = "";
+  std::string paste;                // a numpy/torch printout of the query
+  std::string npy_path;             // the query's .npy
+  std::string weights_path;         // a folder of .npy, or a .safetensors
+  bool wants_model_folder = false;  // "Open model folder..." was chosen this frame
   void draw(AppState& state);
 };
 
@@ -257,7 +257,7 @@ void pick_model(AppState& state, const std::string& model) {
   state.apply(choose_model(model));
 }
 
-void model_section(AppState& state, char (&folder)[512]) {
+void model_section(AppState& state, bool& wants_model_folder) {
   const Scenario& s = state.scenario();
   static const std::vector<std::string> shipped = shipped_models();
   const char* kRandom = "random init (torch seed)";
@@ -277,20 +277,9 @@ void model_section(AppState& state, char (&folder)[512]) {
         "random init: one nn.MultiheadAttention with torch's default init (the course's case).\n"
         "A trained GPT-2: its heads on your sentence, every layer, and what it predicts next.\n"
         "A folder: a Hugging Face GPT-2 (config.json, model.safetensors, vocab.json, merges.txt).");
-  if (open_folder) ImGui::OpenPopup("Open model folder");
-  if (ImGui::BeginPopup("Open model folder")) {
-    ImGui::TextUnformatted("A GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt):");
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 20);
-    const bool enter =
-        ImGui::InputText("##folder", folder, sizeof folder, ImGuiInputTextFlags_EnterReturnsTrue);
-    if ((ImGui::Button("Open") || enter) && folder[0]) {
-      std::string path = folder;
-      if (path.find('/') == std::string::npos) path = "./" + path;  // a folder, not a shipped name
-      pick_model(state, path);
-      ImGui::CloseCurrentPopup();
-    }
-    ImGui::EndPopup();
-  }
+  // The File menu's Open model folder: the desktop's chooser, then a load in the background with its
+  // progress and Cancel (ui.cpp asks it, holding what the chooser needs).
+  if (open_folder) wants_model_folder = true;
   inline_error(state, "model");
   if (!s.has_model()) return;
   const ModelResult* m = state.result.model ? &*state.result.model : nullptr;
@@ -325,14 +314,17 @@ void choose_backend(AppState& state, BackendChoice choice) {
   state.recompute();
 }
 
-void draw_controls(Panels& panels, AppState& state) {
-  panel::made(panels.controls).draw(state);
+bool draw_controls(Panels& panels, AppState& state) {
+  ControlsPanel& p = panel::made(panels.controls);
+  p.draw(state);
+  return p.wants_model_folder;
 }
 
 void ControlsPanel::draw(AppState& state) {
   const Scenario& s = state.scenario();
   ImGui::TextDisabled("%s", s.name.c_str());
-  model_section(state, model_folder);
+  wants_model_folder = false;
+  model_section(state, wants_model_folder);
   const bool model = s.has_model();
 
   ImGui::Separator();

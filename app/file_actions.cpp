@@ -2,6 +2,7 @@
 #include "file_actions.hpp"
 
 #include <imgui.h>
+#include <imgui_stdlib.h>
 
 #include <filesystem>
 #include <mutex>
@@ -98,17 +99,17 @@ void act_on_choice(AppState& state, UiEnv& env, const std::string& purpose, cons
 
 // A path prompt for where no chooser is installed (or it failed). Failure keeps the scenario as it is.
 void path_popup(const char* id, AppState& state, UiEnv& env, bool saving) {
-  static char buf[1024] = "";
   if (!ImGui::BeginPopupModal(id, nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
+  std::string& path = files(env).typed_path;
   ImGui::TextUnformatted(saving ? "Save the scenario as (JSON):"
                                 : "Open a scenario (JSON), attention weights (.npy) or a model folder:");
   ImGui::TextDisabled("(no file chooser installed: zenity or kdialog; a path, or drop a file on the window)");
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 30);
   if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
-  const bool enter = ImGui::InputText("##path", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
+  const bool enter = ImGui::InputText("##path", &path, ImGuiInputTextFlags_EnterReturnsTrue);
   if (enter || ImGui::Button(saving ? "Save" : "Open")) {
     state.errors.erase("file");
-    act_on_choice(state, env, saving ? "save" : "open", buf);
+    act_on_choice(state, env, saving ? "save" : "open", path);
     if (!state.errors.count("file")) ImGui::CloseCurrentPopup();
   }
   ImGui::SameLine();
@@ -189,7 +190,7 @@ void open_any_path(AppState& state, UiEnv& env, const std::string& path) {
         break;
       }
       case OpenKind::attention:
-        open_attention_file(open.path);
+        open_attention_file(env.panels, open.path);
         env.select_tab = kAttentionFileTab;
         state.status = "opened " + open.path;
         break;

@@ -23,6 +23,7 @@ struct FileUi {
   std::string recent_file;           // where `recent` is kept; "" = not remembered (batch runs)
   std::vector<std::string> dropped;  // dropped on the window (main.cpp), opened at the next frame
   bool prompt_open = false, prompt_save = false;  // the typed-path prompts, asked for this frame
+  std::string typed_path;                         // what the prompt holds
   // The model folder loading in the background; its outcome is applied on the UI thread.
   struct Load;
   std::shared_ptr<Load> load;

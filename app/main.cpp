@@ -331,7 +331,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < kTabCount; ++i)
     if (tab_name == kTabNames[i]) env.select_tab = i;
   if (!attention_file.empty()) {
-    open_attention_file(attention_file);
+    open_attention_file(env.panels, attention_file);
     if (tab_name.empty()) env.select_tab = kAttentionFileTab;
   }
   if (env.select_tab < 0) env.select_tab = state.scenario().view.tab;
@@ -356,7 +356,7 @@ int main(int argc, char** argv) {
     // Sleep unless something needs frames: an animation, or a scripted run with nothing computing.
     // A background forward wakes the loop itself when it lands (on_done), so waiting costs no latency
     // and leaves both cores to the forward.
-    if (state.animating || (batch_run && state.computer.settled() && !large_view_info().computing))
+    if (state.animating || (batch_run && state.computer.settled() && !large_view_info(env.panels).computing))
       glfwPollEvents();
     else
       glfwWaitEventsTimeout(0.25);
@@ -407,7 +407,8 @@ int main(int argc, char** argv) {
       }
     }
     // A screenshot waits for a background compute (and the Large L view's) to land: a real result.
-    if (!screenshot.empty() && ++frame >= frames && !state.computer.busy() && !large_view_info().computing) {
+    if (!screenshot.empty() && ++frame >= frames && !state.computer.busy() &&
+        !large_view_info(env.panels).computing) {
       const bool ok = save_screenshot(screenshot, fb_w, fb_h);
       std::fprintf(ok ? stdout : stderr, ok ? "wrote %s (%dx%d)\n" : "mha-studio: cannot write %s\n",
                    screenshot.c_str(), fb_w, fb_h);
@@ -475,8 +476,8 @@ int main(int argc, char** argv) {
   ImGui::DestroyContext();
   state.computer.stop();  // no GPU forward may run past its context
   gpu.reset();
-  large_view_wait();  // its preparing thread, if any, is done with the backend
-  large_gpu.reset();  // its texture and buffers, deleted with its context current
+  large_view_wait(env.panels);  // its preparing thread, if any, is done with the backend
+  large_gpu.reset();            // its texture and buffers, deleted with its context current
   if (large_window) glfwDestroyWindow(large_window);
   if (gpu_window) glfwDestroyWindow(gpu_window);
   glfwDestroyWindow(window);

@@ -257,8 +257,8 @@ void Script::fail(const ScriptLine& line, const std::string& why) {
   error_ = name_ + ":" + std::to_string(line.number) + ": " + why;
 }
 
-bool Script::settled(const AppState& state) const {
-  return !state.computer.busy() && !large_view_info().computing &&
+bool Script::settled(const AppState& state, const UiEnv& env) const {
+  return !state.computer.busy() && !large_view_info(env.panels).computing &&
          (state.autosave_path.empty() || !state.autosave_pending);
 }
 
@@ -281,7 +281,7 @@ void Script::before_ui(AppState& state, UiEnv& env) {
   }
   if (failed_ || next_ >= lines_.size() || key_ >= 0 || !pending_screenshot_.empty()) return;
   // The previous line's result has landed and been drawn twice (a tab opened, a layout settled).
-  if (!settled(state) || ++quiet_frames_ < 3) return;
+  if (!settled(state, env) || ++quiet_frames_ < 3) return;
   quiet_frames_ = 0;
   const ScriptLine& line = lines_[next_++];
   try {

@@ -62,7 +62,7 @@ class Script {
  private:
   void run(const ScriptLine& line, AppState& state, UiEnv& env);
   void fail(const ScriptLine& line, const std::string& why);
-  bool settled(const AppState& state) const;
+  bool settled(const AppState& state, const UiEnv& env) const;
 
   std::string name_;
   std::vector<ScriptLine> lines_;

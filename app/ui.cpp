@@ -291,7 +291,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const bool left = env.show_controls && !env.focus, right = env.show_inspector && !env.focus;
   if (left) {
     ImGui::BeginChild("controls", ImVec2(left_w, h), true);
-    draw_controls(env.panels, state);
+    if (draw_controls(env.panels, state)) ask_open_folder(state, env);  // loads in the background
     ImGui::EndChild();
     ImGui::SameLine();
   }
@@ -307,9 +307,10 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
         env.shown_tab = i;
         ImGui::BeginChild("view-body");
         if (i == 6) {  // Large L needs no CPU trace: it computes its own rows on the GPU
-          draw_large(state, textures, env.large_gpu, &env.large_len, &env.large_causal, &env.large_device);
+          draw_large(env.panels, state, textures, env.large_gpu, &env.large_len, &env.large_causal,
+                     &env.large_device);
         } else if (i == kAttentionFileTab) {  // a file's weights, independent of the scenario
-          draw_attention_file(textures);
+          draw_attention_file(env.panels, textures);
         } else if (!state.result.valid()) {
           ImGui::TextWrapped("No result to show yet. The controls on the left say what is wrong.");
         } else {

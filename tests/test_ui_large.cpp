@@ -36,7 +36,7 @@ std::unique_ptr<mha::gpu::GpuBackend> headless_or_skip() {
 void frames_until_drawn(HeadlessUi& ui, AppState& state, bool cpu, ImVec2 size = ImVec2(640, 360)) {
   for (int f = 0; f < 4000; ++f) {
     ui.frame(state, size);
-    const LargeViewInfo& i = large_view_info();
+    const LargeViewInfo& i = large_view_info(ui.env.panels);
     if ((cpu ? i.cpu : i.gpu) && !i.computing) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -45,7 +45,6 @@ void frames_until_drawn(HeadlessUi& ui, AppState& state, bool cpu, ImVec2 size =
 
 TEST_CASE("Large L view: no GPU path: the CPU computes what is on screen, and says why", "[ui][large]") {
   REQUIRE(std::string(kTabNames[kLargeTab]) == "Large L");
-  large_view_reset();
   HeadlessUi ui;
   auto gpu = mha::gpu::GpuBackend::unavailable("test: no OpenGL 4.3 here");
   ui.env.large_gpu = gpu.get();
@@ -56,28 +55,27 @@ TEST_CASE("Large L view: no GPU path: the CPU computes what is on screen, and sa
   ui.env.select_tab = kLargeTab;
   const int uploads = ui.textures.uploads();
   frames_until_drawn(ui, state, true);
-  CHECK_FALSE(large_view_info().gpu);
-  CHECK(large_view_info().cpu);
-  CHECK_FALSE(large_view_info().cpu_heatmap);
-  CHECK(large_view_info().cpu_reason == "test: no OpenGL 4.3 here");
-  CHECK(large_view_info().len == 1024);
+  CHECK_FALSE(large_view_info(ui.env.panels).gpu);
+  CHECK(large_view_info(ui.env.panels).cpu);
+  CHECK_FALSE(large_view_info(ui.env.panels).cpu_heatmap);
+  CHECK(large_view_info(ui.env.panels).cpu_reason == "test: no OpenGL 4.3 here");
+  CHECK(large_view_info(ui.env.panels).len == 1024);
   // The on-demand forward keeps q, k, v, context and the output: far below the full trace.
-  CHECK(large_view_info().gpu_bytes * 8 < large_view_info().trace_bytes);
+  CHECK(large_view_info(ui.env.panels).gpu_bytes * 8 < large_view_info(ui.env.panels).trace_bytes);
   CHECK(ui.textures.uploads() > uploads);  // the tile's texture
   // No backend at all: the same path, never a crash.
-  large_view_reset();
+  large_view_reset(ui.env.panels);
   ui.env.large_gpu = nullptr;
   frames_until_drawn(ui, state, true);
-  CHECK(large_view_info().cpu);
-  CHECK_THAT(large_view_info().cpu_reason, Catch::Contains("without the GPU path"));
-  large_view_reset();
+  CHECK(large_view_info(ui.env.panels).cpu);
+  CHECK_THAT(large_view_info(ui.env.panels).cpu_reason, Catch::Contains("without the GPU path"));
+  large_view_reset(ui.env.panels);
 }
 
 TEST_CASE(
     "Large L view on the CPU: block LOD zoomed out, exact cells zoomed in, the reference's weight "
     "under the pointer",
     "[ui][large]") {
-  large_view_reset();
   HeadlessUi ui;
   ui.env.large_device = LargeDevice::cpu;
   ui.env.large_len = 1024;
@@ -92,20 +90,20 @@ TEST_CASE(
   ui.settle(state);
   ui.env.select_tab = kLargeTab;
   frames_until_drawn(ui, state, true);
-  const LargeViewInfo first = large_view_info();
+  const LargeViewInfo first = large_view_info(ui.env.panels);
   REQUIRE(first.cpu);
   CHECK(first.cpu_reason == "chosen in \"compute on\"");
   CHECK(first.block > 1);  // 1024 cells do not fit the ~500 px map: each pixel is a block
   ui.frame(state, ImVec2(640, 360));
-  CHECK(large_view_info().tiles_rendered == 0);  // nothing moved: no recompute
+  CHECK(large_view_info(ui.env.panels).tiles_rendered == 0);  // nothing moved: no recompute
   // Zoom in with the wheel until the cells are exact; each step computes a new tile.
-  for (int step = 0; step < 6 && large_view_info().block > 1; ++step) {
+  for (int step = 0; step < 6 && large_view_info(ui.env.panels).block > 1; ++step) {
     ImGui::GetIO().MouseWheel = 1;
     ui.frame(state, ImVec2(640, 360));
     frames_until_drawn(ui, state, true);
   }
-  REQUIRE(large_view_info().block == 1);
-  const LargeViewInfo info = large_view_info();
+  REQUIRE(large_view_info(ui.env.panels).block == 1);
+  const LargeViewInfo info = large_view_info(ui.env.panels);
   REQUIRE(info.hover_i >= 0);
   REQUIRE(info.hover_j >= 0);
   // The hovered cell's value is the reference path's weight at the (q, k) the view names.
@@ -125,13 +123,12 @@ TEST_CASE(
   const float want =
       mha::stage_rows(od, "attn_weights", 0, 0, info.hover_i, 1).data[std::size_t(info.hover_j)];
   CHECK(info.hover_value == want);  // the same on-demand arithmetic: bit for bit
-  large_view_reset();
+  large_view_reset(ui.env.panels);
 }
 
 TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in", "[ui][large][gpu]") {
   std::unique_ptr<mha::gpu::GpuBackend> gpu = headless_or_skip();
   if (!gpu) return;
-  large_view_reset();
   HeadlessUi ui;
   ui.env.large_gpu = gpu.get();
   ui.env.large_device = LargeDevice::gpu;  // auto computes on the CPU where the GPU is llvmpipe
@@ -147,29 +144,29 @@ TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in"
   ui.env.select_tab = kLargeTab;
   // The row statistics are computed on the view's own thread; frames go on meanwhile.
   bool computing_seen = false;
-  for (int f = 0; f < 4000 && !large_view_info().gpu; ++f) {
+  for (int f = 0; f < 4000 && !large_view_info(ui.env.panels).gpu; ++f) {
     ui.frame(state, ImVec2(640, 360));
-    computing_seen = computing_seen || large_view_info().computing;
-    if (large_view_info().computing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    computing_seen = computing_seen || large_view_info(ui.env.panels).computing;
+    if (large_view_info(ui.env.panels).computing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   CHECK(computing_seen);
-  const LargeViewInfo first = large_view_info();
+  const LargeViewInfo first = large_view_info(ui.env.panels);
   REQUIRE(first.gpu);
   CHECK(first.len == 1024);
   CHECK(first.block > 1);  // 1024 cells do not fit the ~500 px map: each pixel is a block
   // q, k, v and the row statistics only: far below the full trace's (N, H, L, S) stages.
   CHECK(first.gpu_bytes * 8 < first.trace_bytes);
   ui.frame(state, ImVec2(640, 360));
-  CHECK(large_view_info().tiles_rendered == 0);  // nothing moved: no recompute, no read-back
+  CHECK(large_view_info(ui.env.panels).tiles_rendered == 0);  // nothing moved: no recompute, no read-back
   // Zoom in with the wheel until the cells are exact.
-  for (int step = 0; step < 6 && large_view_info().block > 1; ++step) {
+  for (int step = 0; step < 6 && large_view_info(ui.env.panels).block > 1; ++step) {
     ImGui::GetIO().MouseWheel = 1;
     ui.frame(state, ImVec2(640, 360));
-    CHECK(large_view_info().tiles_rendered == 1);
+    CHECK(large_view_info(ui.env.panels).tiles_rendered == 1);
   }
-  CHECK(large_view_info().block == 1);
-  CHECK(large_view_info().gpu);
-  large_view_wait();
+  CHECK(large_view_info(ui.env.panels).block == 1);
+  CHECK(large_view_info(ui.env.panels).gpu);
+  large_view_wait(ui.env.panels);
 }
 
 TEST_CASE("Large L view: the GPU path fails while preparing: the CPU computes it, and says why",
@@ -177,7 +174,6 @@ TEST_CASE("Large L view: the GPU path fails while preparing: the CPU computes it
   std::unique_ptr<mha::gpu::GpuBackend> gpu = headless_or_skip();
   if (!gpu) return;
   gpu->set_max_buffer_bytes(4096);  // the (N, L, E) inputs at L = 1024 do not fit: DeviceError
-  large_view_reset();
   HeadlessUi ui;
   ui.env.large_gpu = gpu.get();
   ui.env.large_device = LargeDevice::gpu;
@@ -186,15 +182,17 @@ TEST_CASE("Large L view: the GPU path fails while preparing: the CPU computes it
   state.recompute();
   ui.settle(state);
   ui.env.select_tab = kLargeTab;
-  for (int f = 0; f < 4000 && (f < 2 || large_view_info().computing || !large_view_info().cpu); ++f) {
+  for (int f = 0;
+       f < 4000 && (f < 2 || large_view_info(ui.env.panels).computing || !large_view_info(ui.env.panels).cpu);
+       ++f) {
     REQUIRE(ui.frame(state) > 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  CHECK_FALSE(large_view_info().gpu);
-  CHECK(large_view_info().cpu);
-  CHECK_THAT(large_view_info().cpu_reason,
+  CHECK_FALSE(large_view_info(ui.env.panels).gpu);
+  CHECK(large_view_info(ui.env.panels).cpu);
+  CHECK_THAT(large_view_info(ui.env.panels).cpu_reason,
              Catch::StartsWith("the GPU path failed") && Catch::Contains("GL_MAX_SHADER_STORAGE_BLOCK_SIZE"));
-  large_view_reset();
+  large_view_reset(ui.env.panels);
 }
 
 // The screen-to-cell mapping end to end: the value the view reads back under the pointer is the
@@ -202,7 +200,6 @@ TEST_CASE("Large L view: the GPU path fails while preparing: the CPU computes it
 TEST_CASE("Large L view: the hovered cell's value is the reference's weight there", "[ui][large][gpu]") {
   std::unique_ptr<mha::gpu::GpuBackend> gpu = headless_or_skip();
   if (!gpu) return;
-  large_view_reset();
   HeadlessUi ui;
   ui.env.large_gpu = gpu.get();
   ui.env.large_device = LargeDevice::gpu;
@@ -214,12 +211,12 @@ TEST_CASE("Large L view: the hovered cell's value is the reference's weight ther
   state.recompute();
   ui.settle(state);
   ui.env.select_tab = kLargeTab;
-  for (int f = 0; f < 4000 && !large_view_info().gpu; ++f) {
+  for (int f = 0; f < 4000 && !large_view_info(ui.env.panels).gpu; ++f) {
     ui.frame(state, ImVec2(600, 380));
-    if (large_view_info().computing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (large_view_info(ui.env.panels).computing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ui.frame(state, ImVec2(600, 380));
-  const LargeViewInfo info = large_view_info();
+  const LargeViewInfo info = large_view_info(ui.env.panels);
   REQUIRE(info.gpu);
   REQUIRE(info.block == 1);
   REQUIRE(info.hover_i >= 0);
@@ -235,5 +232,5 @@ TEST_CASE("Large L view: the hovered cell's value is the reference's weight ther
   const float want = ref.trace["attn_weights"].at({0, 0, info.hover_i, info.hover_j});  // batch 0, head 0
   CHECK_THAT(info.hover_value,
              Catch::Matchers::WithinAbs(want, 1e-6) || Catch::Matchers::WithinRel(want, 1e-5f));
-  large_view_reset();
+  large_view_reset(ui.env.panels);
 }

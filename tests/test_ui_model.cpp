@@ -123,8 +123,8 @@ TEST_CASE("attention weights saved elsewhere open read-only in the Attention fil
   const std::string path = tmp.file("attention.npy");
   mha::write_npy(path, mha::to_array(w));
   const Scenario before = state.scenario();
-  open_attention_file(path);
-  AttentionFileInfo info = attention_file_info();
+  open_attention_file(ui.env.panels, path);
+  AttentionFileInfo info = attention_file_info(ui.env.panels);
   CHECK(info.error.empty());
   CHECK(info.layers == 2);
   CHECK(info.H == 4);
@@ -134,8 +134,8 @@ TEST_CASE("attention weights saved elsewhere open read-only in the Attention fil
   for (int f = 0; f < 4; ++f) REQUIRE(ui.frame(state, ImVec2(400, 300), f == 1) > 0);
   // A file that is not attention: the reason, and the file on screen stays.
   mha::write_npy(tmp.file("bad.npy"), mha::to_array(mha::Tensor<float>({2, 3})));
-  open_attention_file(tmp.file("bad.npy"));
-  info = attention_file_info();
+  open_attention_file(ui.env.panels, tmp.file("bad.npy"));
+  info = attention_file_info(ui.env.panels);
   CHECK_THAT(info.error, Catch::Contains("bad.npy"));
   CHECK(info.T == 5);
   Scenario after = state.scenario();

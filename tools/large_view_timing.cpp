@@ -39,9 +39,9 @@ int main(int argc, char** argv) {
   // The tab opens; the row statistics run on the view's thread while frames go on (one every 16 ms).
   const auto t_open = std::chrono::steady_clock::now();
   double worst_while_computing = 0;
-  for (int f = 0; f < 100000 && !large_view_info().gpu; ++f) {
+  for (int f = 0; f < 100000 && !large_view_info(ui.env.panels).gpu; ++f) {
     const double ms = timed(c, false);
-    if (large_view_info().computing) {
+    if (large_view_info(ui.env.panels).computing) {
       worst_while_computing = std::max(worst_while_computing, ms);
       std::this_thread::sleep_for(std::chrono::milliseconds(16));
     }
@@ -51,14 +51,16 @@ int main(int argc, char** argv) {
   std::printf(
       "L=S=%lld: map on screen %.0f ms after the tab opened (row statistics + tile), block %lld; "
       "slowest frame meanwhile %.1f ms\n",
-      (long long)ui.env.large_len, first, (long long)large_view_info().block, worst_while_computing);
+      (long long)ui.env.large_len, first, (long long)large_view_info(ui.env.panels).block,
+      worst_while_computing);
   const double idle = timed(c, false);  // before the printf: argument order is unspecified
-  std::printf("idle frame %.1f ms, tiles recomputed %d\n", idle, large_view_info().tiles_rendered);
+  std::printf("idle frame %.1f ms, tiles recomputed %d\n", idle,
+              large_view_info(ui.env.panels).tiles_rendered);
   // Each wheel step in, then 4 pan frames (a drag of 30, 20 px each) at that zoom.
-  for (int z = 0; z < 14 && large_view_info().block >= 1; ++z) {
+  for (int z = 0; z < 14 && large_view_info(ui.env.panels).block >= 1; ++z) {
     ImGui::GetIO().MouseWheel = 1;
     const double step = timed(c, false);
-    const long long block = (long long)large_view_info().block;
+    const long long block = (long long)large_view_info(ui.env.panels).block;
     timed(c, true);  // press
     double sum = 0, worst = 0;
     for (int f = 1; f <= 4; ++f) {

@@ -28,7 +28,6 @@ struct AttentionFileView {
   int layer = 0, batch = 0;
   std::uint64_t version = 0;  // texture version: bumped on every load or layer change
 };
-AttentionFileView g_file;
 
 void pick_layer(AttentionFileView& v, int layer) {
   v.shown = exporter::attention_map(
@@ -66,24 +65,31 @@ void open(AttentionFileView& v) {
 
 }  // namespace
 
-void open_attention_file(const std::string& path) {
-  g_file.path = path;
-  open(g_file);
+struct AttentionFilePanel {
+  AttentionFileView view;
+};
+
+void open_attention_file(Panels& panels, const std::string& path) {
+  AttentionFileView& v = panel::made(panels.attention_file).view;
+  v.path = path;
+  open(v);
 }
 
-AttentionFileInfo attention_file_info() {
+AttentionFileInfo attention_file_info(const Panels& panels) {
   AttentionFileInfo i;
-  i.error = g_file.error;
-  if (g_file.shown) {
-    const Dims& d = g_file.shown->result.dims;
-    i.N = d.N, i.H = d.H, i.T = d.L, i.layers = g_file.shown->layers;
-    i.warnings = g_file.shown->warnings;
+  if (!panels.attention_file) return i;
+  const AttentionFileView& v = panels.attention_file->view;
+  i.error = v.error;
+  if (v.shown) {
+    const Dims& d = v.shown->result.dims;
+    i.N = d.N, i.H = d.H, i.T = d.L, i.layers = v.shown->layers;
+    i.warnings = v.shown->warnings;
   }
   return i;
 }
 
-void draw_attention_file(Textures& tex) {
-  AttentionFileView& v = g_file;
+void draw_attention_file(Panels& panels, Textures& tex) {
+  AttentionFileView& v = panel::made(panels.attention_file).view;
   const float font = ImGui::GetFontSize();
   ImGui::TextWrapped(
       "Attention weights computed elsewhere, read-only: a .npy of (T, T), (H, T, T), (N, H, T, T) or "

@@ -114,9 +114,12 @@ void draw_inspector(AppState& state) {
     const std::int64_t n = std::clamp<std::int64_t>(v.batch_index, 0, d.N - 1);
     const std::int64_t h = std::clamp<std::int64_t>(v.sel_head, 0, d.H - 1);
     std::string line = "hover:";
-    if (v.hover_query >= 0) line += " query " + std::to_string(v.hover_query) + " " + token(state.result.query_tokens, v.hover_query);
+    if (v.hover_query >= 0)
+      line +=
+          " query " + std::to_string(v.hover_query) + " " + token(state.result.query_tokens, v.hover_query);
     if (v.hover_query >= 0 && v.hover_key >= 0) line += " ->";
-    if (v.hover_key >= 0) line += " key " + std::to_string(v.hover_key) + " " + token(state.result.key_tokens, v.hover_key);
+    if (v.hover_key >= 0)
+      line += " key " + std::to_string(v.hover_key) + " " + token(state.result.key_tokens, v.hover_key);
     if (v.hover_query >= 0 && v.hover_key >= 0 && t.has("attn_weights")) {
       char buf[64];
       std::snprintf(buf, sizeof buf, ": head %lld weight %.4f", (long long)h,

@@ -86,9 +86,8 @@ struct LargeView {
   float head_max = 1;
   std::vector<std::int64_t> gpu_failed_key;  // the problem the GPU failed on (the CPU computes it)
   std::string gpu_error;
+  LargeViewInfo info;  // what the last frame drew
 };
-LargeView g_view;
-LargeViewInfo g_info;
 
 // Whether the scenario's mask scales to any L: a named preset (causal, sliding window, blocks,
 // prefix, random, padding) is made again at the new size; cells drawn by hand are not.
@@ -170,7 +169,7 @@ void draw_cpu_map(LargeView& v, Textures& tex, Colormap cmap, ImVec2 p0, ImVec2 
       v.head_max_key = {t.key[0], t.key[1]};
       v.tile = std::move(t);
       ++v.tile_version;
-      ++g_info.tiles_rendered;
+      ++v.info.tiles_rendered;
     }
   }
   if (tkey != v.tile.key && !v.tile_pending.valid()) {
@@ -197,7 +196,7 @@ void draw_cpu_map(LargeView& v, Textures& tex, Colormap cmap, ImVec2 p0, ImVec2 
       return t;
     });
   }
-  if (v.tile_pending.valid()) g_info.computing = true;
+  if (v.tile_pending.valid()) v.info.computing = true;
   const CpuTile& t = v.tile;
   if (t.key.empty()) {
     ImGui::Dummy(size);
@@ -223,10 +222,11 @@ void draw_cpu_map(LargeView& v, Textures& tex, Colormap cmap, ImVec2 p0, ImVec2 
   dl->PopClipRect();
 }
 
-// Without the GPU path: the reason, and the CPU heatmap of the Heads view's trace when it exists.
-void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
-  g_info.reason = reason;
-  ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "GPU path unavailable: the Large L view needs it.");
+// This problem could not be computed (too large, no memory): the reason, and the CPU heatmap of the
+// Heads view's trace when it exists.
+void draw_fallback(LargeView& v, AppState& state, Textures& tex, const std::string& reason) {
+  v.info.reason = reason;
+  ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "The Large L view could not compute this problem.");
   ImGui::TextWrapped("Reason: %s", reason.c_str());
   const Result& r = state.result;
   if (!r.valid() || !r.forward->trace.has("attn_weights")) {
@@ -237,14 +237,14 @@ void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
   }
   const Stage<float>& w = r.forward->trace["attn_weights"];  // (N, H, L, S')
   const std::int64_t N = w.shape[0], H = w.shape[1];
-  g_view.n = std::clamp(g_view.n, 0, int(N) - 1);
-  g_view.h = std::clamp(g_view.h, 0, int(H) - 1);
+  v.n = std::clamp(v.n, 0, int(N) - 1);
+  v.h = std::clamp(v.h, 0, int(H) - 1);
   ImGui::TextWrapped(
       "Instead, the CPU heatmap of the current trace (L = %lld, S' = %lld): batch %d, head %d.",
-      (long long)w.shape[2], (long long)w.shape[3], g_view.n, g_view.h);
+      (long long)w.shape[2], (long long)w.shape[3], v.n, v.h);
   Heatmap hm;
   hm.id = "large/cpu";
-  hm.values = w.storage->data() + w.offset + g_view.n * w.strides[0] + g_view.h * w.strides[1];
+  hm.values = w.storage->data() + w.offset + v.n * w.strides[0] + v.h * w.strides[1];
   hm.rows = int(w.shape[2]);
   hm.cols = int(w.shape[3]);
   hm.row_stride = w.strides[2];
@@ -255,43 +255,54 @@ void draw_fallback(AppState& state, Textures& tex, const std::string& reason) {
   hm.row_labels = &r.query_tokens;
   hm.col_labels = &r.key_tokens;
   hm.show_values = false;
-  hm.version = panel::mix({r.generation, std::uint64_t(g_view.n), std::uint64_t(g_view.h)});
+  hm.version = panel::mix({r.generation, std::uint64_t(v.n), std::uint64_t(v.h)});
   draw_heatmap(tex, hm);
-  g_info.cpu_heatmap = true;
+  v.info.cpu_heatmap = true;
 }
 
 }  // namespace
 
-void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal,
-                     LargeDevice* device);
+struct LargePanel {
+  LargeView view;
+};
 
-const LargeViewInfo& large_view_info() {
-  return g_info;
+namespace {
+
+void draw_large_body(LargeView& v, AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len,
+                     bool* causal, LargeDevice* device);
+
+}  // namespace
+
+const LargeViewInfo& large_view_info(const Panels& panels) {
+  static const LargeViewInfo none;  // the view never drew
+  return panels.large ? panels.large->view.info : none;
 }
 
-void large_view_wait() {
-  if (g_view.pending.valid()) g_view.pending.wait();
-  if (g_view.tile_pending.valid()) g_view.tile_pending.wait();
+void large_view_wait(Panels& panels) {
+  if (!panels.large) return;
+  LargeView& v = panels.large->view;
+  if (v.pending.valid()) v.pending.wait();
+  if (v.tile_pending.valid()) v.tile_pending.wait();
 }
 
-void large_view_reset() {
-  large_view_wait();
-  g_view = LargeView{};
-  g_info = LargeViewInfo{};
+void large_view_reset(Panels& panels) {
+  large_view_wait(panels);
+  panels.large.reset();
 }
 
-void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal,
-                LargeDevice* device) {
+void draw_large(Panels& panels, AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len,
+                bool* causal, LargeDevice* device) {
   // A child without scrollbars: a scrollbar appearing would resize the map and cost another tile.
   ImGui::BeginChild("large-view", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar);
-  draw_large_body(state, tex, gpu, len, causal, device);
+  draw_large_body(panel::made(panels.large).view, state, tex, gpu, len, causal, device);
   ImGui::EndChild();
 }
 
-void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal,
-                     LargeDevice* device) {
-  LargeView& v = g_view;
-  g_info = LargeViewInfo{};
+namespace {
+
+void draw_large_body(LargeView& v, AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len,
+                     bool* causal, LargeDevice* device) {
+  v.info = LargeViewInfo{};
   const float font = ImGui::GetFontSize();
   if (state.scenario().has_model())
     ImGui::TextWrapped(
@@ -338,7 +349,7 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
     ImGui::SetTooltip("auto: the GPU where it is hardware, else the CPU (on llvmpipe the CPU is faster)");
 
   // ---- The GPU path, or the CPU's and why ----
-  g_info.len = *len;
+  v.info.len = *len;
   std::vector<std::int64_t> key = {
       *len, N, s.embed_dim, H, s.num_kv_heads, s.bias, std::int64_t(s.seed), *causal,
       // The mask preset and its parameters: a new one recomputes.
@@ -429,10 +440,10 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
           "Computing q, k, v and the row statistics for L = S = %lld on the GPU: %.1f s so far "
           "(seconds at L = 4096 on a software renderer). The rest of the app stays usable.",
           (long long)*len, ms_since(v.pending_since) / 1000.0);
-    g_info.computing = true;
+    v.info.computing = true;
     return;
   }
-  if (!v.error.empty()) return draw_fallback(state, tex, v.error);
+  if (!v.error.empty()) return draw_fallback(v, state, tex, v.error);
   const Dims& d = v.dims;
   const std::int64_t L = d.L, S = d.S_total;
 
@@ -518,10 +529,10 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
         v.texture_key = tkey;
       } catch (const Error& e) {
         v.error = e.what();
-        return draw_fallback(state, tex, v.error);
+        return draw_fallback(v, state, tex, v.error);
       }
       v.render_ms = ms_since(t0);
-      ++g_info.tiles_rendered;
+      ++v.info.tiles_rendered;
     }
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->PushClipRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), true);
@@ -574,9 +585,9 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
           v.hover_key = hkey;
         }
         if (!v.hover_key.empty()) {
-          g_info.hover_i = i;
-          g_info.hover_j = j;
-          g_info.hover_value = v.hover_value;
+          v.info.hover_i = i;
+          v.info.hover_j = j;
+          v.info.hover_value = v.hover_value;
           if (block == 1)
             ImGui::Text("attn_weights[%d, %d, q %lld, k %lld] = %.6g   (tokens t%lld, t%lld)", v.n, v.h,
                         (long long)i, (long long)j, v.hover_value, (long long)i, (long long)j);
@@ -591,12 +602,14 @@ void draw_large_body(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::
       }
     }
   }
-  g_info.gpu = !on_cpu;
-  g_info.cpu = on_cpu;
-  g_info.cpu_reason = cpu_reason;
-  g_info.block = block;
-  g_info.gpu_bytes = v.gpu_bytes;
-  g_info.trace_bytes = v.trace_bytes;
+  v.info.gpu = !on_cpu;
+  v.info.cpu = on_cpu;
+  v.info.cpu_reason = cpu_reason;
+  v.info.block = block;
+  v.info.gpu_bytes = v.gpu_bytes;
+  v.info.trace_bytes = v.trace_bytes;
 }
+
+}  // namespace
 
 }  // namespace mha::app

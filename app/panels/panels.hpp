@@ -30,6 +30,8 @@ struct TokenLinesPanel;
 struct PipelinePanel;
 struct MaskEditorPanel;
 struct ReshapePanel;
+struct LargePanel;
+struct AttentionFilePanel;
 struct Panels {
   std::shared_ptr<ComparePanel> compare;
   std::shared_ptr<ControlsPanel> controls;
@@ -40,10 +42,13 @@ struct Panels {
   std::shared_ptr<PipelinePanel> pipeline;
   std::shared_ptr<MaskEditorPanel> mask_editor;
   std::shared_ptr<ReshapePanel> reshape;
+  std::shared_ptr<LargePanel> large;
+  std::shared_ptr<AttentionFilePanel> attention_file;
 };
 
 // Left column: sizes, sentence, seed, options.
-void draw_controls(Panels& panels, AppState& state);
+// Returns whether "Open model folder..." was chosen: the caller opens the File menu's chooser.
+bool draw_controls(Panels& panels, AppState& state);
 // The Backend radio buttons' choice (auto, cpu, gpu): the next computes use it, the current one is redone.
 void choose_backend(AppState& state, BackendChoice choice);
 // Every stage as a box; click to see it.
@@ -90,24 +95,24 @@ const TokenLinesInfo& token_lines_info(const Panels& panels);
 // warning for views that show its numbers (returns whether the what-if is on).
 void draw_what_if(Panels& panels, AppState& state);
 bool what_if_banner(const AppState& state);
-void draw_attention_file(Textures& tex);  // a saved attention tensor, read-only
+void draw_attention_file(Panels& panels, Textures& tex);  // a saved attention tensor, read-only
 // Opens a .npy in the Attention file view, as its Open button does (a bad file: the reason shows
 // there and the file on screen stays). attention_file_info: what it holds now.
-void open_attention_file(const std::string& path);
+void open_attention_file(Panels& panels, const std::string& path);
 struct AttentionFileInfo {
   std::int64_t N = 0, H = 0, T = 0, layers = 0;
   std::vector<std::string> warnings;
   std::string error;
 };
-AttentionFileInfo attention_file_info();
+AttentionFileInfo attention_file_info(const Panels& panels);
 
 // Large L (large.cpp): one head's weights at L = S = *len (a causal mask with *causal) from GPU row
 // statistics, tiles recomputed into a texture on `gpu` (null or unavailable: the reason and the CPU heatmap).
 // It calls the GPU backend (which binds its own context), never GL itself. Ignores state.result's sizes.
 // Where the Large L view computes: auto is the GPU where it is hardware, else the CPU.
 enum class LargeDevice { automatic, cpu, gpu };
-void draw_large(AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len, bool* causal,
-                LargeDevice* device);
+void draw_large(Panels& panels, AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len,
+                bool* causal, LargeDevice* device);
 struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
   bool gpu = false, cpu_heatmap = false;
   bool cpu = false;        // the CPU path drew: on-demand forward, tiles from stage_blocks
@@ -120,13 +125,13 @@ struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
   std::int64_t hover_i = -1, hover_j = -1;  // the hovered cell (block: its first row and column)
   float hover_value = 0;                    // the weight, or the block's max/mean (GPU: read back)
 };
-const LargeViewInfo& large_view_info();
+const LargeViewInfo& large_view_info(const Panels& panels);
 // The problem the Large L view computes: the scenario's sizes, seed and weights at L = S = len, its mask
 // preset made again at that size (a hand-drawn mask does not scale: none), or causal when `causal`.
 Built large_view_problem(const Scenario& scenario, std::int64_t len, bool causal);
 // Waits for the view's preparing thread (before its GPU backend or context goes away).
-void large_view_wait();
+void large_view_wait(Panels& panels);
 // Waits, then forgets the view's problem and position (tests: the next backend starts afresh).
-void large_view_reset();
+void large_view_reset(Panels& panels);
 
 }  // namespace mha::app

@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "errors.hpp"
+#include "io/file_io.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 #include "masks.hpp"
@@ -129,6 +130,9 @@ int run(const ComputeArgs& a) {
         save(out_dir, "out_proj.weight", to_array(w.out_proj_weight));
         if (in.attn_mask) save(out_dir, "attn_mask", to_bool_array(in.attn_mask->values));
       }
+      if (!p.mask_code.empty())  // runs as written in torch (tests/mask_code.py checks it)
+        write_file_atomic((out_dir / "masks.py").string(),
+                          std::vector<unsigned char>(p.mask_code.begin(), p.mask_code.end()));
       write_json_file(out_dir / "trace.json", meta);
     });
     progress.clear();
@@ -214,7 +218,8 @@ std::function<int()> add_compute(CLI::App& app) {
   add_forward_options(cmd, *a);
   cmd->add_option("--out", a->out_dir,
                   "Folder for output.npy, attn_weights.npy (N,H,L,S), attn_weights_avg.npy, trace.json, "
-                  "trace/<stage>.npy; replaced whole (an earlier run's, or a new or empty folder)");
+                  "trace/<stage>.npy, and with --scenario masks.py (its masks as PyTorch); replaced whole "
+                  "(an earlier run's, or a new or empty folder)");
   add_model_options(cmd, a->model,
                     "With --model: the layer whose attention trace --out writes, or all (default: all, "
                     "each in layer_<i>/)");

@@ -222,7 +222,7 @@ bool check_forward_args(const ForwardArgs& a) {
   return f64;
 }
 
-// A scenario file, built exactly as the app builds it (app/compute.cpp). The app computes in float32,
+// A scenario file, built exactly as the app builds it (studio/compute.cpp). The app computes in float32,
 // on the reference path for tiny problems; --backend, when given, overrides that choice.
 Problem<float> scenario_problem(const ForwardArgs& a) {
   std::vector<std::string> warnings;
@@ -242,6 +242,7 @@ Problem<float> scenario_problem(const ForwardArgs& a) {
   p.source = a.scenario_file + " (\"" + s.name + "\")";
   p.query_tokens = s.query_tokens();
   p.key_tokens = s.key_tokens();
+  p.mask_code = studio::mask_as_pytorch(s);
   return p;
 }
 

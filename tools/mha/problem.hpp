@@ -52,6 +52,7 @@ struct Problem {
   Options options;
   std::string source;                                 // where the inputs came from, for the summary
   std::vector<std::string> query_tokens, key_tokens;  // a scenario's sentence(s); empty otherwise
+  std::string mask_code;  // a scenario's masks as PyTorch (the mask editor's Copy as PyTorch); else ""
 };
 template <class T>
 Problem<T> build_problem(const ForwardArgs& a);

@@ -172,7 +172,7 @@ void draw_cpu_map(LargeView& v, Textures& tex, Colormap cmap, ImVec2 p0, ImVec2 
       ++v.info.tiles_rendered;
     }
   }
-  if (tkey != v.tile.key && !v.tile_pending.valid()) {
+  if (tkey != v.tile.key && !v.tile_pending.valid() && v.cpu) {
     const bool know_max = v.head_max_key == std::vector<std::int64_t>{v.n, v.h};
     v.tile_pending = std::async(std::launch::async, [r = v.cpu, tkey, know_max, max = v.head_max] {
       CpuTile t;

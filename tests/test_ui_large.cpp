@@ -43,6 +43,18 @@ void frames_until_drawn(HeadlessUi& ui, AppState& state, bool cpu, ImVec2 size =
   ui.frame(state, size);  // the tile that arrived is drawn
 }
 
+// N = 1, E = 16, H = 2, computed and settled, with the Large L tab asked for.
+void open_small_on_large_tab(HeadlessUi& ui, AppState& state) {
+  Scenario small;
+  small.batch = 1;
+  small.embed_dim = 16;
+  small.num_heads = 2;
+  state.start(small);
+  state.recompute();
+  ui.settle(state);
+  ui.env.select_tab = kLargeTab;
+}
+
 TEST_CASE("Large L view: no GPU path: the CPU computes what is on screen, and says why", "[ui][large]") {
   REQUIRE(std::string(kTabNames[kLargeTab]) == "Large L");
   HeadlessUi ui;
@@ -81,14 +93,7 @@ TEST_CASE(
   ui.env.large_len = 1024;
   ui.env.large_causal = true;
   AppState state;
-  Scenario small;
-  small.batch = 1;
-  small.embed_dim = 16;
-  small.num_heads = 2;
-  state.start(small);
-  state.recompute();
-  ui.settle(state);
-  ui.env.select_tab = kLargeTab;
+  open_small_on_large_tab(ui, state);
   frames_until_drawn(ui, state, true);
   const LargeViewInfo first = large_view_info(ui.env.panels);
   REQUIRE(first.cpu);
@@ -134,14 +139,7 @@ TEST_CASE("Large L view on the GPU: block LOD zoomed out, exact cells zoomed in"
   ui.env.large_device = LargeDevice::gpu;  // auto computes on the CPU where the GPU is llvmpipe
   ui.env.large_len = 1024;
   AppState state;
-  Scenario small;
-  small.batch = 1;
-  small.embed_dim = 16;
-  small.num_heads = 2;
-  state.start(small);
-  state.recompute();
-  ui.settle(state);
-  ui.env.select_tab = kLargeTab;
+  open_small_on_large_tab(ui, state);
   // The row statistics are computed on the view's own thread; frames go on meanwhile.
   bool computing_seen = false;
   for (int f = 0; f < 4000 && !large_view_info(ui.env.panels).gpu; ++f) {

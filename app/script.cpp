@@ -125,8 +125,8 @@ int parse_index(const std::string& text, const char* what) {
 // The largest |after - before| over one stage of two results of the same shape, and where.
 nlohmann::json stage_difference(const ForwardResult<float>& after, const ForwardResult<float>& before,
                                 const std::string& stage) {
-  const Stage<float>* a = after.trace.find(stage);
-  const Stage<float>* b = before.trace.find(stage);
+  const Stage<float>* a = find_stage(after, stage);
+  const Stage<float>* b = find_stage(before, stage);
   if (!a || !b || a->shape != b->shape) return {{"stage", stage}, {"comparable", false}};
   const Tensor<float> x = a->contiguous(), y = b->contiguous();
   double max_abs = 0;

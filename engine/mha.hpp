@@ -276,6 +276,14 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
                      std::int64_t i0, std::int64_t rows);
 // The stages stage_rows() computes.
 const std::vector<std::string>& on_demand_stages();
+// A stage of the result by name: the trace's own, or one the forward left out (Trace::left_out)
+// that stage_rows() can compute, computed whole, (N, H, L, S') or (N, L, S') for attn_weights_avg,
+// on the first call and kept with the trace (two threads share the heads at large sizes). Null
+// when neither applies (an unknown name, a left-out stage of a GPU result). What views call:
+// they compute only the stage on screen. compute false: only what is already there (null
+// otherwise). Safe to call from several threads.
+template <class T>
+const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, bool compute = true);
 // Level of detail for a zoomed-out map of one such stage: (out_rows, out_cols), each the max or the
 // mean of the block×block patch of stage[n, h] from (i0 + r·block, j0 + c·block), clipped at L and
 // S' (a ragged edge block reduces the cells it has); a patch holding a NaN is NaN. Rows come from

@@ -1,6 +1,8 @@
 // Stage element access and materialisation, shared by every path and front end.
 #include "trace.hpp"
 
+#include <algorithm>
+
 #include "errors.hpp"
 
 namespace mha {
@@ -55,6 +57,23 @@ const Stage<T>& Trace<T>::operator[](const std::string& name) const {
   return *s;
 }
 
+template <class T>
+std::vector<const Stage<T>*> trace_order(const Trace<T>& t) {
+  std::vector<const Stage<T>*> out;
+  for (const std::string& name : stage_names()) {
+    if (const Stage<T>* s = t.find(name)) {
+      out.push_back(s);
+      continue;
+    }
+    for (const Stage<T>& s : t.left_out)
+      if (s.name == name) out.push_back(&s);
+  }
+  const std::vector<std::string>& known = stage_names();
+  for (const Stage<T>& s : t.stages)  // a trace read from files may hold names of its own
+    if (std::find(known.begin(), known.end(), s.name) == known.end()) out.push_back(&s);
+  return out;
+}
+
 const std::vector<std::string>& stage_names() {
   static const std::vector<std::string> names = {"query",
                                                  "key",
@@ -85,5 +104,7 @@ template struct Stage<float>;
 template struct Stage<double>;
 template struct Trace<float>;
 template struct Trace<double>;
+template std::vector<const Stage<float>*> trace_order(const Trace<float>&);
+template std::vector<const Stage<double>*> trace_order(const Trace<double>&);
 
 }  // namespace mha

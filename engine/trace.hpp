@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,14 +36,31 @@ struct Stage {
   Tensor<T> contiguous() const;
 };
 
+// Stages computed after the forward (find_stage in mha.hpp), kept with the trace they belong to.
+template <class T>
+struct ComputedStages {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Stage<T>>> stages;  // never erased: pointers handed out stay valid
+};
+
 template <class T>
 struct Trace {
   std::vector<Stage<T>> stages;
+  // Stages the forward was asked to leave out (Options::stages): name, formula, note, shape and
+  // strides as they would be, no storage. find_stage() computes one whole on first use.
+  std::vector<Stage<T>> left_out;
+  // What find_stage() has computed of left_out; copies of the trace share it (same values).
+  std::shared_ptr<ComputedStages<T>> computed;
 
   bool has(const std::string& name) const { return find(name) != nullptr; }
   const Stage<T>* find(const std::string& name) const;
   const Stage<T>& operator[](const std::string& name) const;  // throws Error if absent
 };
+
+// Every stage in trace order, those left out included (their storage is null): what a view that
+// lists the stages shows.
+template <class T>
+std::vector<const Stage<T>*> trace_order(const Trace<T>& t);
 
 // The stage names in trace order (a mask stage appears only when some mask was given).
 const std::vector<std::string>& stage_names();

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -57,13 +60,12 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   const std::string v_rep = G < H && G > 1 ? "v_heads.repeat_interleave(H // G, dim=1)" : "v_heads";
   Trace<T> t;
   t.stages.reserve(24);  // every stage below, without regrowing
-  // A stage whose buffer is null was not asked for (Options::stages): it is left out.
+  // A stage whose buffer is null was not asked for (Options::stages): it is left out, its metadata
+  // kept for find_stage().
   struct Stages {
-    std::vector<Stage<T>>& v;
-    void push_back(Stage<T> st) {
-      if (st.storage) v.push_back(std::move(st));
-    }
-  } s{t.stages};
+    Trace<T>& t;
+    void push_back(Stage<T> st) { (st.storage ? t.stages : t.left_out).push_back(std::move(st)); }
+  } s{t};
   s.push_back(stage<T>("query", "query", "input, batch-first", {N, L, E}, p.query));
   s.push_back(stage<T>("key", "key", "input, batch-first", {N, S, d.kdim}, p.key));
   s.push_back(stage<T>("value", "value", "input, batch-first", {N, S, d.vdim}, p.value));
@@ -135,12 +137,73 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   s.push_back(stage<T>("attn_weights_avg", "attn_weights.sum(dim=1) / num_heads",
                        "what need_weights=True returns by default (average_attn_weights)", {N, L, Sp},
                        b.weights_avg));
+  if (!t.left_out.empty()) t.computed = std::make_shared<ComputedStages<T>>();
   return t;
 }
 
 }  // namespace detail
 
+template <class T>
+const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, bool compute) {
+  if (const Stage<T>* s = r.trace.find(name)) return s;
+  const Stage<T>* meta = nullptr;
+  for (const Stage<T>& s : r.trace.left_out)
+    if (s.name == name) meta = &s;
+  const std::vector<std::string>& names = on_demand_stages();
+  if (!meta || !r.trace.computed || r.backend != Backend::eigen ||
+      std::find(names.begin(), names.end(), name) == names.end())
+    return nullptr;
+  ComputedStages<T>& c = *r.trace.computed;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (const std::unique_ptr<Stage<T>>& s : c.stages)
+    if (s->name == name) return s.get();
+  if (!compute) return nullptr;
+  const Dims& d = r.dims;
+  const bool average = name == "attn_weights_avg";
+  const std::int64_t N = d.N, H = average ? 1 : d.H, L = d.L, Sp = d.S_total;
+  auto storage = std::make_shared<std::vector<T>>(std::size_t(numel(meta->shape)));
+  // (n, h) planes in order, split between two threads when there are enough cells to repay one.
+  auto planes = [&](std::int64_t first, std::int64_t step) {
+    for (std::int64_t k = first; k < N * H; k += step) {
+      const Tensor<T> rows = stage_rows(r, name, k / H, k % H, 0, L);
+      std::copy(rows.data.begin(), rows.data.end(), storage->begin() + k * L * Sp);
+    }
+  };
+  if (N * H >= 2 && double(N * H) * double(L) * double(Sp) >= double(1 << 20) &&
+      std::thread::hardware_concurrency() > 1) {
+    std::exception_ptr failed;
+    std::thread second;
+    try {
+      second = std::thread([&] {
+        try {
+          planes(1, 2);
+        } catch (...) {
+          failed = std::current_exception();
+        }
+      });
+    } catch (const std::system_error&) {
+      planes(1, 2);  // no thread to be had: this one does both halves
+    }
+    try {
+      planes(0, 2);
+    } catch (...) {
+      if (second.joinable()) second.join();
+      throw;
+    }
+    if (second.joinable()) second.join();
+    if (failed) std::rethrow_exception(failed);
+  } else {
+    planes(0, 1);
+  }
+  auto st = std::make_unique<Stage<T>>(*meta);
+  st->storage = std::move(storage);
+  st->offset = 0;
+  c.stages.push_back(std::move(st));
+  return c.stages.back().get();
+}
+
 #define MHA_INSTANTIATE(T)                                                                      \
+  template const Stage<T>* find_stage<T>(const ForwardResult<T>&, const std::string&, bool);    \
   template Trace<T> detail::make_trace<T>(const detail::Problem<T>&, const detail::Buffers<T>&, \
                                           detail::Buffer<T>);
 MHA_INSTANTIATE(float)

@@ -31,10 +31,10 @@ Axes axes_of(const Stage<float>& st) {
   return {1, 2, 3};
 }
 
-const Stage<float>& find_stage(const ForwardResult<float>& r, const std::string& name) {
-  if (const Stage<float>* st = r.trace.find(name)) return *st;
+const Stage<float>& stage_named(const ForwardResult<float>& r, const std::string& name) {
+  if (const Stage<float>* st = mha::find_stage(r, name)) return *st;  // left out: computed here
   std::string valid;
-  for (const Stage<float>& s : r.trace.stages) valid += (valid.empty() ? "" : ", ") + s.name;
+  for (const Stage<float>* s : trace_order(r.trace)) valid += (valid.empty() ? "" : ", ") + s->name;
   throw ConfigError("--stage", "no stage named \"" + name + "\"; this trace has: " + valid);
 }
 
@@ -52,13 +52,13 @@ bool is_key_side(const std::string& name) {  // rows are key/value tokens
 }  // namespace
 
 int stage_heads(const ForwardResult<float>& r, const std::string& stage) {
-  const Stage<float>& st = find_stage(r, stage);
+  const Stage<float>& st = stage_named(r, stage);
   const Axes ax = axes_of(st);
   return ax.head < 0 ? 0 : int(st.shape[std::size_t(ax.head)]);
 }
 
 StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
-  const Stage<float>& st = find_stage(r, sl.stage);
+  const Stage<float>& st = stage_named(r, sl.stage);
   const Axes ax = axes_of(st);
   const std::int64_t N = st.shape[0];
   if (sl.batch_index < 0 || sl.batch_index >= N)

@@ -175,6 +175,16 @@ double forward_work(const Scenario& s) {
 
 namespace {
 
+// The stages a worker forward keeps. From 2^20 cells per (N, H, L, S') stage on, the raw, scaled and
+// masked scores are left out: views compute the one on screen when asked (mha::find_stage), and
+// every edit saves writing three such arrays. The weights and their average stay: the Heads,
+// Overview and Token lines views read every head of them.
+std::vector<std::string> kept_stages(const Scenario& s, Backend backend) {
+  const double cells = double(s.batch) * double(s.num_heads) * double(s.L()) * double(s.S());
+  if (backend != Backend::eigen || cells < double(1 << 20)) return {};
+  return {"attn_weights", "attn_weights_avg", "output"};
+}
+
 bool same_tensor(const Tensor<float>& a, const Tensor<float>& b) {  // bit for bit, NaN included
   return a.shape == b.shape && a.data.size() == b.data.size() &&
          (a.data.empty() || std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0);
@@ -260,6 +270,7 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
         const Dims d = check_inputs(b.config, b.weights, b.inputs, b.options);
         b.options.backend = device_ && device_->prefers(d) ? Backend::gpu : Backend::eigen;
       }
+      b.options.stages = kept_stages(s, b.options.backend);
       const std::shared_ptr<const ForwardResult<float>> base = last_.lock();
       if (base && last_built_ && b.options.backend == Backend::eigen && same_but_masks(*last_built_, b))
         mask_rows_only = forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd);
@@ -422,6 +433,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
   try {
     Built b = build_forward(s);
     b.options.backend = shown.backend;
+    b.options.stages = kept_stages(s, shown.backend);
     for (int k = 0; k < 2; ++k) {
       {
         std::lock_guard<std::mutex> lock(mutex_);

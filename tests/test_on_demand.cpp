@@ -44,6 +44,25 @@ void check_on_demand(const ForwardResult<T>& od, const ForwardResult<T>& full) {
     CHECK(mismatch(s.contiguous(), full.trace[s.name].contiguous(), 0, 0) == "");
   }
   CHECK(od.fully_masked_rows == full.fully_masked_rows);
+  // find_stage: the trace's own stage, or a left-out one computed whole, with the full trace's
+  // values, shape, formula and note; computed once, then the same object.
+  for (const std::string& name : kLeftOut) {
+    INFO("find_stage " << name);
+    const Stage<T>* s = find_stage(od, name);
+    REQUIRE(s != nullptr);
+    const Stage<T>& want = full.trace[name];
+    CHECK(s->shape == want.shape);
+    CHECK(s->formula == want.formula);
+    CHECK(s->note == want.note);
+    CHECK(mismatch(s->contiguous(), want.contiguous(), 0, 0) == "");
+    CHECK(find_stage(od, name) == s);
+    CHECK(find_stage(full, name) == &want);
+  }
+  CHECK(find_stage(od, "no_such_stage") == nullptr);
+  std::vector<std::string> order, want_order;
+  for (const Stage<T>* s : trace_order(od.trace)) order.push_back(s->name);
+  for (const Stage<T>& s : full.trace.stages) want_order.push_back(s.name);
+  CHECK(order == want_order);
   const Dims& d = full.dims;
   const std::int64_t ranges[][2] = {{0, d.L}, {d.L / 3, (d.L + 1) / 2}, {d.L - 1, 1}, {d.L / 2, 0}};
   for (const std::string& name : kLeftOut)

@@ -59,7 +59,7 @@ struct Side {
 
 Side side_of(const ForwardResult<float>& f, int si, int b, int h) {
   Side s;
-  s.values = head_plane(*f.trace.find(kStages[si].name), b, h);
+  s.values = head_plane(*find_stage(f, kStages[si].name), b, h);
   if (const Stage<float>* m = f.trace.find("attn_mask")) s.mask = head_plane(*m, b, h);
   return s;
 }
@@ -237,8 +237,9 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
       return;
     }
     before = other.get();
-    const Stage<float>* sb = before->trace.find(kStages[si].name);
-    const Stage<float>* sa = f.trace.find(kStages[si].name);
+    // Stages the forwards left out (large sizes) are computed here, once per result.
+    const Stage<float>* sb = find_stage(*before, kStages[si].name);
+    const Stage<float>* sa = find_stage(f, kStages[si].name);
     if (!sb || !sa || sb->shape != sa->shape) {
       ImGui::TextWrapped("The shapes differ, so there is nothing to subtract: before: %s, after: %s.",
                          sb ? shape_str(sb->shape).c_str() : "(none)",
@@ -249,7 +250,7 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
     if (ImGui::SliderInt("head", &ha, 0, H - 1)) view.compare_a = ha;
   }
 
-  const Stage<float>* sp = f.trace.find(kStages[si].name);
+  const Stage<float>* sp = find_stage(f, kStages[si].name);
   if (!sp || sp->shape.size() != 4) {
     ImGui::TextWrapped("This result has no stage '%s'.", kStages[si].name);
     return;

@@ -114,9 +114,9 @@ struct HeadsCache {
 void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si, int b) {
   const ForwardResult<float>& f = *source;
   const Trace<float>& t = f.trace;
-  const Stage<float>& s = *t.find(kStages[si].name);
-  const Stage<float>& w = *t.find("attn_weights");
-  const Stage<float>& avg = *t.find("attn_weights_avg");
+  const Stage<float>& s = *find_stage(f, kStages[si].name);
+  const Stage<float>& w = *find_stage(f, "attn_weights");
+  const Stage<float>& avg = *find_stage(f, "attn_weights_avg");
   const Stage<float>* mask = t.find("attn_mask");
   const int H = int(f.dims.H), R = int(s.shape[2]), C = int(s.shape[3]);
   // The last result this cache was built from, if it is still held (as the Compare view's "before"):
@@ -128,9 +128,10 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
                                           c.row_parts.size() == std::size_t(H + 1) * std::size_t(R)
                                       ? old.get()
                                       : nullptr;
-  const Stage<float>* os = o ? o->trace.find(kStages[si].name) : nullptr;
-  const Stage<float>* ow = o ? o->trace.find("attn_weights") : nullptr;
-  const Stage<float>* oavg = o ? o->trace.find("attn_weights_avg") : nullptr;
+  // The old result's stages as it holds them: nothing is computed for a comparison.
+  const Stage<float>* os = o ? find_stage(*o, kStages[si].name, false) : nullptr;
+  const Stage<float>* ow = o ? find_stage(*o, "attn_weights", false) : nullptr;
+  const Stage<float>* oavg = o ? find_stage(*o, "attn_weights_avg", false) : nullptr;
   const Stage<float>* omask = o ? o->trace.find("attn_mask") : nullptr;
   if (!os || !ow || !oavg || (mask && !omask)) o = nullptr;
   c.source = source;
@@ -431,8 +432,9 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   same_line_if_fits(ImGui::CalcTextSize("Export...").x + font);
   export_button(state, kStages[si].name, std::clamp(view.sel_head, 0, int(f.dims.H) - 1));
 
-  const Stage<float>* sp = f.trace.find(kStages[si].name);
-  if (!sp || sp->shape.size() != 4 || !f.trace.find("attn_weights") || !f.trace.find("attn_weights_avg")) {
+  // A stage the forward left out (large sizes) is computed here, once per result.
+  const Stage<float>* sp = find_stage(f, kStages[si].name);
+  if (!sp || sp->shape.size() != 4 || !find_stage(f, "attn_weights") || !find_stage(f, "attn_weights_avg")) {
     ImGui::TextWrapped("This result has no stage '%s'.", kStages[si].name);
     return;
   }
@@ -583,7 +585,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       if (!avg)
         p = head_plane(s, b, k);
       else if (si == kWeights)
-        p = item_plane(*f.trace.find("attn_weights_avg"), b);
+        p = item_plane(*find_stage(f, "attn_weights_avg"), b);
       else
         p = Plane{cache.mean.data(), C, 1, R, C};
       hm.values = p.p;

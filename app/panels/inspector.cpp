@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +28,42 @@ const ImVec4 kWarn(1.0f, 0.55f, 0.2f, 1.0f);
 float at(const Stage<float>& s, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t e) {
   return (*s.storage)[std::size_t(s.offset + a * s.strides[0] + b * s.strides[1] + c * s.strides[2] +
                                   e * s.strides[3])];
+}
+
+// Whether the trace left `name` out and stage_rows can compute it (mha::find_stage's condition).
+bool on_demand(const ForwardResult<float>& f, const char* name) {
+  const std::vector<std::string>& names = on_demand_stages();
+  return f.backend == Backend::eigen && std::find(names.begin(), names.end(), name) != names.end() &&
+         std::any_of(f.trace.left_out.begin(), f.trace.left_out.end(),
+                     [&](const Stage<float>& s) { return s.name == name; });
+}
+
+// Row (n, h, i) of stages the trace left out (Options::stages at large sizes), computed by stage_rows
+// for the inspected cell only, and kept while the same result and row are inspected.
+struct InspectedRow {
+  std::uint64_t generation = 0;  // Result::generation: unique per result in the process
+  std::int64_t n = -1, h = -1, i = -1;
+  std::deque<Stage<float>> stages;  // a deque: references handed out stay valid as it grows
+};
+
+// A stage to read at (n, h, i, ·): the trace's own, or that one row as a Stage whose strides send
+// every (n, h, i) to it (only the inspected row is meaningful; it is the only one this view reads).
+const Stage<float>& stage_row(const Result& r, const std::string& name, std::int64_t n, std::int64_t h,
+                              std::int64_t i, InspectedRow& row) {
+  const ForwardResult<float>& f = *r.forward;
+  if (const Stage<float>* s = f.trace.find(name)) return *s;
+  if (row.generation != r.generation || row.n != n || row.h != h || row.i != i)
+    row = InspectedRow{r.generation, n, h, i, {}};
+  for (const Stage<float>& s : row.stages)
+    if (s.name == name) return s;
+  Stage<float> s;
+  for (const Stage<float>& meta : f.trace.left_out)
+    if (meta.name == name) s = meta;
+  s.strides = {0, 0, 0, 1};
+  s.storage = std::make_shared<const std::vector<float>>(stage_rows(f, name, n, h, i, 1).data);
+  s.offset = 0;
+  row.stages.push_back(std::move(s));
+  return row.stages.back();
 }
 
 // Numbers as a student copies them: four decimals where a column holds "-0.0000", fewer in a narrow
@@ -141,18 +179,21 @@ void draw_inspector(AppState& state) {
   const char* needed[] = {"q_heads",       "k_heads",       "v_heads",      "scores",
                           "scores_scaled", "scores_masked", "attn_weights", "context"};
   for (const char* name : needed)
-    if (!t.has(name)) {
+    if (!t.has(name) && !on_demand(f, name)) {
       ImGui::TextColored(kWarn, "The trace has no \"%s\" stage.", name);
       return;
     }
-  const Stage<float>&q = t["q_heads"], &k = t["k_heads"], &vs = t["v_heads"];
-  const Stage<float>&scores = t["scores"], &scaled = t["scores_scaled"], &masked = t["scores_masked"];
-  const Stage<float>&weights = t["attn_weights"], &context = t["context"];
-  const Stage<float>* mask = t.find("attn_mask");
-
   const std::int64_t n = std::clamp<std::int64_t>(v.batch_index, 0, d.N - 1);
   selection_controls(v, d);
   const std::int64_t h = v.sel_head, i = v.sel_query, j = v.sel_key;
+  static InspectedRow row;  // the UI thread's only
+  const Stage<float>&q = t["q_heads"], &k = t["k_heads"], &vs = t["v_heads"];
+  const Stage<float>&scores = stage_row(state.result, "scores", n, h, i, row),
+        &scaled = stage_row(state.result, "scores_scaled", n, h, i, row),
+        &masked = stage_row(state.result, "scores_masked", n, h, i, row);
+  const Stage<float>&weights = stage_row(state.result, "attn_weights", n, h, i, row), &context = t["context"];
+  const Stage<float>* mask = t.find("attn_mask");
+
   const std::int64_t g =
       h / std::max<std::int64_t>(1, d.H / std::max<std::int64_t>(1, d.G));  // GQA's kv head
   const std::int64_t dk = d.d_k, S = d.S_total;

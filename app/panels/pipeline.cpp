@@ -128,11 +128,15 @@ struct Box {
 std::vector<Box> make_boxes(const ForwardResult<float>& f) {
   std::vector<Box> boxes;
   const bool has_mask = f.trace.has("attn_mask");
-  for (const Stage<float>& s : f.trace.stages) {
+  // A stage the forward left out (large sizes) has a box too: it is computed when clicked.
+  for (const Stage<float>* sp : trace_order(f.trace)) {
+    const Stage<float>& s = *sp;
     Box b{&s, stage_cost(s.name, f.dims, f.config.bias, has_mask), "",
           mha::is_contiguous(s.shape, s.strides)};
     if (!s.view_of.empty()) {
       b.bytes = "no copy";
+    } else if (!s.storage) {
+      b.bytes = "not kept: computed when shown";
     } else {
       // Self-attention may hand the same tensor in as query, key and value.
       for (const Box& prev : boxes)
@@ -439,13 +443,16 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
   const ForwardResult<float>& f = *state.result.forward;
   const Trace<float>& tr = f.trace;
   int index = -1;
-  for (int i = 0; i < int(tr.stages.size()); ++i)
-    if (tr.stages[std::size_t(i)].name == selected_stage) index = i;
-  if (index < 0) {
-    ImGui::TextDisabled("Click a box above to see its tensor.");
+  for (int i = 0; i < int(boxes.size()); ++i)
+    if (boxes[std::size_t(i)].stage->name == selected_stage) index = i;
+  // A stage the forward left out is computed now, once per result (mha::find_stage).
+  const Stage<float>* found = index < 0 ? nullptr : find_stage(f, selected_stage);
+  if (!found) {
+    ImGui::TextDisabled(index < 0 ? "Click a box above to see its tensor."
+                                  : "This stage was left out of this result and cannot be computed again.");
     return;
   }
-  const Stage<float>& s = tr.stages[std::size_t(index)];
+  const Stage<float>& s = *found;
   ViewState& view = state.view();
   const int n = std::clamp(view.batch_index, 0, int(std::max<std::int64_t>(1, f.dims.N)) - 1);
 

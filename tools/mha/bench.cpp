@@ -20,6 +20,7 @@
 #include "errors.hpp"
 #include "io/hf_checkpoint.hpp"
 #include "limits.hpp"
+#include "masks.hpp"
 #include "mha.hpp"
 #include "model/gpt2.hpp"
 #include "problem.hpp"
@@ -55,6 +56,7 @@ struct BenchArgs {
   std::string stages;     // --stages: comma-separated trace names to read back (Options::stages)
   int head_weights = -1;  // --head-weights H: also compute head H's attn_weights on demand (stage_rows)
   std::int64_t tokens = 256;
+  std::string edit;  // --edit mask|token: time the recompute after one edit instead
 };
 
 using Clock = std::chrono::steady_clock;
@@ -83,6 +85,78 @@ std::uint64_t peak_rss_bytes() {
   return std::uint64_t(u.ru_maxrss) * 1024;  // Linux and BSD report KiB
 }
 
+std::vector<std::string> stage_list(const std::string& csv) {  // --stages
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at < csv.size();) {
+    const std::size_t comma = std::min(csv.find(',', at), csv.size());
+    if (comma > at) out.push_back(csv.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+// --edit: what one edit costs the engine at this size, on a causal mask, the result before it in
+// hand (two workspaces in turn, as the app's worker keeps the result on screen). mask: one mask cell
+// toggled below the diagonal, recomputed by forward_mask_edit (the changed query row, every head;
+// the rest copied). token: one value of one token's input changed, which moves its q, k and v row
+// and so every softmax row: a full forward. The new mask or input is made outside the timed part.
+nlohmann::json bench_edit(const BenchSize& s, const BenchArgs& a) {
+  if (a.backend != "cpu") throw ConfigError("--edit", "--edit times the cpu backend only");
+  Config c;
+  c.embed_dim = s.E;
+  c.num_heads = s.H;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 0, s.N, s.L, s.L);
+  sc.inputs.attn_mask = causal_mask<float>(s.L, s.L);
+  Options o;
+  o.threads = a.threads;
+  o.stages = stage_list(a.stages);
+  Workspace<float> ws[2];
+  ForwardResult<float> r[2];
+  forward(c, sc.weights, sc.inputs, o, ws[0], r[0]);
+  const int repeats = a.repeats > 0 ? a.repeats : std::max(10, s.repeats);
+  platform::ProgressLine progress(std::string("mha bench --edit ") + a.edit + " " + s.name, a.quiet);
+  std::vector<double> ms;
+  int rows_only = 0;
+  for (int k = 0; k <= repeats; ++k) {  // k = 0: warm-up (faults in the second workspace)
+    progress.step(k, repeats + 1);
+    const int from = k % 2, to = 1 - from;
+    Inputs<float> in = sc.inputs;
+    if (a.edit == "mask") {  // toggle cell (i, j), j < i, of the (L, S) bool mask
+      const std::int64_t i = 1 + (std::int64_t(k) * 7919) % (s.L - 1), j = (std::int64_t(k) * 104729) % i;
+      float& cell = sc.inputs.attn_mask->values.data[std::size_t(i * s.L + j)];
+      cell = cell != 0 ? 0.0f : 1.0f;
+      in.attn_mask = sc.inputs.attn_mask;
+    } else {  // one value of one token's embedding
+      const std::size_t at = std::size_t((std::int64_t(k) * 7919) % sc.inputs.query.numel());
+      sc.inputs.query.data[at] += 0.05f;
+      in.query = sc.inputs.query, in.key = in.query, in.value = in.query;
+    }
+    const Clock::time_point t0 = Clock::now();
+    const bool rows = a.edit == "mask" && forward_mask_edit(c, sc.weights, in, o, r[from], ws[to], r[to]);
+    if (a.edit != "mask") forward(c, sc.weights, in, o, ws[to], r[to]);
+    const double t = ms_between(t0, Clock::now());
+    if (k == 0) continue;
+    ms.push_back(t);
+    rows_only += rows;
+  }
+  return {{"size", s.name},
+          {"edit", a.edit},
+          {"n", s.N},
+          {"L", s.L},
+          {"E", s.E},
+          {"H", s.H},
+          {"stages", a.stages.empty() ? "all" : a.stages},
+          {"cpu_kernels", cpu_kernels()},
+          {"repeats", repeats},
+          {"rows_only", rows_only},
+          {"median_ms", quantile(ms, 0.5)},
+          {"p10_ms", quantile(ms, 0.1)},
+          {"p90_ms", quantile(ms, 0.9)},
+          {"min_ms", quantile(ms, 0)},
+          {"max_ms", quantile(ms, 1)},
+          {"peak_rss_bytes", peak_rss_bytes()}};
+}
+
 nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
   Config c;
   c.embed_dim = s.E;
@@ -92,11 +166,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
   o.backend = parse_backend(a.backend);
   if (o.backend == Backend::gpu) o.device = gpu_device();
   o.threads = a.threads;
-  for (std::size_t at = 0; at < a.stages.size();) {
-    const std::size_t comma = std::min(a.stages.find(',', at), a.stages.size());
-    if (comma > at) o.stages.push_back(a.stages.substr(at, comma - at));
-    at = comma + 1;
-  }
+  o.stages = stage_list(a.stages);
   StageTimes st;
   if (o.backend == Backend::eigen || o.backend == Backend::gpu)
     o.stage_times = &st;  // gpu: glFinish per phase
@@ -397,6 +467,11 @@ std::function<int()> add_bench(CLI::App& app) {
                   "cpu: also compute head H's attn_weights on demand after each forward (mha::stage_rows), "
                   "as a view of one head does; with --stages output that is the on-demand forward")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--edit", a->edit,
+                  "time the recompute after one edit instead, on a causal mask, the result before it kept: "
+                  "mask (one cell toggled: its query row is recomputed) or token (one input value: a full "
+                  "forward)")
+      ->check(CLI::IsMember({"mask", "token"}));
   return [a]() -> int {
     if (!a->model_dir.empty()) {
       const nlohmann::json j = bench_model(*a);
@@ -451,6 +526,22 @@ std::function<int()> add_bench(CLI::App& app) {
         continue;
       }
       nlohmann::json j;
+      if (!a->edit.empty()) {
+        if (s.L < 2) continue;  // no cell below the diagonal to toggle
+        j = bench_edit(s, *a);
+        if (a->json)
+          std::printf("%s\n", j.dump().c_str());
+        else
+          std::printf(
+              "%-9s edit %-5s N=%-2lld L=%-5lld E=%-5lld H=%-3lld  median %10.4f ms  (p10 %.4f, p90 %.4f)"
+              "  rows only %d of %d, stages %s, peak RSS %.1f MiB\n",
+              s.name, a->edit.c_str(), (long long)s.N, (long long)s.L, (long long)s.E, (long long)s.H,
+              double(j["median_ms"]), double(j["p10_ms"]), double(j["p90_ms"]), int(j["rows_only"]),
+              int(j["repeats"]), j["stages"].get<std::string>().c_str(),
+              double(j["peak_rss_bytes"]) / 1048576.0);
+        std::fflush(stdout);
+        continue;
+      }
       try {
         j = bench_size(s, *a);
       } catch (const DeviceError& e) {  // one size past the GPU's limits does not stop the others

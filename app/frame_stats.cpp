@@ -17,8 +17,20 @@ struct SizeSpec {
   double goal_ms;  // p95 edit-to-frame latency goal at this size (written as goal_p95_ms, with met)
   int edits;
 };
-constexpr SizeSpec kSpecs[] = {
-    {"teaching", 16, 64, 4, 16.7, 30}, {"medium", 512, 512, 8, 33, 12}, {"large", 2048, 512, 8, 100, 6}};
+constexpr SizeSpec kSpecs[] = {{"teaching", 16, 64, 4, 16.7, 30},
+                               {"medium", 512, 512, 8, 33, 12},
+                               {"large", 2048, 512, 8, 100, 6},
+                               {"xl", 4096, 512, 8, 300, 3}};
+constexpr double kBusyFrameGoalMs = 20;  // UI frame time p95 while a forward runs
+
+// A field of /proc/self/status in MiB ("VmRSS", "VmHWM"); 0 where there is none.
+double status_mib(const char* field) {
+  std::ifstream status("/proc/self/status");
+  const std::string key = std::string(field) + ":";
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size())) / 1024.0;  // "VmRSS:  1234 kB"
+  return 0;
+}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -30,8 +42,11 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
-FrameStats::FrameStats(std::string path) : path_(std::move(path)) {
-  for (const SizeSpec& s : kSpecs) runs_.push_back({s.name, s.L, s.E, s.H, s.goal_ms, {}});
+FrameStats::FrameStats(std::string path, bool xl) : path_(std::move(path)), sizes_(xl ? kSizes : kSizes - 1) {
+  for (int i = 0; i < sizes_; ++i) {
+    const SizeSpec& s = kSpecs[i];
+    runs_.push_back({s.name, s.L, s.E, s.H, s.goal_ms, {}});
+  }
 }
 
 void FrameStats::start_size(AppState& state) {
@@ -49,6 +64,8 @@ void FrameStats::start_size(AppState& state) {
   s.view.tab = kTab;
   state.load(std::move(s), spec.name);
   edit_ = -1;
+  probe_ = 0;
+  probing_ = false;
 }
 
 void FrameStats::apply_edit(AppState& state, int k) {
@@ -90,6 +107,20 @@ void FrameStats::apply_edit(AppState& state, int k) {
 }
 
 void FrameStats::before_frame(AppState& state) {
+  const Clock::time_point now = Clock::now();
+  if (!done() && last_busy_ && probing_)
+    runs_[std::size_t(size_)].busy_frames_ms.push_back(
+        std::chrono::duration<double, std::milli>(now - last_frame_).count());
+  last_frame_ = now;
+  last_busy_ = state.computer.busy();
+  if (probing_) {
+    if (last_busy_) {
+      state.animating = true;  // draw on while it computes, as when the pointer moves
+      return;
+    }
+    if (state.result.generation == gen_before_ && !state.compute_failed) return;
+    probing_ = false;
+  }
   if (done() || waiting_) return;
   if (edit_ < 0) {
     if (state.scenario().name.rfind("frame stats: ", 0) != 0 || state.scenario().tgt_len != kSpecs[size_].L) {
@@ -103,7 +134,22 @@ void FrameStats::before_frame(AppState& state) {
     edit_ = 0;
   }
   if (edit_ >= kSpecs[size_].edits) {
-    if (++size_ < kSizes) start_size(state);
+    if (probe_ < kProbes) {  // a value drag whose frames are timed until its result lands
+      const Scenario& s = state.scenario();
+      const std::int64_t i = std::int64_t(probe_ * 7919) % (s.batch * s.L() * s.embed_dim);
+      ++probe_;
+      gen_before_ = state.result.generation;
+      state.now += 1;
+      probing_ = state.apply(set_tensor_value(
+          "query", i, s.query && i < s.query->numel() ? s.query->data[std::size_t(i)] - 0.05f : 0.5f));
+      last_busy_ = state.computer.busy();
+      state.animating = true;  // the next frame follows at once, not when the forward lands
+      return;
+    }
+    SizeRun& run = runs_[std::size_t(size_)];
+    run.rss_mib = status_mib("VmRSS");
+    run.peak_rss_mib = status_mib("VmHWM");
+    if (++size_ < sizes_) start_size(state);
     return;
   }
   apply_edit(state, edit_++);
@@ -137,6 +183,7 @@ bool FrameStats::write(std::string* error) const {
       edits.push_back({{"kind", e.kind}, {"ms", e.ms}, {"forward_ms", e.forward_ms}});
     }
     const double p95 = percentile(ms, 0.95);
+    const double busy_p95 = percentile(r.busy_frames_ms, 0.95);
     out["sizes"].push_back({{"size", r.name},
                             {"N", 1},
                             {"L", r.L},
@@ -148,12 +195,25 @@ bool FrameStats::write(std::string* error) const {
                             {"forward_p50_ms", percentile(fwd, 0.5)},
                             {"goal_p95_ms", r.goal_ms},
                             {"met", p95 <= r.goal_ms},
+                            {"frames_while_computing", r.busy_frames_ms.size()},
+                            {"frame_while_computing_p50_ms", percentile(r.busy_frames_ms, 0.5)},
+                            {"frame_while_computing_p95_ms", busy_p95},
+                            {"frame_while_computing_goal_p95_ms", kBusyFrameGoalMs},
+                            {"rss_mib", r.rss_mib},
+                            {"peak_rss_mib", r.peak_rss_mib},
                             {"edits", edits}});
     std::printf(
         "%-9s L=%-5lld E=%-4lld H=%lld  p50 %8.2f ms  p95 %8.2f ms  (goal <= %.1f: %s; forward p50 %.2f "
         "ms)\n",
         r.name.c_str(), (long long)r.L, (long long)r.E, (long long)r.H, percentile(ms, 0.5), p95, r.goal_ms,
         p95 <= r.goal_ms ? "met" : "missed", percentile(fwd, 0.5));
+    if (!r.busy_frames_ms.empty())
+      std::printf("          frames while computing: %zu, p95 %.2f ms (goal <= %.0f: %s)",
+                  r.busy_frames_ms.size(), busy_p95, kBusyFrameGoalMs,
+                  busy_p95 <= kBusyFrameGoalMs ? "met" : "missed");
+    else
+      std::printf("          frames while computing: none (computed on the UI thread)");
+    std::printf("; RSS %.0f MiB, peak %.0f MiB\n", r.rss_mib, r.peak_rss_mib);
   }
   std::ofstream f(path_);
   f << out.dump(2) << "\n";

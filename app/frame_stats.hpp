@@ -1,6 +1,8 @@
 // `mha-studio --frame-stats FILE`: a scripted replay of edits (mask cell toggles, value drags, size
-// changes) at the teaching, medium and large sizes, timing each from the edit to the end of the
-// first frame that shows its result. Writes JSON; the app exits when the script ends.
+// changes) at the teaching, medium, large and xl sizes, timing each from the edit to the end of the
+// first frame that shows its result; then, per size, the UI's frame times while a forward runs (a
+// few more value drags, the window drawing on as if the pointer moved), and the process's resident
+// memory. Writes JSON; the app exits when the script ends.
 #pragma once
 
 #include <chrono>
@@ -14,12 +16,13 @@ namespace mha::app {
 
 class FrameStats {
  public:
-  explicit FrameStats(std::string path);
+  // xl: the replay goes on to L = 4096 (--frame-stats-xl).
+  FrameStats(std::string path, bool xl);
   // Before drawing a frame: starts the next size or applies the next edit when the last one landed.
   void before_frame(AppState& state);
   // After the frame was swapped: records the latency once the frame shows the edit's result.
   void after_frame(const AppState& state);
-  bool done() const { return size_ >= kSizes; }
+  bool done() const { return size_ >= sizes_; }
   // The view the replay runs on, Heads (every head's heatmap is redrawn): main selects it at start,
   // since the tab bar, not the loaded scenario, decides what is shown.
   static constexpr int kTab = 2;
@@ -27,7 +30,8 @@ class FrameStats {
   bool write(std::string* error) const;
 
  private:
-  static constexpr int kSizes = 3;
+  static constexpr int kSizes = 4;   // the last, xl, only with --frame-stats-xl
+  static constexpr int kProbes = 3;  // value drags per size whose frames are timed while computing
   struct Edit {
     std::string kind;
     double ms;          // edit to frame
@@ -38,6 +42,8 @@ class FrameStats {
     std::int64_t L = 0, E = 0, H = 0;
     double goal_ms = 0;
     std::vector<Edit> edits;
+    std::vector<double> busy_frames_ms;    // frame periods while the worker computed
+    double rss_mib = 0, peak_rss_mib = 0;  // VmRSS when the size ended, VmHWM so far
   };
   using Clock = std::chrono::steady_clock;
 
@@ -46,11 +52,16 @@ class FrameStats {
 
   std::string path_;
   std::vector<SizeRun> runs_;
-  int size_ = 0;          // index into runs_
-  int edit_ = -1;         // edit within the size; -1 while warming up
-  bool waiting_ = false;  // an edit is applied and its result not yet on screen
+  int sizes_ = kSizes - 1;  // sizes replayed
+  int size_ = 0;            // index into runs_
+  int edit_ = -1;           // edit within the size; -1 while warming up
+  bool waiting_ = false;    // an edit is applied and its result not yet on screen
   std::uint64_t gen_before_ = 0;
   Clock::time_point t0_;
+  int probe_ = 0;           // probes done at this size
+  bool probing_ = false;    // a probe's forward has not landed yet
+  bool last_busy_ = false;  // the worker was busy when the last frame started
+  Clock::time_point last_frame_;
 };
 
 }  // namespace mha::app

@@ -104,8 +104,31 @@ struct Snapshot {
   float vmin = 0, vmax = 1;
   Colormap colormap = Colormap::viridis;
   std::vector<char> blocked;  // rows x cols, empty when nothing is blocked
+  // A map with an owner is read when copied, not when kept: its values and blocked test stay here.
+  std::shared_ptr<const void> owner;
+  const float* source = nullptr;
+  std::int64_t row_stride = 0, col_stride = 1;
+  std::function<bool(int, int)> source_blocked;
+  // values and blocked from the source (a map with an owner); a no-op once done or without one.
+  void materialise() {
+    if (!owner) return;
+    values.resize(std::size_t(rows) * std::size_t(cols));
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        values[std::size_t(r) * std::size_t(cols) + std::size_t(c)] =
+            source[std::int64_t(r) * row_stride + std::int64_t(c) * col_stride];
+    blocked.clear();
+    if (source_blocked) {
+      blocked.resize(values.size());
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c)
+          blocked[std::size_t(r) * std::size_t(cols) + std::size_t(c)] = source_blocked(r, c);
+    }
+    owner.reset();
+    source_blocked = nullptr;
+  }
 };
-Snapshot g_current;  // UI thread only
+Snapshot g_current;          // UI thread only
 bool g_hovered_one = false;  // until a heatmap has been under the pointer, the view's first one counts
 int g_first_frame = -1;      // the frame whose first heatmap was kept
 std::string g_copy_message;
@@ -119,16 +142,22 @@ void keep_snapshot(const Heatmap& h) {
   s.version = h.version;
   s.rows = h.rows;
   s.cols = h.cols;
-  s.values.resize(std::size_t(h.rows) * std::size_t(h.cols));
-  for (int r = 0; r < h.rows; ++r)
-    for (int c = 0; c < h.cols; ++c)
-      s.values[std::size_t(r) * std::size_t(h.cols) + std::size_t(c)] =
-          h.values[std::int64_t(r) * h.row_stride + std::int64_t(c) * h.col_stride];
   s.row_labels = h.row_labels ? *h.row_labels : std::vector<std::string>{};
   s.col_labels = h.col_labels ? *h.col_labels : std::vector<std::string>{};
   s.vmin = h.vmin;
   s.vmax = h.vmax;
   s.colormap = h.colormap;
+  s.owner = h.owner;
+  s.source = h.values;
+  s.row_stride = h.row_stride;
+  s.col_stride = h.col_stride;
+  s.source_blocked = h.owner ? h.blocked : nullptr;
+  if (h.owner) return;  // read when copied
+  s.values.resize(std::size_t(h.rows) * std::size_t(h.cols));
+  for (int r = 0; r < h.rows; ++r)
+    for (int c = 0; c < h.cols; ++c)
+      s.values[std::size_t(r) * std::size_t(h.cols) + std::size_t(c)] =
+          h.values[std::int64_t(r) * h.row_stride + std::int64_t(c) * h.col_stride];
   s.blocked.clear();
   if (h.blocked) {
     s.blocked.resize(s.values.size());
@@ -231,21 +260,71 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   const bool visible = ImGui::IsRectVisible(g0, g1);
   dl->PushClipRect(g0, g1, true);  // zoomed cells stop at the grid's edge
   if (visible) {
-    const ImTextureID tex = textures.get(h.id, h.version, h.cols, h.rows, [&](std::uint32_t* rgba) {
-      for (int r = 0; r < h.rows; ++r) {
-        std::uint32_t* out = rgba + std::size_t(r) * std::size_t(h.cols);
-        const float* v = h.values + std::int64_t(r) * h.row_stride;
-        const float hi = h.row_scale ? row_top(h, r) : h.vmax, lo = h.row_scale ? 0.0f : h.vmin;
-        if (h.blocked)
-          for (int c = 0; c < h.cols; ++c)
-            out[c] = h.blocked(r, c) ? kMaskedColor : value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
-        else
-          for (int c = 0; c < h.cols; ++c) out[c] = value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
-      }
-    });
+    auto is_blocked = [&](int r, int c) {
+      if (h.blocked_mask)
+        return h.blocked_mask[std::int64_t(r) * h.blocked_row_stride +
+                              std::int64_t(c) * h.blocked_col_stride] ==
+               -std::numeric_limits<float>::infinity();
+      return h.blocked(r, c);
+    };
+    const bool any_blocked = h.blocked_mask || h.blocked;
+    // Level of detail: where a cell is under half a pixel, one texel shows a block×block patch (a
+    // power of two), so a 2048-wide map on 250 pixels colours and uploads 256² texels, not 2048².
+    // The texel keeps the patch's most telling value (the largest; on a diverging map the largest in
+    // size, sign kept; NaN if any), from its unblocked cells; a patch blocked everywhere is blocked.
+    // Per-row colour scales keep every cell.
+    int block = 1;
+    while (!h.row_scale && cell * float(block * 2) <= 1.0f) block *= 2;
+    const int tw = (h.cols + block - 1) / block, th = (h.rows + block - 1) / block;
+    const ImTextureID tex =
+        textures.get(h.id, h.version ^ (std::uint64_t(block) << 56), tw, th, [&](std::uint32_t* rgba) {
+          if (block == 1) {
+            for (int r = 0; r < h.rows; ++r) {
+              std::uint32_t* out = rgba + std::size_t(r) * std::size_t(h.cols);
+              const float* v = h.values + std::int64_t(r) * h.row_stride;
+              const float hi = h.row_scale ? row_top(h, r) : h.vmax, lo = h.row_scale ? 0.0f : h.vmin;
+              if (any_blocked)
+                for (int c = 0; c < h.cols; ++c)
+                  out[c] =
+                      is_blocked(r, c) ? kMaskedColor : value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
+              else
+                for (int c = 0; c < h.cols; ++c) out[c] = value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
+            }
+            return;
+          }
+          const bool diverging = h.colormap == Colormap::diverging;
+          std::vector<float> acc(std::size_t(tw), 0.0f);
+          std::vector<char> seen(std::size_t(tw), 0);
+          for (int R = 0; R < th; ++R) {
+            std::fill(seen.begin(), seen.end(), 0);
+            for (int r = R * block; r < std::min(h.rows, (R + 1) * block); ++r) {
+              const float* v = h.values + std::int64_t(r) * h.row_stride;
+              for (int C = 0; C < tw; ++C) {
+                float a = acc[std::size_t(C)];
+                char any = seen[std::size_t(C)];
+                for (int c = C * block; c < std::min(h.cols, (C + 1) * block); ++c) {
+                  if (any_blocked && is_blocked(r, c)) continue;
+                  const float x = v[std::int64_t(c) * h.col_stride];
+                  if (!any || std::isnan(x))
+                    a = x;
+                  else if (!std::isnan(a))
+                    a = diverging ? (std::fabs(x) > std::fabs(a) ? x : a) : std::max(a, x);
+                  any = 1;
+                }
+                acc[std::size_t(C)] = a;
+                seen[std::size_t(C)] = any;
+              }
+            }
+            std::uint32_t* out = rgba + std::size_t(R) * std::size_t(tw);
+            for (int C = 0; C < tw; ++C)
+              out[C] = seen[std::size_t(C)] ? value_rgba(h.colormap, acc[std::size_t(C)], h.vmin, h.vmax)
+                                            : kMaskedColor;
+          }
+        });
     const float span_c = float(h.cols) / z.zoom, span_r = float(h.rows) / z.zoom;
-    dl->AddImage(tex, g0, g1, ImVec2(z.col0 / float(h.cols), z.row0 / float(h.rows)),
-                 ImVec2((z.col0 + span_c) / float(h.cols), (z.row0 + span_r) / float(h.rows)));
+    const float tex_c = float(tw * block), tex_r = float(th * block);  // cells the texture covers
+    dl->AddImage(tex, g0, g1, ImVec2(z.col0 / tex_c, z.row0 / tex_r),
+                 ImVec2((z.col0 + span_c) / tex_c, (z.row0 + span_r) / tex_r));
   }
 
   // Dear ImGui's draw lists index vertices in 16 bits: a window holds at most 65536 of them. Hatching
@@ -467,6 +546,7 @@ std::string current_heatmap_name() {
 }
 
 void copy_current_heatmap(CopyAs how) {
+  g_current.materialise();
   const Snapshot& s = g_current;
   if (s.id.empty()) {
     g_copy_message = "point at a heatmap first";

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct Heatmap {
   const std::vector<std::string>* row_labels = nullptr;  // queries
   const std::vector<std::string>* col_labels = nullptr;  // keys
   std::function<bool(int row, int col)> blocked;         // drawn grey and hatched
+  // The same test as plain data, when it is an additive mask (-inf = blocked): read without a call
+  // per cell when the map's texture is made (at L = 2048, 4M cells a map).
+  const float* blocked_mask = nullptr;
+  std::int64_t blocked_row_stride = 0, blocked_col_stride = 1;
   bool show_values = true;
   // Colour each row on [0, that row's largest finite, unblocked value] (vmin/vmax are then unused for
   // colour; cell text still prints the values themselves).
@@ -48,6 +53,10 @@ struct Heatmap {
   // false: no room kept for absent labels nor for the NaN-row flag (small multiples, where every
   // pixel goes to the cells; NaN cells keep their colour).
   bool margins = true;
+  // What keeps `values` and what `blocked` reads alive (the result they come from). Set, the copy
+  // menu reads them when it copies; unset, the map last under the pointer is copied whenever it
+  // changes (at L = 2048, 4M values and 4M blocked checks per result).
+  std::shared_ptr<const void> owner;
 };
 
 struct HeatmapEvent {

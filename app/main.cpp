@@ -136,6 +136,9 @@ int main(int argc, char** argv) {
   cli.add_option(
       "--frame-stats", frame_stats_file,
       "Replay scripted edits at teaching/medium/large sizes, write edit-to-frame latency JSON, exit");
+  bool frame_stats_xl = false;
+  cli.add_flag("--frame-stats-xl", frame_stats_xl,
+               "With --frame-stats: also L=4096, E=512, H=8 (about 4 GiB of memory, a minute)");
   // Reliability runs: a bounded soak of random edits, and scripted edits + a state dump
   // for the kill -9 test (tests/app_kill_restore.sh).
   double soak_seconds = 0;
@@ -295,7 +298,7 @@ int main(int argc, char** argv) {
     }
   }
   std::unique_ptr<FrameStats> stats;
-  if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file);
+  if (!frame_stats_file.empty()) stats = std::make_unique<FrameStats>(frame_stats_file, frame_stats_xl);
   std::unique_ptr<Script> script;
   if (!script_file.empty()) script = std::make_unique<Script>(std::move(loaded_script));
   const bool batch_run = !screenshot.empty() || stats || script;

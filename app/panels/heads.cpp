@@ -606,6 +606,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
                         std::uint64_t(cmap), std::uint64_t(row_scale)});
       if (si == kMasked) {
         hm.blocked = [p](int i, int j) { return neg_inf(p.at(i, j)); };
+        hm.blocked_mask = p.p, hm.blocked_row_stride = p.rs, hm.blocked_col_stride = p.cs;
       } else if (si == kWeights && mask) {
         if (avg) {
           const std::uint8_t* bl = cache.avg_blocked.data();
@@ -615,12 +616,16 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
         } else {
           const Plane m = head_plane(*mask, b, k);
           hm.blocked = [m](int i, int j) { return neg_inf(m.at(i, j)); };
+          hm.blocked_mask = m.p, hm.blocked_row_stride = m.rs, hm.blocked_col_stride = m.cs;
         }
       }
       if (!avg && k == view.sel_head && si != kContext) {
         hm.selected_row = view.sel_query;
         hm.selected_col = view.sel_key;
       }
+      // A head's map reads only the result (its stage and mask): the copy menu reads it when asked.
+      // The average's may read this view's cache, which the next result rebuilds: copied when kept.
+      if (!avg) hm.owner = state.result.forward;
       hm.zoomable = true;
       hm.hover_row = view.hover_query;  // linked hover: the token under the pointer in any view
       hm.hover_col = si == kContext ? -1 : view.hover_key;

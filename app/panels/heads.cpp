@@ -109,9 +109,17 @@ struct HeadsCache {
   std::int64_t masked_rows = 0;           // fully masked (h, i) rows of this batch item
   std::vector<Range> row_range;           // (H, R): each head row's finite values
   std::vector<RowPart> row_parts;         // (H + 1, R): each weights row's check, then the average's
+  bool nan_rows = false;                  // some weights row of this item is NaN
+  // Row checks wait until their map is on screen (ensure_checks): masked_rows then comes from the
+  // mask (rows blocked at every key) and nan_rows from the output (a NaN weights row makes a NaN
+  // output row). due[h]: head h's (H: the average's) checks are not done; due_rows (H + 1, R): the
+  // rows still to check.
+  std::vector<char> due, due_rows;
 };
 
-void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si, int b) {
+// all_checks: every head's row checks now (else those that are due wait for ensure_checks).
+void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si, int b,
+             bool all_checks) {
   const ForwardResult<float>& f = *source;
   const Trace<float>& t = f.trace;
   const Stage<float>& s = *find_stage(f, kStages[si].name);
@@ -246,7 +254,7 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
       c.checks[std::size_t(h)] = sum_rows(rows, R);
     }
   };
-  for (const auto& pass : {std::function<void(int)>(rows_pass), std::function<void(int)>(checks_pass)}) {
+  auto run = [&](const std::function<void(int)>& pass) {
     if (double(H) * R * C >= 1 << 20) {
       std::thread second(pass, 1);
       pass(0);
@@ -254,6 +262,25 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
     } else {
       pass(0);
       pass(1);
+    }
+  };
+  run(rows_pass);
+  // Rows still due from the result before are due now too (their row_parts are older than that).
+  const std::size_t HR1 = std::size_t(H + 1) * std::size_t(R);
+  if (o && c.due_rows.size() == HR1)
+    for (std::size_t x = 0; x < HR1; ++x)
+      if (c.due_rows[x]) (x < HR ? w_redo[x] : avg_redo[x - HR]) = 1;
+  c.due.assign(std::size_t(H) + 1, 0);
+  c.due_rows.assign(HR1, 0);
+  if (all_checks) {
+    run(checks_pass);
+  } else {
+    for (int h = 0; h <= H; ++h) {
+      const char* redo = h == H ? avg_redo.data() : w_redo.data() + std::size_t(h) * std::size_t(R);
+      std::copy(redo, redo + R, c.due_rows.begin() + std::ptrdiff_t(std::size_t(h) * std::size_t(R)));
+      c.due[std::size_t(h)] = std::any_of(redo, redo + R, [](char x) { return x != 0; });
+      if (!c.due[std::size_t(h)])  // every row as before: the sum of the kept parts
+        c.checks[std::size_t(h)] = sum_rows(c.row_parts.data() + std::size_t(h) * std::size_t(R), R);
     }
   }
   Range all = part[0];
@@ -264,16 +291,71 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
   c.hi = hi;
   c.maxabs = all.maxabs;
   c.masked_rows = 0;
-  for (int h = 0; h < H; ++h)
-    c.masked_rows += c.checks[std::size_t(h)].nan_rows + c.checks[std::size_t(h)].zero_rows;
+  c.nan_rows = false;
+  if (all_checks) {
+    for (int h = 0; h < H; ++h) {
+      c.masked_rows += c.checks[std::size_t(h)].nan_rows + c.checks[std::size_t(h)].zero_rows;
+      c.nan_rows = c.nan_rows || c.checks[std::size_t(h)].nan_rows > 0;
+    }
+    return;
+  }
+  if (mask && f.fully_masked_rows > 0) {  // rows of this item blocked at every key, head by head
+    const int mask_heads = mask->strides[1] == 0 ? 1 : H;  // a mask shared by the heads: once
+    for (int h = 0; h < mask_heads; ++h) {
+      const Plane m = head_plane(*mask, b, h);
+      for (int i = 0; i < R; ++i) {
+        int j = 0;
+        while (j < C && neg_inf(m.at(i, j))) ++j;
+        if (j == C) c.masked_rows += mask_heads == 1 ? H : 1;
+      }
+    }
+  }
+  const Stage<float>& out = f.trace["output"];  // (N, L, E)
+  const Plane o_plane = item_plane(out, b);
+  for (int i = 0; i < o_plane.rows && !c.nan_rows; ++i)
+    for (int j = 0; j < o_plane.cols; ++j)
+      if (std::isnan(o_plane.at(i, j))) {
+        c.nan_rows = true;
+        break;
+      }
+}
+
+// Head h's (H: the average's) row checks, if they are due: its map is on screen.
+void ensure_checks(HeadsCache& c, int h) {
+  if (std::size_t(h) >= c.due.size() || !c.due[std::size_t(h)]) return;
+  const std::shared_ptr<const ForwardResult<float>> source = c.source.lock();
+  if (!source) return;
+  const ForwardResult<float>& f = *source;
+  const int R = c.R, b = c.batch;
+  const Stage<float>* mask = f.trace.find("attn_mask");
+  const Plane p = h == c.H ? item_plane(*find_stage(f, "attn_weights_avg"), b)
+                           : head_plane(*find_stage(f, "attn_weights"), b, h);
+  const Plane m = mask && h < c.H ? head_plane(*mask, b, h) : Plane{};
+  RowPart* rows = c.row_parts.data() + std::size_t(h) * std::size_t(R);
+  char* due = c.due_rows.data() + std::size_t(h) * std::size_t(R);
+  auto part = [&](int k) {  // rows split in two halves; each row's check depends on that row alone
+    for (int i = R * k / 2; i < R * (k + 1) / 2; ++i)
+      if (due[i]) rows[i] = check_row(p, mask && h < c.H ? &m : nullptr, i);
+  };
+  if (double(R) * c.C >= 1 << 20) {
+    std::thread second(part, 1);
+    part(0);
+    second.join();
+  } else {
+    part(0);
+    part(1);
+  }
+  std::fill(due, due + R, 0);
+  c.checks[std::size_t(h)] = sum_rows(rows, R);
+  c.due[std::size_t(h)] = 0;
 }
 
 // MHA_VERIFY_HEADS set (tests; the latency replay when checked): each rebuild is compared with one
 // from scratch, field by field and bit for bit, and a difference aborts naming the field.
-void verify_rebuild(const HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si,
-                    int b) {
+void verify_rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si, int b) {
+  for (int h = 0; h <= c.H; ++h) ensure_checks(c, h);
   HeadsCache full;
-  rebuild(full, source, si, b);
+  rebuild(full, source, si, b, true);
   // memcmp of an empty vector's null data() is undefined (UBSan): compare nothing instead.
   auto bits = [](const void* x, const void* y, std::size_t n) { return n == 0 || std::memcmp(x, y, n) == 0; };
   const char* bad = nullptr;
@@ -285,6 +367,8 @@ void verify_rebuild(const HeadsCache& c, const std::shared_ptr<const ForwardResu
     bad = "avg_blocked";
   else if (c.masked_rows != full.masked_rows || c.checks.size() != full.checks.size())
     bad = "masked_rows";
+  else if (c.nan_rows != full.nan_rows)
+    bad = "nan_rows";
   for (std::size_t h = 0; !bad && h < c.checks.size(); ++h) {
     const RowCheck &x = c.checks[h], &y = full.checks[h];
     if (!bits(&x.entropy, &y.entropy, 8) || !bits(&x.entropy_max, &y.entropy_max, 8) ||
@@ -448,7 +532,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
 
   const std::uint64_t gen = state.result.generation;
   if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b) {
-    rebuild(cache, state.result.forward, si, b);
+    rebuild(cache, state.result.forward, si, b, false);
     if (std::getenv("MHA_VERIFY_HEADS")) verify_rebuild(cache, state.result.forward, si, b);
   }
 
@@ -481,8 +565,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // The footer is measured first so the grid knows the height it may use.
   std::vector<std::string> footer;
   const bool blocks = mask && (si == kMasked || si == kWeights);
-  const bool nan_rows =
-      std::any_of(cache.checks.begin(), cache.checks.end(), [](const RowCheck& c) { return c.nan_rows > 0; });
+  const bool nan_rows = cache.nan_rows;
   if (blocks || nan_rows)
     footer.push_back(std::string(blocks ? "Grey hatched cells: blocked by the mask (not low values). " : "") +
                      (!nan_rows ? ""
@@ -640,7 +723,17 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
         if (si != kContext) view.sel_key = ev.col;
         if (!avg) view.sel_head = k;
       }
-      if (si == kWeights) row_check_lines(cache.checks[std::size_t(k)]);
+      if (si == kWeights) {  // a map's row checks are made when they come on screen
+        const ImVec2 at = ImGui::GetCursorScreenPos();
+        if (ImGui::IsRectVisible(at, ImVec2(at.x + w, at.y + ImGui::GetTextLineHeightWithSpacing() * 2)))
+          ensure_checks(cache, k);
+        if (cache.due[std::size_t(k)]) {
+          ImGui::TextDisabled("entropy: when shown");
+          ImGui::TextDisabled("row sums: when shown");
+        } else {
+          row_check_lines(cache.checks[std::size_t(k)]);
+        }
+      }
     }
     ImGui::EndTable();
   }

@@ -123,8 +123,13 @@ void status_bar(AppState& state) {
     state.animating = true;
   } else if (state.computer.busy()) {
     const char spin[] = "|/-\\";
-    ImGui::Text("%c computing...  (showing the last result, marked stale)",
-                spin[int(ImGui::GetTime() * 8) % 4]);
+    const double done = state.computer.progress();
+    if (done > 0)
+      ImGui::Text("%c computing... %.0f%%  (showing the last result, marked stale)",
+                  spin[int(ImGui::GetTime() * 8) % 4], 100.0 * done);
+    else
+      ImGui::Text("%c computing...  (showing the last result, marked stale)",
+                  spin[int(ImGui::GetTime() * 8) % 4]);
   } else if (state.stale && !state.errors.empty()) {
     ImGui::TextColored(ImVec4(1, 0.55f, 0.2f, 1),
                        "stale: the inputs are invalid; showing the last valid result");

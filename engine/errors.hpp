@@ -51,4 +51,9 @@ struct DeviceError : Error {
   using Error::Error;
 };
 
+// A forward stopped because its caller asked (ForwardControl::cancel): a newer edit made it obsolete.
+struct Cancelled : Error {
+  using Error::Error;
+};
+
 }  // namespace mha

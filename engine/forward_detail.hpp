@@ -143,7 +143,8 @@ template <class T>
 void forward_reference(const Problem<T>& p, Buffers<T>& b);
 // threads: as Options::threads; times: null, or filled with the phase times.
 template <class T>
-void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads, StageTimes* times);
+void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads, StageTimes* times,
+                   ForwardControl* control = nullptr);
 // The Eigen path again for the query rows flagged in `rows_changed` ((N·L) flags), into buffers that
 // hold a full Eigen forward of the same problem with other masks (forward_mask_edit): it reruns the
 // fused tasks holding those rows (every head) and the out-projection's row ranges holding them, with

@@ -210,8 +210,20 @@ void plan_fused(kernels::Args<T>& a, Buffers<T>& b, int threads) {
 }
 
 template <class T>
-void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, StageTimes* times) {
+void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, StageTimes* times,
+                   ForwardControl* control) {
   const Dims& d = p.d;
+  // Progress in fifths of the fused loop's task count: the in-projections one, the loop three, the
+  // out-projection one (roughly their shares of the time at large L).
+  auto check = [control] {
+    if (control && control->cancel.load(std::memory_order_relaxed))
+      throw Cancelled("forward", "cancelled: a newer edit replaced this forward");
+  };
+  auto advance = [control](std::int64_t units) {
+    if (control) control->done.fetch_add(units, std::memory_order_relaxed);
+  };
+  if (control) control->done = 0, control->total = 0;  // known once the tasks are planned
+  check();
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, kv = d.G * d.d_k;
   const int threads = thread_count(threads_requested, forward_flops<T>(d));
   const kernels::Table<T>& kernel = table<T>();
@@ -240,12 +252,26 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   }
   if (a.timing) times->projections = ms_since(t_phase);
 
-  // 2. The fused loop (kernels::Table::fused), tasks split over the threads.
+  // 2. The fused loop (kernels::Table::fused), tasks split over the threads. With a control, task by
+  //    task (each task is a block of rows computed alone: the same values), checking for a cancel.
   plan_fused(a, b, threads);
+  const std::int64_t tasks = N * a.blocks_per_item;
+  if (control) control->total = 5 * tasks;
+  advance(tasks);
+  check();
   std::vector<kernels::Tally> tally(static_cast<std::size_t>(threads));
-  parallel_ranges(threads, N * a.blocks_per_item, [&](int thread, std::int64_t task0, std::int64_t task1) {
-    kernel.fused(a, thread, task0, task1, &tally[std::size_t(thread)]);
+  parallel_ranges(threads, tasks, [&](int thread, std::int64_t task0, std::int64_t task1) {
+    if (!control) {
+      kernel.fused(a, thread, task0, task1, &tally[std::size_t(thread)]);
+      return;
+    }
+    for (std::int64_t t = task0; t < task1; ++t) {
+      check();
+      kernel.fused(a, thread, t, t + 1, &tally[std::size_t(thread)]);
+      advance(3);
+    }
   });
+  check();
   for (const kernels::Tally& t : tally) b.fully_masked_rows += t.fully_masked_rows;
   if (a.timing) {
     // The four phases interleave on every thread: share the loop's wall time out by thread time.
@@ -267,6 +293,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   // 3. Out-projection, each thread a share of the rows.
   parallel_ranges(threads, N * L,
                   [&](int, std::int64_t r0, std::int64_t r1) { kernel.out_projection(a, r0, r1); });
+  advance(tasks);
   if (a.timing) {
     times->out_proj = ms_since(t_phase);
     times->threads = threads;
@@ -418,8 +445,9 @@ template Tensor<double> stage_rows<double>(const ForwardResult<double>&, const s
 
 namespace mha::detail {
 
-template void forward_eigen<float>(const Problem<float>&, Buffers<float>&, int, StageTimes*);
-template void forward_eigen<double>(const Problem<double>&, Buffers<double>&, int, StageTimes*);
+template void forward_eigen<float>(const Problem<float>&, Buffers<float>&, int, StageTimes*, ForwardControl*);
+template void forward_eigen<double>(const Problem<double>&, Buffers<double>&, int, StageTimes*,
+                                    ForwardControl*);
 template std::int64_t forward_eigen_rows<float>(const Problem<float>&, Buffers<float>&,
                                                 const std::vector<char>&, const MergedMask<float>*, int);
 template std::int64_t forward_eigen_rows<double>(const Problem<double>&, Buffers<double>&,

@@ -115,7 +115,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   if (backend == Backend::reference)
     detail::forward_reference(p, *b);
   else if (backend == Backend::eigen)
-    detail::forward_eigen(p, *b, o.threads, o.stage_times);
+    detail::forward_eigen(p, *b, o.threads, o.stage_times, o.control);
   r.fully_masked_rows = b->fully_masked_rows;
   r.trace = detail::make_trace(p, *b, std::move(mask_storage));
   return r;

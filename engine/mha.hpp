@@ -3,6 +3,7 @@
 // reference (forward_reference.cpp) and the batched Eigen path (forward_eigen.cpp).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -135,6 +136,14 @@ struct StageTimes {
   int threads = 0;          // threads the forward ran on
 };
 
+// A long forward's progress, and a way to stop it (the app's worker). The Eigen path sets total,
+// adds each block of work it finishes to done, and throws Cancelled at its next block once cancel is
+// set (the result is then not usable; the workspace is). The reference and GPU paths ignore it.
+struct ForwardControl {
+  std::atomic<bool> cancel{false};
+  std::atomic<std::int64_t> done{0}, total{0};
+};
+
 struct Options {
   MaskLayout attn_mask_layout = MaskLayout::torch;
   FullyMasked fully_masked = FullyMasked::nan;
@@ -160,6 +169,8 @@ struct Options {
   // app's temperature and "scale off" controls set it. Computed on the reference and Eigen paths only
   // (the GPU path's shaders divide by √d_k: a GPU forward falls back with the reason).
   double score_divisor = 0;
+  // Progress and cancellation (see ForwardControl); null: neither, at no cost.
+  ForwardControl* control = nullptr;
 };
 
 template <class T>

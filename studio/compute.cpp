@@ -185,6 +185,13 @@ std::vector<std::string> kept_stages(const Scenario& s, Backend backend) {
   return {"attn_weights", "attn_weights_avg", "output"};
 }
 
+// What decides the shape of a forward's result: a request that changes any of these cancels the
+// running forward.
+std::vector<std::int64_t> result_sizes(const Scenario& s) {
+  return {s.batch,           s.L(),         s.S(), s.embed_dim, s.num_heads, s.num_kv_heads, s.has_model(),
+          s.cross_attention, s.separate_qkv};
+}
+
 bool same_tensor(const Tensor<float>& a, const Tensor<float>& b) {  // bit for bit, NaN included
   return a.shape == b.shape && a.data.size() == b.data.size() &&
          (a.data.empty() || std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0);
@@ -271,6 +278,7 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
         b.options.backend = device_ && device_->prefers(d) ? Backend::gpu : Backend::eigen;
       }
       b.options.stages = kept_stages(s, b.options.backend);
+      b.options.control = &control_;
       const std::shared_ptr<const ForwardResult<float>> base = last_.lock();
       if (base && last_built_ && b.options.backend == Backend::eigen && same_but_masks(*last_built_, b))
         mask_rows_only = forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd);
@@ -297,6 +305,8 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
                                    : times_.cpu_ms) = r.compute_ms;
     }
     out.result = std::move(r);
+  } catch (const Cancelled&) {
+    out.cancelled = true;
   } catch (const Error& e) {
     out.error = e.what();
     out.error_argument = e.argument;
@@ -346,6 +356,10 @@ Result Computer::run_model(const Scenario& s) {
 void Computer::request(const Scenario& s) {
   const std::uint64_t seq = ++requested_;
   if (forward_work(s) <= kSyncWorkLimit && choice_ != BackendChoice::gpu) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (running_) control_.cancel = true;  // a small problem now: the worker's is of other sizes
+    }
     Outcome o = run(s, nullptr);
     std::lock_guard<std::mutex> lock(mutex_);
     job_.reset();      // a queued larger job is older than this edit
@@ -357,8 +371,14 @@ void Computer::request(const Scenario& s) {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = Job{s, seq};
     busy_ = true;
+    if (running_ && result_sizes(s) != running_sizes_) control_.cancel = true;
   }
   cv_.notify_all();
+}
+
+double Computer::progress() const {
+  const std::int64_t total = control_.total, done = control_.done;
+  return busy_ && total > 0 ? std::clamp(double(done) / double(total), 0.0, 1.0) : 0.0;
 }
 
 void Computer::deliver(Outcome o, std::uint64_t seq) {
@@ -385,6 +405,9 @@ void Computer::worker_loop() {
     Job job = std::move(*job_);
     job_.reset();
     running_ = true;
+    running_sizes_ = result_sizes(job.scenario);
+    control_.cancel = false;
+    control_.total = 0;
     lock.unlock();
     Workspace<float>& ws = workspaces_[next_workspace_];
     next_workspace_ = (next_workspace_ + 1) % 3;
@@ -393,7 +416,10 @@ void Computer::worker_loop() {
     running_ = false;
     std::shared_ptr<const ForwardResult<float>> shown;
     if (o.result) shown = o.result->forward;
-    deliver(std::move(o), job.seq);
+    if (o.cancelled)
+      ++cancelled_;
+    else
+      deliver(std::move(o), job.seq);
     busy_ = job_.has_value();
     if (shown && !job_) presizing_ = true;
     if (on_done) {

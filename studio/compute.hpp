@@ -88,9 +88,14 @@ class Computer {
   struct Outcome {
     std::optional<Result> result;
     std::string error, error_argument;  // when the forward threw
+    bool cancelled = false;             // a newer request stopped it: nothing to deliver
   };
   std::optional<Outcome> poll();
   bool busy() const { return busy_; }
+  // The running forward's share done, 0 to 1 (0 when it does not say: a model, a mask edit, the GPU).
+  double progress() const;
+  // Forwards a newer request cancelled so far.
+  std::uint64_t cancelled() const { return cancelled_; }
   // Not busy, and not pre-sizing workspaces either (see presize): a forward asked for now starts at
   // once. The --frame-stats replay waits for it after each size it loads, as a user reading the
   // new size would.
@@ -148,6 +153,12 @@ class Computer {
   bool running_ = false;             // the worker is computing a job (under mutex_)
   std::uint64_t requested_ = 0;      // sequence number of the newest request (UI thread only)
   std::uint64_t delivered_seq_ = 0;  // newest sequence delivered so far
+  // The running forward's progress and cancel flag. A request for other sizes cancels it (its result
+  // would be replaced by one of another shape at once); an edit at the same sizes lets it finish, so
+  // a drag keeps showing results. running_sizes_: the running job's sizes (under mutex_).
+  ForwardControl control_;
+  std::atomic<std::uint64_t> cancelled_{0};
+  std::vector<std::int64_t> running_sizes_;
   // The worker's trace buffers, used in turn: while one result is on screen and one is kept for the
   // before/after comparison, the third's buffers are free to reuse (no allocation per edit).
   Workspace<float> workspaces_[3];

@@ -81,6 +81,45 @@ TEST_CASE("large sizes compute on the worker; the newest edit wins", "[state]") 
   CHECK_FALSE(s.stale);
 }
 
+TEST_CASE("an edit to other sizes cancels the running forward; the same sizes let it finish", "[state]") {
+  AppState s;
+  s.recompute();
+  auto sizes = [](std::int64_t L, std::int64_t H) {
+    return [=](Scenario& x) {
+      x.batch = 1;
+      x.tgt_len = L;
+      x.embed_dim = 256;
+      x.num_heads = H;
+    };
+  };
+  auto wait_running = [&] {  // until the worker has reported progress on its forward
+    for (int i = 0; i < 4000 && s.computer.progress() <= 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return s.computer.progress() > 0;
+  };
+  s.now = 1;
+  edit(s, "L", sizes(1536, 8));
+  REQUIRE(wait_running());
+  CHECK(s.computer.progress() < 1);
+  s.now = 2;
+  edit(s, "L", sizes(1024, 8));  // other sizes: the 1536 forward stops at its next block
+  wait_idle(s);
+  CHECK(s.computer.cancelled() == 1);
+  REQUIRE(s.result.valid());
+  CHECK(s.result.forward->dims.L == 1024);
+  CHECK_FALSE(s.stale);
+  // An edit at the same sizes (a seed) does not stop the running forward: both land in turn.
+  s.now = 3;
+  edit(s, "seed", [](Scenario& x) { x.seed = 5; });
+  REQUIRE(wait_running());
+  s.now = 4;
+  edit(s, "seed", [](Scenario& x) { x.seed = 6; });
+  wait_idle(s);
+  CHECK(s.computer.cancelled() == 1);
+  CHECK(s.scenario().seed == 6);
+  CHECK(s.result.forward->dims.L == 1024);
+}
+
 TEST_CASE("autosave waits for a quiet second, then writes atomically", "[state]") {
   const auto dir = std::filesystem::temp_directory_path() / "mha_autosave_test";
   std::filesystem::create_directories(dir);

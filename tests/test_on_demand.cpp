@@ -3,8 +3,10 @@
 // and every value equals the full trace's bit for bit — on every torch fixture, on cases that cross
 // many row blocks (masks, padding, GQA, bias_kv, zero_attn, both fully-masked policies), after a
 // mask edit, and for any row range.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <thread>
 
 #include "case_table.hpp"
 #include "check_identical.hpp"
@@ -255,4 +257,55 @@ TEST_CASE("the memory guard counts only the stages a forward keeps", "[on_demand
   o.backend = Backend::reference;  // the reference path fills every stage: the whole trace counts
   o.stages = {"output"};
   CHECK_THROWS_AS(forward(c, sc.weights, sc.inputs, o), TooLargeError);
+}
+
+// ForwardControl: a forward that reports its progress and can be cancelled gives the same trace bit
+// for bit; its progress ends at the total; a cancel set before or during it throws Cancelled, and the
+// workspace then computes the next forward as if nothing happened.
+TEST_CASE("a forward with progress and cancel: same values, full progress, Cancelled, workspace intact",
+          "[on_demand]") {
+  Config c;
+  c.embed_dim = 64;
+  c.num_heads = 4;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 3, 2, 300, 300);
+  sc.inputs.attn_mask = causal_mask<float>(300, 300);
+  Options o;
+  o.threads = 2;
+  const ForwardResult<float> plain = forward(c, sc.weights, sc.inputs, o);
+
+  ForwardControl control;
+  o.control = &control;
+  Workspace<float> ws;
+  ForwardResult<float> r;
+  forward(c, sc.weights, sc.inputs, o, ws, r);
+  REQUIRE(control.total > 5);  // more than one task block
+  CHECK(control.done == control.total);
+  for (const Stage<float>& s : plain.trace.stages) {
+    INFO("stage " << s.name);
+    CHECK(mismatch(r.trace[s.name].contiguous(), s.contiguous(), 0, 0) == "");
+  }
+
+  control.cancel = true;
+  CHECK_THROWS_AS(forward(c, sc.weights, sc.inputs, o, ws, r), Cancelled);
+  // Cancelled from another thread while the tasks run: either it lands in time or the forward ends.
+  control.cancel = false;
+  std::atomic<bool> go{false};
+  std::thread canceller([&] {
+    while (!go) std::this_thread::yield();
+    control.cancel = true;
+  });
+  bool cancelled = false;
+  try {
+    go = true;
+    forward(c, sc.weights, sc.inputs, o, ws, r);
+  } catch (const Cancelled&) {
+    cancelled = true;
+  }
+  canceller.join();
+  if (cancelled) CHECK((control.total == 0 || control.done < control.total));  // stopped before its end
+  control.cancel = false;
+  forward(c, sc.weights, sc.inputs, o, ws, r);
+  CHECK(control.done == control.total);
+  CHECK(mismatch(r.trace["output"].contiguous(), plain.trace["output"].contiguous(), 0, 0) == "");
+  CHECK(mismatch(r.trace["attn_weights"].contiguous(), plain.trace["attn_weights"].contiguous(), 0, 0) == "");
 }

@@ -252,20 +252,19 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   }
   if (a.timing) times->projections = ms_since(t_phase);
 
-  // 2. The fused loop (kernels::Table::fused), tasks split over the threads. With a control, task by
-  //    task (each task is a block of rows computed alone: the same values), checking for a cancel.
+  // 2. The fused loop (kernels::Table::fused). Each task is a block of rows computed alone (the same
+  //    values whichever thread runs it), so the threads take the next task as they come free: a
+  //    thread that loses its core for a while (the app draws a frame meanwhile) holds up no one.
+  //    With a control, a cancel is looked for before each task.
   plan_fused(a, b, threads);
   const std::int64_t tasks = N * a.blocks_per_item;
   if (control) control->total = 5 * tasks;
   advance(tasks);
   check();
   std::vector<kernels::Tally> tally(static_cast<std::size_t>(threads));
-  parallel_ranges(threads, tasks, [&](int thread, std::int64_t task0, std::int64_t task1) {
-    if (!control) {
-      kernel.fused(a, thread, task0, task1, &tally[std::size_t(thread)]);
-      return;
-    }
-    for (std::int64_t t = task0; t < task1; ++t) {
+  std::atomic<std::int64_t> next_task{0};
+  parallel_ranges(threads, threads, [&](int thread, std::int64_t, std::int64_t) {
+    for (std::int64_t t; (t = next_task.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
       check();
       kernel.fused(a, thread, t, t + 1, &tally[std::size_t(thread)]);
       advance(3);

@@ -290,7 +290,8 @@ const std::vector<std::string>& on_demand_stages();
 // A stage of the result by name: the trace's own, or one the forward left out (Trace::left_out)
 // that stage_rows() can compute, computed whole, (N, H, L, S') or (N, L, S') for attn_weights_avg,
 // on the first call and kept with the trace (two threads share the heads at large sizes). Null
-// when neither applies (an unknown name, a left-out stage of a GPU result). What views call:
+// when neither applies (an unknown name, a left-out stage of a GPU result, or a stage too large
+// for the memory guard or for the memory there is). What views call:
 // they compute only the stage on screen. compute false: only what is already there (null
 // otherwise). Safe to call from several threads.
 template <class T>

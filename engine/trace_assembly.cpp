@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -161,7 +162,15 @@ const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, b
   const Dims& d = r.dims;
   const bool average = name == "attn_weights_avg";
   const std::int64_t N = d.N, H = average ? 1 : d.H, L = d.L, Sp = d.S_total;
-  auto storage = std::make_shared<std::vector<T>>(std::size_t(numel(meta->shape)));
+  std::shared_ptr<std::vector<T>> storage;
+  try {  // within the memory guard's limit (half of physical memory), and memory there to be had
+    check_bytes_fit(d, std::uint64_t(numel(meta->shape)) * sizeof(T), 0);
+    storage = std::make_shared<std::vector<T>>(std::size_t(numel(meta->shape)));
+  } catch (const TooLargeError&) {
+    return nullptr;
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
   // (n, h) planes in order, split between two threads when there are enough cells to repay one.
   auto planes = [&](std::int64_t first, std::int64_t step) {
     for (std::int64_t k = first; k < N * H; k += step) {

@@ -252,7 +252,10 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
 
   const Stage<float>* sp = find_stage(f, kStages[si].name);
   if (!sp || sp->shape.size() != 4) {
-    ImGui::TextWrapped("This result has no stage '%s'.", kStages[si].name);
+    ImGui::TextWrapped(
+        "This result does not hold stage '%s', and it cannot be computed here: the GPU computed this "
+        "result, or the stage would not fit in memory. Pick another stage.",
+        kStages[si].name);
     return;
   }
   const Side A = mode == 0 ? side_of(f, si, b, ha) : side_of(*before, si, b, ha);

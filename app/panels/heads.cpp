@@ -519,7 +519,10 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // A stage the forward left out (large sizes) is computed here, once per result.
   const Stage<float>* sp = find_stage(f, kStages[si].name);
   if (!sp || sp->shape.size() != 4 || !find_stage(f, "attn_weights") || !find_stage(f, "attn_weights_avg")) {
-    ImGui::TextWrapped("This result has no stage '%s'.", kStages[si].name);
+    ImGui::TextWrapped(
+        "This result does not hold stage '%s', and it cannot be computed here: the GPU computed this "
+        "result, or the stage would not fit in memory. Pick another stage.",
+        kStages[si].name);
     return;
   }
   const Stage<float>& s = *sp;

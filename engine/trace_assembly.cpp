@@ -5,16 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <limits>
 #include <new>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "errors.hpp"
 #include "forward_detail.hpp"
+#include "parallel.hpp"
 
 namespace mha {
 
@@ -171,39 +169,14 @@ const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, b
   } catch (const std::bad_alloc&) {
     return nullptr;
   }
-  // (n, h) planes in order, split between two threads when there are enough cells to repay one.
-  auto planes = [&](std::int64_t first, std::int64_t step) {
-    for (std::int64_t k = first; k < N * H; k += step) {
+  // (n, h) planes, split over the threads when there are enough cells to repay starting one.
+  const int threads = detail::thread_count(0, double(N * H) * double(L) * double(Sp) * double(d.d_k));
+  detail::parallel_ranges(threads, N * H, [&](int, std::int64_t k0, std::int64_t k1) {
+    for (std::int64_t k = k0; k < k1; ++k) {
       const Tensor<T> rows = stage_rows(r, name, k / H, k % H, 0, L);
       std::copy(rows.data.begin(), rows.data.end(), storage->begin() + k * L * Sp);
     }
-  };
-  if (N * H >= 2 && double(N * H) * double(L) * double(Sp) >= double(1 << 20) &&
-      std::thread::hardware_concurrency() > 1) {
-    std::exception_ptr failed;
-    std::thread second;
-    try {
-      second = std::thread([&] {
-        try {
-          planes(1, 2);
-        } catch (...) {
-          failed = std::current_exception();
-        }
-      });
-    } catch (const std::system_error&) {
-      planes(1, 2);  // no thread to be had: this one does both halves
-    }
-    try {
-      planes(0, 2);
-    } catch (...) {
-      if (second.joinable()) second.join();
-      throw;
-    }
-    if (second.joinable()) second.join();
-    if (failed) std::rethrow_exception(failed);
-  } else {
-    planes(0, 1);
-  }
+  });
   auto st = std::make_unique<Stage<T>>(*meta);
   st->storage = std::move(storage);
   st->offset = 0;

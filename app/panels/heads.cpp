@@ -117,6 +117,19 @@ struct HeadsCache {
   std::vector<char> due, due_rows;
 };
 
+// pass(0) and pass(1), the two halves of a job over `cells` values: on two threads from 2^20 cells
+// (at L = 2048 a pass is most of a second on one core), else one after the other.
+void both_halves(double cells, const std::function<void(int)>& pass) {
+  if (cells >= 1 << 20) {
+    std::thread second(pass, 1);
+    pass(0);
+    second.join();
+  } else {
+    pass(0);
+    pass(1);
+  }
+}
+
 // all_checks: every head's row checks now (else those that are due wait for ensure_checks).
 void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si, int b,
              bool all_checks) {
@@ -254,16 +267,7 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
       c.checks[std::size_t(h)] = sum_rows(rows, R);
     }
   };
-  auto run = [&](const std::function<void(int)>& pass) {
-    if (double(H) * R * C >= 1 << 20) {
-      std::thread second(pass, 1);
-      pass(0);
-      second.join();
-    } else {
-      pass(0);
-      pass(1);
-    }
-  };
+  auto run = [&](const std::function<void(int)>& pass) { both_halves(double(H) * R * C, pass); };
   run(rows_pass);
   // Rows still due from the result before are due now too (their row_parts are older than that).
   const std::size_t HR1 = std::size_t(H + 1) * std::size_t(R);
@@ -337,14 +341,7 @@ void ensure_checks(HeadsCache& c, int h) {
     for (int i = R * k / 2; i < R * (k + 1) / 2; ++i)
       if (due[i]) rows[i] = check_row(p, mask && h < c.H ? &m : nullptr, i);
   };
-  if (double(R) * c.C >= 1 << 20) {
-    std::thread second(part, 1);
-    part(0);
-    second.join();
-  } else {
-    part(0);
-    part(1);
-  }
+  both_halves(double(R) * c.C, part);
   std::fill(due, due + R, 0);
   c.checks[std::size_t(h)] = sum_rows(rows, R);
   c.due[std::size_t(h)] = 0;

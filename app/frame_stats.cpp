@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace mha::app {
@@ -73,9 +74,10 @@ void FrameStats::apply_edit(AppState& state, int k) {
   const std::int64_t L = s.L();
   std::string kind;
   Action action;
-  switch (k % 3) {
+  const bool series = k >= kSpecs[size_].edits;
+  switch (series ? 0 : k % 3) {
     case 0: {  // toggle one mask cell below the diagonal, as a click in the mask editor does
-      kind = "mask_toggle";
+      kind = series ? "mask_series" : "mask_toggle";
       const int row = int((k * 7) % L), col = int((k * 3) % std::max<std::int64_t>(1, (k * 7) % L + 1));
       const std::size_t cell = std::size_t(row * L + col);  // in the first slice, whatever the scope
       const float c = cell < s.mask.cells.size() ? s.mask.cells[cell] : 0.0f;
@@ -133,7 +135,7 @@ void FrameStats::before_frame(AppState& state) {
       return;
     edit_ = 0;
   }
-  if (edit_ >= kSpecs[size_].edits) {
+  if (edit_ >= kSpecs[size_].edits + kMaskSeries) {
     if (probe_ < kProbes) {  // a value drag whose frames are timed until its result lands
       const Scenario& s = state.scenario();
       const std::int64_t i = std::int64_t(probe_ * 7919) % (s.batch * s.L() * s.embed_dim);
@@ -175,13 +177,17 @@ bool FrameStats::write(std::string* error) const {
                          "showing its result (mha-studio --frame-stats)"},
                         {"sizes", nlohmann::json::array()}};
   for (const SizeRun& r : runs_) {
-    std::vector<double> ms, fwd;
+    std::vector<double> ms, fwd;  // the mixed edits
+    std::map<std::string, std::vector<double>> kind_ms;
     nlohmann::json edits = nlohmann::json::array();
     for (const Edit& e : r.edits) {
-      ms.push_back(e.ms);
-      fwd.push_back(e.forward_ms);
+      if (e.kind != "mask_series") ms.push_back(e.ms), fwd.push_back(e.forward_ms);
+      kind_ms[e.kind].push_back(e.ms);
       edits.push_back({{"kind", e.kind}, {"ms", e.ms}, {"forward_ms", e.forward_ms}});
     }
+    nlohmann::json by_kind = nlohmann::json::object();
+    for (const auto& [kind, v] : kind_ms)
+      by_kind[kind] = {{"n", v.size()}, {"p50_ms", percentile(v, 0.5)}, {"p95_ms", percentile(v, 0.95)}};
     const double p95 = percentile(ms, 0.95);
     const double busy_p95 = percentile(r.busy_frames_ms, 0.95);
     out["sizes"].push_back({{"size", r.name},
@@ -201,6 +207,7 @@ bool FrameStats::write(std::string* error) const {
                             {"frame_while_computing_goal_p95_ms", kBusyFrameGoalMs},
                             {"rss_mib", r.rss_mib},
                             {"peak_rss_mib", r.peak_rss_mib},
+                            {"by_kind", by_kind},
                             {"edits", edits}});
     std::printf(
         "%-9s L=%-5lld E=%-4lld H=%lld  p50 %8.2f ms  p95 %8.2f ms  (goal <= %.1f: %s; forward p50 %.2f "
@@ -214,6 +221,10 @@ bool FrameStats::write(std::string* error) const {
     else
       std::printf("          frames while computing: none (computed on the UI thread)");
     std::printf("; RSS %.0f MiB, peak %.0f MiB\n", r.rss_mib, r.peak_rss_mib);
+    std::printf("          by kind (p50 / p95 ms):");
+    for (const auto& [kind, v] : kind_ms)
+      std::printf(" %s %.1f / %.1f;", kind.c_str(), percentile(v, 0.5), percentile(v, 0.95));
+    std::printf("\n");
   }
   std::ofstream f(path_);
   f << out.dump(2) << "\n";

@@ -1,8 +1,9 @@
 // `mha-studio --frame-stats FILE`: a scripted replay of edits (mask cell toggles, value drags, size
-// changes) at the teaching, medium, large and xl sizes, timing each from the edit to the end of the
-// first frame that shows its result; then, per size, the UI's frame times while a forward runs (a
-// few more value drags, the window drawing on as if the pointer moved), and the process's resident
-// memory. Writes JSON; the app exits when the script ends.
+// changes in turn, then a series of mask toggles in a row) at the teaching, medium, large and xl
+// sizes, timing each from the edit to the end of the first frame that shows its result, overall and
+// per kind of edit; then, per size, the UI's frame times while a forward runs (a few more value
+// drags, the window drawing on as if the pointer moved), and the process's resident memory. Writes
+// JSON; the app exits when the script ends.
 #pragma once
 
 #include <chrono>
@@ -32,6 +33,9 @@ class FrameStats {
  private:
   static constexpr int kSizes = 4;   // the last, xl, only with --frame-stats-xl
   static constexpr int kProbes = 3;  // value drags per size whose frames are timed while computing
+  // After the mixed edits, this many mask cell toggles in a row, as a student clicks cells: timed
+  // and reported as their own kind ("mask_series"), outside the mixed p50/p95.
+  static constexpr int kMaskSeries = 6;
   struct Edit {
     std::string kind;
     double ms;          // edit to frame

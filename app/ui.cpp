@@ -135,9 +135,10 @@ void status_bar(AppState& state) {
                        "stale: the inputs are invalid; showing the last valid result");
   } else if (r.valid()) {
     const Dims& d = r.forward->dims;
-    ImGui::Text("N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld  |  %s path, %.2f ms", (long long)d.N,
+    ImGui::Text("N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld  |  %s path, %.2f ms%s", (long long)d.N,
                 (long long)d.L, (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k,
-                backend_name(r.forward->backend), r.compute_ms);
+                backend_name(r.forward->backend), r.compute_ms,
+                r.mask_rows_only ? " (mask edit: only the query rows it changed)" : "");
   } else {
     ImGui::TextUnformatted("no result yet");
   }

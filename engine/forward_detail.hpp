@@ -147,13 +147,19 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads, StageTimes* 
                    ForwardControl* control = nullptr);
 // The Eigen path again for the query rows flagged in `rows_changed` ((N·L) flags), into buffers that
 // hold a full Eigen forward of the same problem with other masks (forward_mask_edit): it reruns the
-// fused tasks holding those rows (every head) and the out-projection's row ranges holding them, with
-// the blocking and threads forward_eigen uses, so every value equals a full forward's bit for bit.
-// b.scores and b.scores_scaled get their rows rewritten with the same values. Returns the change
-// in fully masked rows; `old_mask` (the masks b was computed with) is needed only to count the rows
-// it fully masked in those tasks, and may be null when it fully masked none.
+// fused tasks holding those rows (every head; split by heads between the threads when there are
+// fewer tasks than threads) and the out-projection blocks holding them, so every value equals a
+// full forward's bit for bit. b.q_scaled is not read (the tasks' rows are divided here), and
+// b.scores and b.scores_scaled get their rows rewritten with the same values. Returns the fully
+// masked rows in those tasks.
 template <class T>
 std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
-                                const MergedMask<T>* old_mask, int threads);
+                                int threads);
+// The fully masked rows the same tasks give with `mask` (p.mask's layout; only the rows of those
+// tasks are read) in place of p.mask: only the scores and the softmax, nothing written to b. A mask
+// edit takes them out of the count before forward_eigen_rows adds the new ones.
+template <class T>
+std::int64_t fully_masked_in_tasks(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
+                                   const T* mask, int threads);
 
 }  // namespace mha::detail

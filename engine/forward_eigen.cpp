@@ -209,6 +209,28 @@ void plan_fused(kernels::Args<T>& a, Buffers<T>& b, int threads) {
       (line - std::int64_t(reinterpret_cast<std::uintptr_t>(b.scratch->data()) % 64 / sizeof(T))) % line;
 }
 
+// The out-projection's (N·L) rows go in fixed blocks of kOutRows, whatever the thread count: a
+// GEMM's digits depend on the rows it is given (one row is a GEMV in Eigen, summed in another
+// order), so fixed blocks give the same output on any number of threads, and forward_eigen_rows
+// redoes only the blocks holding a changed row (`only`: (N·L) flags; null: every block).
+constexpr std::int64_t kOutRows = 128;
+
+template <class T>
+void out_projection_blocks(const kernels::Table<T>& kernel, const kernels::Args<T>& a, int threads,
+                           const std::vector<char>* only) {
+  const std::int64_t rows = a.N * a.L;
+  std::vector<std::int64_t> blocks;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kOutRows)
+    if (!only || std::any_of(only->begin() + r0, only->begin() + std::min(rows, r0 + kOutRows),
+                             [](char c) { return c != 0; }))
+      blocks.push_back(r0);
+  std::atomic<std::size_t> next{0};
+  parallel_ranges(threads, std::int64_t(blocks.size()), [&](int, std::int64_t, std::int64_t) {
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < blocks.size();)
+      kernel.out_projection(a, blocks[k], std::min(rows, blocks[k] + kOutRows));
+  });
+}
+
 template <class T>
 void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, StageTimes* times,
                    ForwardControl* control) {
@@ -224,7 +246,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   };
   if (control) control->done = 0, control->total = 0;  // known once the tasks are planned
   check();
-  const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, kv = d.G * d.d_k;
+  const std::int64_t N = d.N, S = d.S, Sp = d.S_total, kv = d.G * d.d_k;
   const int threads = thread_count(threads_requested, forward_flops<T>(d));
   const kernels::Table<T>& kernel = table<T>();
   kernels::Args<T> a = make_args(p, b);
@@ -289,9 +311,8 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
     times->context = wall * cx / total;
   }
 
-  // 3. Out-projection, each thread a share of the rows.
-  parallel_ranges(threads, N * L,
-                  [&](int, std::int64_t r0, std::int64_t r1) { kernel.out_projection(a, r0, r1); });
+  // 3. Out-projection, in fixed blocks of rows taken by the threads as they come free.
+  out_projection_blocks(kernel, a, threads, nullptr);
   advance(tasks);
   if (a.timing) {
     times->out_proj = ms_since(t_phase);
@@ -299,58 +320,122 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   }
 }
 
+namespace {
+
+// The fused tasks (batch item, block of rows) holding a changed query row, and each one's q / √d_k
+// rows, as the in-projection computes them (an exact division, so the same digits): the callers'
+// buffers hold no q_scaled. What forward_eigen_rows and fully_masked_in_tasks share.
+template <class T>
+struct ChangedTasks {
+  kernels::Args<T> a;  // the problem's arguments, blocks planned
+  int threads = 1;
+  std::vector<std::int64_t> tasks;
+  std::vector<std::vector<T>> q_scaled;
+
+  ChangedTasks(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
+               int threads_requested) {
+    const Dims& d = p.d;
+    const std::int64_t L = d.L, E = d.E;
+    // The same threads as forward_eigen (not that the digits depend on them: tasks and
+    // out-projection blocks are fixed).
+    threads = thread_count(threads_requested, forward_flops<T>(d));
+    a = make_args(p, b);
+    a.threads = threads;
+    plan_fused(a, b, 1);  // the block size
+    for (std::int64_t n = 0; n < d.N; ++n)
+      for (std::int64_t blk = 0; blk < a.blocks_per_item; ++blk) {
+        const std::int64_t i0 = blk * a.block, i1 = std::min(L, i0 + a.block);
+        if (std::any_of(rows_changed.begin() + n * L + i0, rows_changed.begin() + n * L + i1,
+                        [](char c) { return c != 0; }))
+          tasks.push_back(n * a.blocks_per_item + blk);
+      }
+    const T scale = p.scale();
+    q_scaled.resize(tasks.size());
+    for (std::size_t k = 0; k < tasks.size(); ++k) {
+      const T* q = b.q->data() + (item(k) * L + row0(k)) * E;
+      q_scaled[k].resize(std::size_t(std::min(a.block, L - row0(k)) * E));
+      for (std::size_t x = 0; x < q_scaled[k].size(); ++x) q_scaled[k][x] = q[x] / scale;
+    }
+  }
+  std::int64_t item(std::size_t k) const { return tasks[k] / a.blocks_per_item; }
+  std::int64_t row0(std::size_t k) const { return tasks[k] % a.blocks_per_item * a.block; }
+  // Fewer tasks than threads (one edited cell): each task's heads are split between the threads.
+  std::int64_t parts(bool may_split) const {
+    return may_split && std::int64_t(tasks.size()) < threads && a.H > 1 ? std::min<std::int64_t>(threads, a.H)
+                                                                        : 1;
+  }
+  // Runs the fused kernel on every task with `args` (split into `parts` head ranges each); `adjust`
+  // changes a task's arguments for the thread running it. Returns the fully masked rows counted.
+  template <class F>
+  std::int64_t run(const kernels::Table<T>& kernel, const kernels::Args<T>& args, std::int64_t parts,
+                   const F& adjust) {
+    std::vector<kernels::Tally> tally(static_cast<std::size_t>(threads));
+    std::atomic<std::size_t> next{0};
+    const std::size_t items = tasks.size() * std::size_t(parts);
+    parallel_ranges(threads, std::int64_t(items), [&](int thread, std::int64_t, std::int64_t) {
+      for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+        const std::size_t task = k / std::size_t(parts);
+        const std::int64_t part = std::int64_t(k % std::size_t(parts));
+        kernels::Args<T> mine = args;
+        mine.q_scaled = q_scaled[task].data(), mine.q_row0 = item(task) * a.L + row0(task);
+        mine.head_begin = a.H * part / parts, mine.head_end = a.H * (part + 1) / parts;
+        adjust(mine, thread, task);
+        kernel.fused(mine, thread, tasks[task], tasks[task] + 1, &tally[std::size_t(thread)]);
+      }
+    });
+    std::int64_t rows = 0;
+    for (const kernels::Tally& t : tally) rows += t.fully_masked_rows;
+    return rows;
+  }
+};
+
+}  // namespace
+
 template <class T>
 std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
-                                const MergedMask<T>* old_mask, int threads_requested) {
+                                int threads_requested) {
   const Dims& d = p.d;
-  const std::int64_t N = d.N, L = d.L, Sp = d.S_total, H = d.H, E = d.E;
-  // The same threads as forward_eigen: they set the out-projection's row ranges, and a GEMM's digits
-  // depend on the rows it is given (one row is a GEMV in Eigen, summed in another order).
-  const int threads = thread_count(threads_requested, forward_flops<T>(d));
+  const std::int64_t L = d.L, Sp = d.S_total, H = d.H;
   const kernels::Table<T>& kernel = table<T>();
-  kernels::Args<T> a = make_args(p, b);
-  a.threads = threads;
-  plan_fused(a, b, 1);  // the changed tasks run on this thread: there are few
-  // The tasks whose rows changed, and the out-projection ranges holding them.
-  std::vector<std::int64_t> tasks;
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t blk = 0; blk < a.blocks_per_item; ++blk) {
-      const std::int64_t i0 = blk * a.block, i1 = std::min(L, i0 + a.block);
-      if (std::any_of(rows_changed.begin() + n * L + i0, rows_changed.begin() + n * L + i1,
-                      [](char c) { return c != 0; }))
-        tasks.push_back(n * a.blocks_per_item + blk);
+  ChangedTasks<T> c(p, b, rows_changed, threads_requested);
+  // With its heads split, a task's head average is summed afterwards from the weights, in head
+  // order and divided by H, as the kernel sums it (the same digits).
+  const std::int64_t parts = c.parts(b.weights && b.weights_avg);
+  kernels::Args<T> a = c.a;
+  plan_fused(a, b, c.threads);
+  if (parts > 1) a.weights_avg = nullptr;
+  const std::int64_t fully_masked = c.run(kernel, a, parts, [](kernels::Args<T>&, int, std::size_t) {});
+  if (parts > 1)
+    for (std::size_t k = 0; k < c.tasks.size(); ++k) {
+      const std::int64_t n = c.item(k), i0 = c.row0(k);
+      T* avg = b.weights_avg->data() + (n * L + i0) * Sp;
+      const T* w = b.weights->data() + (n * H * L + i0) * Sp;
+      parallel_ranges(c.threads, std::min(a.block, L - i0) * Sp, [&](int, std::int64_t x0, std::int64_t x1) {
+        std::copy(w + x0, w + x1, avg + x0);
+        for (std::int64_t h = 1; h < H; ++h)
+          for (std::int64_t x = x0; x < x1; ++x) avg[x] += w[h * L * Sp + x];
+        for (std::int64_t x = x0; x < x1; ++x) avg[x] /= T(H);
+      });
     }
-  // The fused kernel rewrites the raw and scaled scores of its rows too: the same values, since the
-  // mask comes after them.
-  const std::size_t scores = std::size_t(N * H * L * Sp);
-  std::int64_t delta = 0;
-  if (old_mask) {
-    // The fully masked rows the old masks gave in these tasks, to take out of the count: the same
-    // kernel with the old mask, every output thrown away.
-    kernels::Args<T> old = a;
-    old.mask = old_mask->values.data();
-    std::unique_ptr<T[]> w1(new T[scores]), w2(new T[scores]), ctx(new T[std::size_t(N * L * E)]),
-        cat(new T[std::size_t(N * L * E)]), avg(new T[std::size_t(N * L * Sp)]);
-    old.scores_masked = w1.get(), old.weights = w2.get(), old.context = ctx.get(), old.concat = cat.get(),
-    old.weights_avg = avg.get();
-    for (std::int64_t task : tasks) {
-      kernels::Tally t;
-      kernel.fused(old, 0, task, task + 1, &t);
-      delta -= t.fully_masked_rows;
-    }
-  }
-  for (std::int64_t task : tasks) {
-    kernels::Tally t;
-    kernel.fused(a, 0, task, task + 1, &t);
-    delta += t.fully_masked_rows;
-  }
-  for (int t = 0; t < std::min<std::int64_t>(threads, N * L); ++t) {
-    const int parts = int(std::min<std::int64_t>(threads, N * L));
-    const std::int64_t r0 = N * L * t / parts, r1 = N * L * (t + 1) / parts;
-    if (std::any_of(rows_changed.begin() + r0, rows_changed.begin() + r1, [](char c) { return c != 0; }))
-      kernel.out_projection(a, r0, r1);
-  }
-  return delta;
+  out_projection_blocks(kernel, a, c.threads, &rows_changed);
+  return fully_masked;
+}
+
+template <class T>
+std::int64_t fully_masked_in_tasks(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
+                                   const T* mask, int threads_requested) {
+  const kernels::Table<T>& kernel = table<T>();
+  ChangedTasks<T> c(p, b, rows_changed, threads_requested);
+  // Only the scores and the softmax, which counts; every stage left out but the head average, which
+  // keeps the softmax on and goes to a (rows, S') buffer of each thread's own.
+  kernels::Args<T> a = c.a;
+  plan_fused(a, b, c.threads);
+  a.mask = mask;
+  a.scores = a.scores_scaled = a.scores_masked = a.weights = a.context = a.concat = a.output = nullptr;
+  std::vector<std::vector<T>> avg(std::size_t(c.threads), std::vector<T>(std::size_t(a.block * a.Sp)));
+  return c.run(kernel, a, c.parts(true), [&](kernels::Args<T>& mine, int thread, std::size_t k) {
+    mine.weights_avg = avg[std::size_t(thread)].data(), mine.avg_n_stride = 0, mine.out_row0 = c.row0(k);
+  });
 }
 
 }  // namespace mha::detail
@@ -448,8 +533,12 @@ template void forward_eigen<float>(const Problem<float>&, Buffers<float>&, int, 
 template void forward_eigen<double>(const Problem<double>&, Buffers<double>&, int, StageTimes*,
                                     ForwardControl*);
 template std::int64_t forward_eigen_rows<float>(const Problem<float>&, Buffers<float>&,
-                                                const std::vector<char>&, const MergedMask<float>*, int);
+                                                const std::vector<char>&, int);
 template std::int64_t forward_eigen_rows<double>(const Problem<double>&, Buffers<double>&,
-                                                 const std::vector<char>&, const MergedMask<double>*, int);
+                                                 const std::vector<char>&, int);
+template std::int64_t fully_masked_in_tasks<float>(const Problem<float>&, Buffers<float>&,
+                                                   const std::vector<char>&, const float*, int);
+template std::int64_t fully_masked_in_tasks<double>(const Problem<double>&, Buffers<double>&,
+                                                    const std::vector<char>&, const double*, int);
 
 }  // namespace mha::detail

@@ -13,6 +13,7 @@
 
 #include "errors.hpp"
 #include "forward_detail.hpp"
+#include "parallel.hpp"
 
 namespace mha {
 
@@ -64,48 +65,131 @@ void copy_all(const std::vector<std::pair<const std::vector<T>*, detail::Buffer<
   if (second.joinable()) second.join();
 }
 
+// What both mask edits share: the checked problem, whether `base`'s rows can be recomputed alone,
+// and which query rows and merged-mask rows changed. merge_whole: p.mask holds the whole new merged
+// mask (a new result needs it); otherwise only the rows that changed are merged into `new_rows`, and
+// p.mask holds the sizes alone (a result edited in place keeps its own mask and takes those rows).
+// `newest` (in place only, may be null): a result of the same problem computed after `base`. Rows
+// are then recomputed where the new mask differs from newest's, and copied from newest where only
+// base's differs: base catches up on the edits in between without computing them again.
+template <class T>
+struct MaskEditPlan {
+  detail::Problem<T> p;
+  std::vector<std::string> warnings;
+  const Stage<T>* old_mask = nullptr;  // the merged mask rows are recomputed against (newest's or base's)
+  bool rows = false;                   // false: only a full forward computes this
+  std::vector<char> changed;           // (N·L) flags: query rows (n, i) to recompute
+  std::vector<char> copied;            // (N·L) flags: query rows (n, i) to copy from newest
+  std::vector<std::size_t> mask_rows;  // offsets of base's merged-mask rows that differ from the new
+  std::vector<T> new_rows;             // without merge_whole: those rows' new values, in that order
+};
+
+// Whether base's rows can be recomputed for this problem: the same path, config, sizes, policy and
+// kept stages, and a merged mask of the same broadcast shape.
+template <class T>
+bool rows_apply(const Config& c, const Options& o, const Dims& d, const MaskMerger<T>& merger,
+                const ForwardResult<T>& base) {
+  const Stage<T>* old_mask = base.trace.find("attn_mask");
+  if (!(o.backend == Backend::eigen && base.backend == Backend::eigen && o.score_divisor == 0 &&
+        same_config(c, base.config) && same_dims(d, base.dims) && base.fully_masked == o.fully_masked &&
+        merger.any() && old_mask))
+    return false;
+  const MergedMask<T> m = merger.shape();
+  const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
+                         m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
+  if (!(old_mask->strides == strides && old_mask->offset == 0 && m.l_size > 1 &&
+        old_mask->storage->size() == std::size_t(m.n_size * m.h_size * m.l_size * m.s_size)))
+    return false;
+  // The stages base holds must be those this forward would hold: the result keeps base's set.
+  for (const char* name : {"scores", "scores_scaled", "scores_masked", "attn_weights", "attn_weights_avg"})
+    if (base.trace.has(name) !=
+        (o.stages.empty() || std::find(o.stages.begin(), o.stages.end(), name) != o.stages.end()))
+      return false;
+  return true;
+}
+
+template <class T>
+MaskEditPlan<T> plan_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                               const ForwardResult<T>& base, bool merge_whole,
+                               const ForwardResult<T>* newest = nullptr) {
+  MaskEditPlan<T> plan;
+  detail::Problem<T>& p = plan.p;
+  p.d = check_inputs(c, w, in, o);
+  const MaskMerger<T> merger(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &plan.warnings);
+  plan.rows = rows_apply(c, o, p.d, merger, base);
+  if (newest && !rows_apply(c, o, p.d, merger, *newest)) newest = nullptr;
+  if (!plan.rows) return plan;
+  const Dims& d = p.d;
+  const MergedMask<T> m = merger.shape();
+  p.mask = m;
+  if (merge_whole) merger.merge_into(p.mask->values);
+  const Stage<T>* base_mask = base.trace.find("attn_mask");
+  plan.old_mask = newest ? newest->trace.find("attn_mask") : base_mask;
+  // Compared bit for bit (NaN included), row by row.
+  plan.changed.assign(std::size_t(d.N * d.L), 0);
+  if (newest) plan.copied.assign(std::size_t(d.N * d.L), 0);
+  const T* old_values = plan.old_mask->storage->data();
+  const T* base_values = base_mask->storage->data();
+  const std::size_t row_bytes = std::size_t(m.s_size) * sizeof(T);
+  // The rows (n, h, i) in order, shared between threads when the mask is large (at L = S = 2048 each
+  // mask read is 16 MiB): each thread lists what differs in its share, and the lists are joined in
+  // order.
+  struct Found {
+    std::vector<std::size_t> at;
+    std::vector<char> recompute;
+    std::vector<T> new_rows;
+  };
+  const std::int64_t rows = m.n_size * m.h_size * d.L;
+  const std::size_t cells = std::size_t(rows * m.s_size);
+  const int threads = cells >= (std::size_t(1) << 20) && o.threads != 1
+                          ? int(std::max(1u, std::min(2u, std::thread::hardware_concurrency())))
+                          : 1;
+  std::vector<Found> found(static_cast<std::size_t>(threads));
+  detail::parallel_ranges(threads, rows, [&](int t, std::int64_t r0, std::int64_t r1) {
+    Found& f = found[std::size_t(t)];
+    std::vector<T> row(merge_whole ? 0 : std::size_t(m.s_size));
+    for (std::int64_t x = r0; x < r1; ++x) {
+      const std::int64_t n = x / (m.h_size * d.L), h = x / d.L % m.h_size, i = x % d.L;
+      const std::size_t at = std::size_t(x * m.s_size);
+      const T* now = merge_whole ? p.mask->values.data() + at : row.data();
+      if (!merge_whole) merger.row(n, h, i, row.data());
+      const bool recompute = std::memcmp(old_values + at, now, row_bytes) != 0;
+      if (!recompute && (!newest || std::memcmp(base_values + at, now, row_bytes) == 0)) continue;
+      f.at.push_back(at);
+      f.recompute.push_back(recompute);
+      if (!merge_whole) f.new_rows.insert(f.new_rows.end(), row.begin(), row.end());
+    }
+  });
+  for (const Found& f : found) {
+    for (std::size_t k = 0; k < f.at.size(); ++k) {
+      const std::int64_t x = std::int64_t(f.at[k]) / m.s_size;
+      const std::int64_t n = x / (m.h_size * d.L), i = x % d.L;
+      std::vector<char>& flags = f.recompute[k] ? plan.changed : plan.copied;
+      for (std::int64_t nn = (m.n_size > 1 ? n : 0); nn < (m.n_size > 1 ? n + 1 : d.N); ++nn)
+        flags[std::size_t(nn * d.L + i)] = 1;
+    }
+    plan.mask_rows.insert(plan.mask_rows.end(), f.at.begin(), f.at.end());
+    plan.new_rows.insert(plan.new_rows.end(), f.new_rows.begin(), f.new_rows.end());
+  }
+  return plan;
+}
+
 }  // namespace
 
 template <class T>
 bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
                        const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& r) {
-  detail::Problem<T> p;
-  p.d = check_inputs(c, w, in, o);
-  std::vector<std::string> warnings;
-  p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
-  const Stage<T>* old_mask = base.trace.find("attn_mask");
-  // Only what the row recompute covers; anything else is a full forward.
-  bool rows = o.backend == Backend::eigen && base.backend == Backend::eigen && o.score_divisor == 0 &&
-              same_config(c, base.config) && same_dims(p.d, base.dims) &&
-              base.fully_masked == o.fully_masked && p.mask && old_mask;
-  if (rows) {
-    const MergedMask<T>& m = *p.mask;
-    const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
-                           m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
-    rows = old_mask->strides == strides && old_mask->offset == 0 && m.l_size > 1 &&
-           old_mask->storage->size() == m.values.size();
-  }
-  // The stages base holds must be those this forward would hold: the result keeps base's set.
-  for (const char* name : {"scores", "scores_scaled", "scores_masked", "attn_weights", "attn_weights_avg"})
-    rows = rows && base.trace.has(name) == (o.stages.empty() || std::find(o.stages.begin(), o.stages.end(),
-                                                                          name) != o.stages.end());
-  if (!rows) {
+  MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, base, true);
+  if (!plan.rows) {
     forward(c, w, in, o, ws, r);
     return false;
   }
+  detail::Problem<T>& p = plan.p;
   const Dims d = p.d;
   const MergedMask<T>& m = *p.mask;
-  // The query rows (n, i) whose mask differs in any head, compared bit for bit (NaN included).
-  std::vector<char> changed(std::size_t(d.N * d.L), 0);
-  const T* old_values = old_mask->storage->data();
-  for (std::int64_t n = 0; n < m.n_size; ++n)
-    for (std::int64_t h = 0; h < m.h_size; ++h)
-      for (std::int64_t i = 0; i < d.L; ++i) {
-        const std::size_t at = std::size_t(((n * m.h_size + h) * m.l_size + i) * m.s_size);
-        if (std::memcmp(old_values + at, m.values.data() + at, std::size_t(m.s_size) * sizeof(T)) != 0)
-          for (std::int64_t nn = (m.n_size > 1 ? n : 0); nn < (m.n_size > 1 ? n + 1 : d.N); ++nn)
-            changed[std::size_t(nn * d.L + i)] = 1;
-      }
+  const std::vector<char>& changed = plan.changed;
+  const T* old_values = plan.old_mask->storage->data();
+  std::vector<std::string> warnings = std::move(plan.warnings);
 
   // Every check has passed. Let go of the previous result, so that its buffers can be reused.
   r = ForwardResult<T>();
@@ -148,28 +232,136 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   b.output = copy_of("output", slots.output);
   b.weights_avg = copy_of("attn_weights_avg", slots.weights_avg);
   copy_all(copies, o.threads);
-  // q / √d_k as the Eigen path's in-projection computes it (an exact division, so equal digits).
-  b.q_scaled = slots.q_scaled = detail::reuse_or_allocate(slots.q_scaled, b.q->size(), st);
-  const T scale = p.scale();
-  for (std::size_t x = 0; x < b.q->size(); ++x) (*b.q_scaled)[x] = (*b.q)[x] / scale;
   b.scratch = slots.scratch;
 
-  std::optional<MergedMask<T>> before;
-  if (base.fully_masked_rows > 0) {
-    before = m;
-    std::copy(old_values, old_values + m.values.size(), before->values.begin());
-  }
-  r.fully_masked_rows = base.fully_masked_rows +
-                        detail::forward_eigen_rows(p, b, changed, before ? &*before : nullptr, o.threads);
+  // The rows base fully masked in the tasks redone (none to count when it masked none).
+  const std::int64_t before =
+      base.fully_masked_rows > 0 ? detail::fully_masked_in_tasks(p, b, changed, old_values, o.threads) : 0;
+  r.fully_masked_rows =
+      base.fully_masked_rows - before + detail::forward_eigen_rows(p, b, changed, o.threads);
   slots.scratch = b.scratch;
   detail::Buffer<T> mask_storage = detail::reuse_or_allocate(st.mask, m.values.size(), st);
   r.trace = detail::make_trace(p, b, std::move(mask_storage));
   return true;
 }
 
+namespace {
+
+// Whether nothing but `r` and `ws` holds any buffer of r's trace: each storage's references are the
+// stages of r that point at it and the workspace slots that do.
+template <class T>
+bool held_by_result_alone(const ForwardResult<T>& r, Workspace<T>& ws) {
+  detail::WorkspaceState<T>& st = ws.state();
+  const detail::Buffers<T>& b = st.buffers;
+  const detail::Buffer<T>* slots[] = {&st.query,  &st.key,    &st.value, &st.mask,         &b.q,
+                                      &b.k,       &b.v,       &b.scores, &b.scores_scaled, &b.scores_masked,
+                                      &b.weights, &b.context, &b.concat, &b.output,        &b.weights_avg};
+  for (const Stage<T>& stage : r.trace.stages) {
+    long refs = 0;
+    for (const Stage<T>& other : r.trace.stages) refs += other.storage == stage.storage;
+    for (const detail::Buffer<T>* slot : slots) refs += *slot == stage.storage;
+    if (stage.storage.use_count() != refs) return false;
+  }
+  return true;
+}
+
+// Copies query rows (n, i) flagged in `rows` ((N·L) flags) of every per-row stage from `from` into
+// `to`'s buffers: the (N, H, L, S') stages and context for every head, concat, output and the head
+// average. Both are results of the same problem whose masks differ in no other way on those rows.
+template <class T>
+void copy_rows(const ForwardResult<T>& from, const std::vector<char>& rows, ForwardResult<T>& to) {
+  const Dims& d = from.dims;
+  const std::int64_t Sp = d.S_total, dk = d.d_k, E = d.E;
+  struct Layout {
+    const char* name;
+    std::int64_t heads, width;  // heads: H for (N, H, L, ·), 1 for (N, L, ·)
+  };
+  const Layout layouts[] = {{"scores", d.H, Sp},       {"scores_scaled", d.H, Sp}, {"scores_masked", d.H, Sp},
+                            {"attn_weights", d.H, Sp}, {"context", d.H, dk},       {"concat", 1, E},
+                            {"output", 1, E},          {"attn_weights_avg", 1, Sp}};
+  for (const Layout& l : layouts) {
+    const Stage<T>* src = from.trace.find(l.name);
+    const Stage<T>* dst = to.trace.find(l.name);
+    if (!src || !dst) continue;
+    const T* x = src->storage->data();
+    T* y = std::const_pointer_cast<std::vector<T>>(dst->storage)->data();  // held by `to` alone
+    for (std::int64_t n = 0; n < d.N; ++n)
+      for (std::int64_t i = 0; i < d.L; ++i) {
+        if (!rows[std::size_t(n * d.L + i)]) continue;
+        for (std::int64_t h = 0; h < l.heads; ++h) {
+          const std::int64_t at = ((n * l.heads + h) * d.L + i) * l.width;
+          std::copy(x + at, x + at + l.width, y + at);
+        }
+      }
+  }
+}
+
+}  // namespace
+
+template <class T>
+bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                                Workspace<T>& ws, ForwardResult<T>& r, const ForwardResult<T>* newest) {
+  if (newest == &r) newest = nullptr;
+  MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, r, false, newest);
+  if (!plan.rows || !held_by_result_alone(r, ws)) return false;
+  if (plan.copied.empty()) newest = nullptr;  // newest did not qualify: compared with r's own mask
+  detail::Problem<T>& p = plan.p;
+  detail::set_weights(p, c, w);
+  p.fully_masked = o.fully_masked;
+  // The trace's stages are read-only views of buffers the engine made writable (detail::Buffer); r
+  // holds them alone (checked above), so they are written here as a forward writes them.
+  auto storage = [&r](const char* name) -> detail::Buffer<T> {
+    const Stage<T>* stage = r.trace.find(name);
+    return stage ? std::const_pointer_cast<std::vector<T>>(stage->storage) : nullptr;
+  };
+  p.query = storage("query"), p.key = storage("key"), p.value = storage("value");
+  detail::WorkspaceState<T>& st = ws.state();
+  detail::Buffers<T> b;
+  b.q = storage("q"), b.k = storage("k"), b.v = storage("v");
+  b.scores = storage("scores"), b.scores_scaled = storage("scores_scaled");
+  b.scores_masked = storage("scores_masked"), b.weights = storage("attn_weights");
+  b.context = storage("context"), b.concat = storage("concat"), b.output = storage("output");
+  b.weights_avg = storage("attn_weights_avg");
+  b.scratch = st.buffers.scratch;
+
+  // The rows the mask the rows are recomputed against (newest's, or r's own) fully masked in the
+  // tasks redone: counted before r's mask takes the new rows.
+  std::vector<T>& mask_values = *storage("attn_mask");
+  const std::int64_t counted = newest ? newest->fully_masked_rows : r.fully_masked_rows;
+  const std::int64_t before = counted > 0 ? detail::fully_masked_in_tasks(
+                                                p, b, plan.changed, plan.old_mask->storage->data(), o.threads)
+                                          : 0;
+  if (newest) copy_rows(*newest, plan.copied, r);
+  // r's mask takes the rows that changed and is lent to the problem (a swap: nothing is copied)
+  // while the rows are recomputed.
+  const std::int64_t S = p.mask->s_size;
+  for (std::size_t k = 0; k < plan.mask_rows.size(); ++k)
+    std::copy(plan.new_rows.begin() + std::ptrdiff_t(k) * S,
+              plan.new_rows.begin() + std::ptrdiff_t(k + 1) * S,
+              mask_values.begin() + std::ptrdiff_t(plan.mask_rows[k]));
+  p.mask->values.swap(mask_values);
+  std::int64_t after = 0;
+  try {
+    after = detail::forward_eigen_rows(p, b, plan.changed, o.threads);
+  } catch (...) {
+    p.mask->values.swap(mask_values);
+    throw;
+  }
+  p.mask->values.swap(mask_values);
+  st.buffers.scratch = b.scratch;
+  r.fully_masked_rows = counted - before + after;
+  r.warnings = std::move(plan.warnings);
+  // What find_stage computed from the old masks is gone with them; views compute it again.
+  if (r.trace.computed) r.trace.computed = std::make_shared<ComputedStages<T>>();
+  return true;
+}
+
 #define MHA_INSTANTIATE(T)                                                                               \
   template bool forward_mask_edit<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&, \
-                                     const ForwardResult<T>&, Workspace<T>&, ForwardResult<T>&);
+                                     const ForwardResult<T>&, Workspace<T>&, ForwardResult<T>&);         \
+  template bool forward_mask_edit_in_place<T>(const Config&, const Weights<T>&, const Inputs<T>&,        \
+                                              const Options&, Workspace<T>&, ForwardResult<T>&,          \
+                                              const ForwardResult<T>*);
 MHA_INSTANTIATE(float)
 MHA_INSTANTIATE(double)
 #undef MHA_INSTANTIATE

@@ -185,18 +185,6 @@ Mask<T> key_padding_from_lengths(const std::vector<std::int64_t>& valid_lengths,
 
 namespace {
 
-// A mask in broadcast form over (N, H, L, S_total) with its own sizes (1 or full) per dimension.
-template <class T>
-struct Broadcast {
-  std::int64_t n = 1, h = 1, l = 1, s = 0;
-  bool is_bool = true;
-  std::vector<T> v;
-  // Where row (in, ih, il) starts in v.
-  std::int64_t index(std::int64_t in, std::int64_t ih, std::int64_t il) const {
-    return (((n > 1 ? in : 0) * h + (h > 1 ? ih : 0)) * l + (l > 1 ? il : 0)) * s;
-  }
-};
-
 std::string expected_attn_mask_shapes(const Dims& d, MaskLayout layout) {
   const std::string two = shape_str({d.L, d.S});
   if (!d.batched) return two + " or " + shape_str({d.H, d.L, d.S});
@@ -207,21 +195,18 @@ std::string expected_attn_mask_shapes(const Dims& d, MaskLayout layout) {
 }  // namespace
 
 template <class T>
-std::optional<MergedMask<T>> merge_masks(const Dims& d, const std::optional<Mask<T>>& attn_mask,
-                                         const std::optional<Mask<T>>& key_padding_mask, MaskLayout layout,
-                                         std::vector<std::string>* warnings) {
-  if (!attn_mask && !key_padding_mask) return std::nullopt;
-  const T neg_inf = -std::numeric_limits<T>::infinity();
-
-  std::optional<Broadcast<T>> am;
+MaskMerger<T>::MaskMerger(const Dims& d, const std::optional<Mask<T>>& attn_mask,
+                          const std::optional<Mask<T>>& key_padding_mask, MaskLayout layout,
+                          std::vector<std::string>* warnings)
+    : S_(d.S) {
+  if (!attn_mask && !key_padding_mask) return;
   if (attn_mask) {
     const Shape& sh = attn_mask->values.shape;
     if (attn_mask->values.data.size() != std::size_t(numel(sh)))
       throw ShapeError("attn_mask", "attn_mask: holds " + std::to_string(attn_mask->values.data.size()) +
                                         " values but its shape " + shape_str(sh) + " needs " +
                                         std::to_string(numel(sh)));
-    Broadcast<T> b;
-    b.is_bool = attn_mask->dtype != MaskDType::floating;
+    am_bool_ = attn_mask->dtype != MaskDType::floating;
     if (attn_mask->dtype == MaskDType::uint8 && warnings)
       warnings->push_back(
           "Byte tensor for attn_mask in nn.MultiheadAttention is deprecated. Use bool tensor instead.");
@@ -247,8 +232,8 @@ std::optional<MergedMask<T>> merge_masks(const Dims& d, const std::optional<Mask
                 "explicitly (--attn-mask-layout per_batch)";
           throw ShapeError("attn_mask", msg);
         }
-        b.n = d.batched ? d.N : 1;
-        b.h = d.H;
+        am_n_ = d.batched ? d.N : 1;
+        am_h_ = d.H;
       } else {
         if (sh != per_batch) {
           std::string msg = "attn_mask: the per-batch layout wants (N, L, S) = " + shape_str(per_batch) +
@@ -257,30 +242,16 @@ std::optional<MergedMask<T>> merge_masks(const Dims& d, const std::optional<Mask
             msg += ". That is torch's (N·num_heads, L, S) layout: choose the torch layout for it";
           throw ShapeError("attn_mask", msg);
         }
-        b.n = d.N;
+        am_n_ = d.N;
       }
     } else {
       throw ShapeError("attn_mask", "attn_mask: expected " + expected_attn_mask_shapes(d, layout) +
                                         ", got a " + std::to_string(sh.size()) + "-D tensor " +
                                         shape_str(sh));
     }
-    b.l = d.L;
-    b.s = d.S_total;
-    // Columns S.. S_total-1 (bias_k row, zero row) stay 0 / False: torch pads with pad(mask, (0, 1)).
-    b.v.assign(std::size_t(b.n * b.h * b.l * b.s), T(0));
-    const T* src = attn_mask->values.ptr();
-    for (std::int64_t r = 0; r < b.n * b.h * b.l; ++r) {
-      const T* x = src + r * d.S;
-      T* y = b.v.data() + r * b.s;
-      if (b.is_bool)
-        for (std::int64_t j = 0; j < d.S; ++j) y[j] = T(x[j] != T(0));
-      else
-        std::copy(x, x + d.S, y);
-    }
-    am = std::move(b);
+    am_ = attn_mask->values.ptr();
   }
 
-  std::optional<Broadcast<T>> kpm;
   if (key_padding_mask) {
     const Shape& sh = key_padding_mask->values.shape;
     const Shape want = d.batched ? Shape{d.N, d.S} : Shape{d.S};
@@ -292,57 +263,68 @@ std::optional<MergedMask<T>> merge_masks(const Dims& d, const std::optional<Mask
       throw ShapeError("key_padding_mask", "key_padding_mask: expecting shape " + shape_str(want) +
                                                (d.batched ? " (N, S)" : " (S,)") + ", but got " +
                                                shape_str(sh));
-    Broadcast<T> b;
-    b.is_bool = key_padding_mask->dtype == MaskDType::boolean;
-    b.n = d.N;
-    b.s = d.S_total;
-    b.v.assign(std::size_t(d.N * b.s), T(0));
-    for (std::int64_t n = 0; n < d.N; ++n)
-      for (std::int64_t j = 0; j < d.S; ++j) {
-        const T x = key_padding_mask->values.data[std::size_t(n * d.S + j)];
-        b.v[std::size_t(n * b.s + j)] = b.is_bool ? T(x != T(0)) : x;
-      }
-    kpm = std::move(b);
+    kpm_bool_ = key_padding_mask->dtype == MaskDType::boolean;
+    kpm_n_ = d.N;
+    kpm_ = key_padding_mask->values.ptr();
   }
 
   // torch 1.13 merges a float attn_mask with masked_fill(key_padding_mask, -inf). Given a float
   // key_padding_mask, that call reads each float's lowest byte as the bool: 0.0, 1.0 and -inf all
   // read as False, so the padding is silently ignored, and other values raise "Mask tensor can take
   // 0 and 1 values only" (pytorch#92554). Neither is worth reproducing: refuse, and say why.
-  if (am && kpm && !am->is_bool && !kpm->is_bool)
+  if (am_ && kpm_ && !am_bool_ && !kpm_bool_)
     throw DtypeError("key_padding_mask",
                      "key_padding_mask: a float key_padding_mask cannot be combined with a float "
                      "attn_mask: torch 1.13 merges them with masked_fill, which silently ignores a "
                      "0/1 float key_padding_mask and rejects other values. Use a bool "
                      "key_padding_mask (True = padding), or add the padding into the float attn_mask");
+  shape_.n_size = std::max(am_ ? am_n_ : 1, kpm_ ? kpm_n_ : 1);
+  shape_.h_size = am_ ? am_h_ : 1;
+  shape_.l_size = am_ ? d.L : 1;
+  shape_.s_size = d.S_total;
+}
 
-  MergedMask<T> out;
-  out.n_size = std::max(am ? am->n : 1, kpm ? kpm->n : 1);
-  out.h_size = am ? am->h : 1;
-  out.l_size = am ? am->l : 1;
-  out.s_size = d.S_total;
-  out.values.resize(std::size_t(out.n_size * out.h_size * out.l_size * out.s_size));
-  // Row by row: each (n, h, i) row reads one row of each mask, in loops the compiler vectorises
-  // (at L = S = 2048 the mask is 4M cells, merged again on every mask edit).
-  T* o = out.values.data();
-  const std::int64_t S = out.s_size;
-  for (std::int64_t n = 0; n < out.n_size; ++n)
-    for (std::int64_t h = 0; h < out.h_size; ++h)
-      for (std::int64_t i = 0; i < out.l_size; ++i, o += S) {
-        const T* a = am ? &am->v[std::size_t(am->index(n, h, i))] : nullptr;
-        const T* k = kpm ? &kpm->v[std::size_t(kpm->index(n, 0, 0))] : nullptr;
-        if (a && k && am->is_bool) {  // logical_or, then bool -> -inf
-          for (std::int64_t j = 0; j < S; ++j) o[j] = (a[j] != T(0) || k[j] != T(0)) ? neg_inf : T(0);
-        } else if (a && k) {  // masked_fill(key_padding_mask, -inf)
-          for (std::int64_t j = 0; j < S; ++j) o[j] = k[j] != T(0) ? neg_inf : a[j];
-        } else {
-          const T* x = a ? a : k;
-          if ((am ? *am : *kpm).is_bool)
-            for (std::int64_t j = 0; j < S; ++j) o[j] = x[j] != T(0) ? neg_inf : T(0);
-          else
-            std::copy(x, x + S, o);
-        }
-      }
+template <class T>
+void MaskMerger<T>::row(std::int64_t n, std::int64_t h, std::int64_t i, T* o) const {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  const std::int64_t S = S_;
+  // Rows read straight from the masks, in loops the compiler vectorises (at L = S = 2048 the mask
+  // is 4M cells, merged again on every mask edit).
+  const T* a =
+      am_ ? am_ + (((am_n_ > 1 ? n : 0) * am_h_ + (am_h_ > 1 ? h : 0)) * shape_.l_size + i) * S : nullptr;
+  const T* k = kpm_ ? kpm_ + (kpm_n_ > 1 ? n : 0) * S : nullptr;
+  if (a && k && am_bool_) {  // logical_or, then bool -> -inf (a float padding mask reads non-zero)
+    for (std::int64_t j = 0; j < S; ++j) o[j] = (a[j] != T(0) || k[j] != T(0)) ? neg_inf : T(0);
+  } else if (a && k) {  // masked_fill(key_padding_mask, -inf)
+    for (std::int64_t j = 0; j < S; ++j) o[j] = k[j] != T(0) ? neg_inf : a[j];
+  } else {
+    const T* x = a ? a : k;
+    if (a ? am_bool_ : kpm_bool_)
+      for (std::int64_t j = 0; j < S; ++j) o[j] = x[j] != T(0) ? neg_inf : T(0);
+    else
+      std::copy(x, x + S, o);
+  }
+  // Columns S.. S_total-1 (bias_k row, zero row) are 0 / False: torch pads with pad(mask, (0, 1)).
+  std::fill(o + S, o + shape_.s_size, T(0));
+}
+
+template <class T>
+void MaskMerger<T>::merge_into(std::vector<T>& values) const {
+  values.resize(std::size_t(shape_.n_size * shape_.h_size * shape_.l_size * shape_.s_size));
+  T* o = values.data();
+  for (std::int64_t n = 0; n < shape_.n_size; ++n)
+    for (std::int64_t h = 0; h < shape_.h_size; ++h)
+      for (std::int64_t i = 0; i < shape_.l_size; ++i, o += shape_.s_size) row(n, h, i, o);
+}
+
+template <class T>
+std::optional<MergedMask<T>> merge_masks(const Dims& d, const std::optional<Mask<T>>& attn_mask,
+                                         const std::optional<Mask<T>>& key_padding_mask, MaskLayout layout,
+                                         std::vector<std::string>* warnings) {
+  const MaskMerger<T> merger(d, attn_mask, key_padding_mask, layout, warnings);
+  if (!merger.any()) return std::nullopt;
+  MergedMask<T> out = merger.shape();
+  merger.merge_into(out.values);
   return out;
 }
 
@@ -350,6 +332,7 @@ std::optional<MergedMask<T>> merge_masks(const Dims& d, const std::optional<Mask
   template Mask<T> mask_from_keep<T>(const Tensor<T>&);                                            \
   template Mask<T> causal_mask<T>(std::int64_t, std::int64_t);                                     \
   template Mask<T> key_padding_from_lengths<T>(const std::vector<std::int64_t>&, std::int64_t);    \
+  template class MaskMerger<T>;                                                                    \
   template std::optional<MergedMask<T>> merge_masks<T>(const Dims&, const std::optional<Mask<T>>&, \
                                                        const std::optional<Mask<T>>&, MaskLayout,  \
                                                        std::vector<std::string>*);

@@ -86,6 +86,35 @@ struct MergedMask {
   std::vector<T> values;
 };
 
+// Both masks validated against `d` (the constructor throws ShapeError / DtypeError with torch's
+// reasons and the expected shapes), merged a row at a time on request: what merge_masks does for
+// the whole mask, and a mask edit for the rows it compares. Reads the masks it was given, which
+// must outlive it.
+template <class T>
+class MaskMerger {
+ public:
+  MaskMerger(const Dims& d, const std::optional<Mask<T>>& attn_mask,
+             const std::optional<Mask<T>>& key_padding_mask, MaskLayout layout,
+             std::vector<std::string>* warnings);
+  bool any() const { return am_ || kpm_; }  // false: neither mask was given
+  // The merged mask's broadcast sizes, values empty.
+  MergedMask<T> shape() const { return shape_; }
+  // Merged row (n, h, i) of the broadcast shape (each index 0 where that size is 1): s_size values.
+  void row(std::int64_t n, std::int64_t h, std::int64_t i, T* out) const;
+  // Every row, into `values` (resized; its capacity is reused).
+  void merge_into(std::vector<T>& values) const;
+
+ private:
+  MergedMask<T> shape_;
+  std::int64_t S_ = 0;     // the masks' own key count (S_total less the bias_k and zero columns)
+  const T* am_ = nullptr;  // attn_mask values: (am_n_, am_h_, L, S)
+  std::int64_t am_n_ = 1, am_h_ = 1;
+  bool am_bool_ = true;
+  const T* kpm_ = nullptr;  // key_padding_mask values: (kpm_n_, S)
+  std::int64_t kpm_n_ = 1;
+  bool kpm_bool_ = true;
+};
+
 // Validates both masks against `d` and merges them; nullopt when neither is given.
 // Throws ShapeError / DtypeError with torch's reasons and the expected shapes.
 template <class T>

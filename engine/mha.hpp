@@ -273,6 +273,24 @@ template <class T>
 bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
                        const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& result);
 
+// The same mask edit applied to `r` itself: `r` is such a result, and nothing but `r` and `ws` (the
+// workspace it was computed into) holds its buffers; the app's worker keeps the result
+// of two edits before, which nothing shows any more. The query rows whose merged mask differs from
+// the one `r` holds are recomputed in r's own buffers, and its mask rows replaced: no stage is
+// copied. Every value equals a full forward's bit for bit, as with forward_mask_edit. Returns
+// false, with `r` untouched, where it does not apply (what forward_mask_edit would compute in full,
+// or a buffer of r held elsewhere); the caller then computes it another way. What find_stage had
+// computed for `r` is dropped. The caller vouches that the other inputs are r's, as above. If it
+// throws after the checks (out of memory), `r` is half edited: let it go.
+// `newest`: null, or a result of the same problem computed after `r` (the one on screen), only
+// read. r's rows that differ from newest's but not from the new masks are then copied from it, and
+// only the rows the new masks change from newest's are recomputed: r catches up on the edits in
+// between without computing them again.
+template <class T>
+bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                                Workspace<T>& ws, ForwardResult<T>& r,
+                                const ForwardResult<T>* newest = nullptr);
+
 // Trace on demand. A forward whose Options::stages leaves out the (N, H, L, S') stages (scores,
 // scores_scaled, scores_masked, attn_weights) or attn_weights_avg keeps no L×S array: the Eigen path
 // runs its fused loop through q, k, v, context and concat as always and writes only the output.

@@ -246,7 +246,8 @@ Computer::BackendTimes Computer::times() const {
   return times_;
 }
 
-Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
+Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
+  Workspace<float>* ws = slot ? &slot->ws : nullptr;
   Outcome out;
   try {
     const auto t0 = std::chrono::steady_clock::now();
@@ -270,7 +271,7 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
       throw ConfigError("backend", "internal: a GPU forward was asked for on the UI thread");
     }
     std::shared_ptr<ForwardResult<float>> fwd;
-    bool mask_rows_only = false;
+    bool mask_rows_only = false, in_place = false;
     if (ws) {
       fwd = std::make_shared<ForwardResult<float>>();
       if (b.options.backend == Backend::automatic) {  // resolved here, as the engine would
@@ -279,21 +280,47 @@ Computer::Outcome Computer::run(const Scenario& s, Workspace<float>* ws) {
       }
       b.options.stages = kept_stages(s, b.options.backend);
       b.options.control = &control_;
-      const std::shared_ptr<const ForwardResult<float>> base = last_.lock();
-      if (base && last_built_ && b.options.backend == Backend::eigen && same_but_masks(*last_built_, b))
-        mask_rows_only = forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd);
-      else
-        forward(b.config, b.weights, b.inputs, b.options, *ws, *fwd);
+      // Inputs that differ from the last job's in the masks alone keep its inputs_id (equal inputs
+      // are a chain: one comparison tells whether the slot's kept result has them too).
+      const bool eigen = b.options.backend == Backend::eigen;
+      const bool as_last = eigen && last_built_ && same_but_masks(*last_built_, b);
+      std::shared_ptr<const ForwardResult<float>> base = as_last ? last_.lock() : nullptr;
+      const bool as_slot = eigen && slot->built &&
+                           (as_last ? slot->inputs_id == last_inputs_id_ : same_but_masks(*slot->built, b));
+      const std::uint64_t inputs_id = as_last ? last_inputs_id_ : as_slot ? slot->inputs_id : ++inputs_ids_;
+      // The slot's kept result, edited in place when only the masks differ from its inputs. Taken out
+      // of the slot first: if the edit throws, the half-edited copy goes with the stack.
+      std::shared_ptr<ForwardResult<float>> kept = std::move(slot->kept);
+      if (kept && as_slot &&
+          forward_mask_edit_in_place(b.config, b.weights, b.inputs, b.options, *ws, *kept, base.get())) {
+        mask_rows_only = in_place = true;
+        *fwd = *kept;  // delivered as a new object sharing the buffers (see Slot)
+      } else {
+        kept.reset();  // its buffers are free for this forward to reuse
+        if (base)
+          mask_rows_only = forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd);
+        else
+          forward(b.config, b.weights, b.inputs, b.options, *ws, *fwd);
+      }
       last_ = fwd;
       b.inputs.attn_mask.reset();
       b.inputs.key_padding_mask.reset();
-      last_built_ = std::move(b);
+      last_built_ = std::make_shared<const Built>(std::move(b));
+      last_inputs_id_ = slot->inputs_id = inputs_id;
+      slot->built = last_built_;
+      if (fwd->backend == Backend::eigen) {
+        slot->kept = std::make_shared<ForwardResult<float>>(*fwd);
+        // What views compute from the delivered result stays with it, not with the worker's copy.
+        if (slot->kept->trace.computed)
+          slot->kept->trace.computed = std::make_shared<ComputedStages<float>>();
+      }
     } else {
       fwd = std::make_shared<ForwardResult<float>>(forward(b.config, b.weights, b.inputs, b.options));
     }
     Result r;
     r.forward = std::move(fwd);
     r.mask_rows_only = mask_rows_only;
+    r.in_place = in_place;
     r.query_tokens = s.query_tokens();
     r.key_tokens = s.key_tokens();
     r.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -409,9 +436,9 @@ void Computer::worker_loop() {
     control_.cancel = false;
     control_.total = 0;
     lock.unlock();
-    Workspace<float>& ws = workspaces_[next_workspace_];
-    next_workspace_ = (next_workspace_ + 1) % 3;
-    Outcome o = run(job.scenario, &ws);
+    Slot& slot = slots_[next_slot_];
+    next_slot_ = (next_slot_ + 1) % 3;
+    Outcome o = run(job.scenario, &slot);
     lock.lock();
     running_ = false;
     std::shared_ptr<const ForwardResult<float>> shown;
@@ -442,6 +469,15 @@ void Computer::worker_loop() {
   }
 }
 
+void Computer::drop_kept(const Dims& d) {
+  auto same = [](const Dims& a, const Dims& b) {
+    return a.N == b.N && a.L == b.L && a.S_total == b.S_total && a.E == b.E && a.H == b.H && a.G == b.G &&
+           a.kdim == b.kdim && a.vdim == b.vdim;
+  };
+  for (Slot& slot : slots_)
+    if (slot.kept && !same(slot.kept->dims, d)) slot.kept.reset(), slot.built.reset();
+}
+
 void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
   const Dims& d = shown.dims;
   const std::vector<std::int64_t> key = {d.N,
@@ -455,6 +491,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
                                          std::int64_t(shown.backend),
                                          std::int64_t(s.mask.cells.size()),
                                          std::int64_t(s.mask.key_padding.size())};
+  drop_kept(d);
   if (key == presized_ || shown.backend == Backend::gpu || s.has_model()) return;
   try {
     Built b = build_forward(s);
@@ -465,7 +502,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (job_ || quit_) return;  // the next job wants the worker; its forward sizes its own buffers
       }
-      reserve(b.config, b.weights, b.inputs, b.options, workspaces_[(next_workspace_ + k) % 3]);
+      reserve(b.config, b.weights, b.inputs, b.options, slots_[(next_slot_ + k) % 3].ws);
     }
     presized_ = key;
   } catch (const Error&) {

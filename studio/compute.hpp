@@ -42,6 +42,7 @@ struct Result {
   std::uint64_t generation = 0;  // unique per result in the process: texture caches key on it
   double compute_ms = 0;
   bool mask_rows_only = false;  // a mask edit: only the rows it changed were recomputed
+  bool in_place = false;        // ... in the worker's kept buffers of an older result, none copied
   bool valid() const { return forward != nullptr; }
 };
 
@@ -126,9 +127,25 @@ class Computer {
     Scenario scenario;
     std::uint64_t seq;
   };
-  // `ws` is null on the UI thread (small problems: allocation is cheap there), where the GPU
+  // One of the worker's three sets of trace buffers, used in turn: while one result is on screen
+  // and one is kept for the before/after comparison, the third's buffers are free to reuse (no
+  // allocation per edit). `kept` is the worker's own copy of the result last computed into `ws`
+  // (the same buffers, and the engine inputs it came from, masks left out), which the worker may
+  // edit in place for a mask edit once the app has let go of the result it delivered
+  // (mha::forward_mask_edit_in_place checks that nothing else holds the buffers). The app's views
+  // keep weak references to delivered results: the copy is never delivered itself, so none of them
+  // can see it change.
+  struct Slot {
+    Workspace<float> ws;
+    std::shared_ptr<ForwardResult<float>> kept;
+    std::shared_ptr<const Built> built;
+    std::uint64_t inputs_id = 0;  // equal for Builts whose inputs differ in the masks alone
+  };
+  // `slot` is null on the UI thread (small problems: allocation is cheap there), where the GPU
   // device is never used.
-  Outcome run(const Scenario& s, Workspace<float>* ws);
+  Outcome run(const Scenario& s, Slot* slot);
+  // Lets go of the kept results of other sizes (their buffers would stay alive beside the new ones).
+  void drop_kept(const Dims& d);
   Result run_model(const Scenario& s);
   void deliver(Outcome o, std::uint64_t seq);  // under mutex_
   void worker_loop();
@@ -159,15 +176,16 @@ class Computer {
   ForwardControl control_;
   std::atomic<std::uint64_t> cancelled_{0};
   std::vector<std::int64_t> running_sizes_;
-  // The worker's trace buffers, used in turn: while one result is on screen and one is kept for the
-  // before/after comparison, the third's buffers are free to reuse (no allocation per edit).
-  Workspace<float> workspaces_[3];
-  int next_workspace_ = 0;  // worker thread only
+  Slot slots_[3];
+  int next_slot_ = 0;  // worker thread only
   // The worker's last result and the engine inputs it came from, masks left out: a job whose
   // inputs differ from those in the masks only (a mask cell or key padding edit) recomputes just
-  // the query rows its mask changed, from that result (mha::forward_mask_edit). Worker only.
+  // the query rows its mask changed: in place in its slot's kept result, the rows of the edits in
+  // between copied from this one, or else from this one into new buffers (mha::forward_mask_edit).
+  // Worker only.
   std::weak_ptr<const ForwardResult<float>> last_;
-  std::optional<Built> last_built_;
+  std::shared_ptr<const Built> last_built_;
+  std::uint64_t last_inputs_id_ = 0, inputs_ids_ = 0;
   std::vector<std::int64_t> presized_;  // the sizes the workspaces were last pre-sized for
   std::atomic<bool> presizing_{false};
   std::thread worker_;

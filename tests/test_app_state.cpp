@@ -245,16 +245,24 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
     CHECK(s.result.forward->fully_masked_rows == want.fully_masked_rows);
   };
   check_full("first result");
-  for (int k = 0; k < 3; ++k) {
+  // Cells in other rows each time. From the third edit on, the worker edits its own copy of the
+  // result three edits old in place (the app holds only the result on screen and the one before):
+  // the rows of the two edits in between are copied from the newest, the edited row recomputed.
+  int in_place = 0;
+  for (int k = 0; k < 6; ++k) {
     const auto before = s.result.forward;
-    const bool blocked = std::isinf(s.scenario().mask.cells[std::size_t(50 * 200 + 10 + k)]);
+    const int row = (50 + 40 * k) % 200;
+    const bool blocked = std::isinf(s.scenario().mask.cells[std::size_t(row * 200 + 10 + k)]);
     s.now += 1;
-    s.apply(paint_mask_cells({{50, 10 + k}}, !blocked));
+    s.apply(paint_mask_cells({{row, 10 + k}}, !blocked));
     wait_idle(s);
     REQUIRE(s.result.forward != before);
     CHECK(s.result.mask_rows_only);
+    if (k >= 2) CHECK(s.result.in_place);
+    in_place += s.result.in_place;
     check_full("mask toggle");
   }
+  CHECK(in_place >= 4);
   // A whole row blocked: NaN rows under torch's policy, counted.
   Cells row;
   for (int j = 0; j < 200; ++j) row.push_back({120, j});

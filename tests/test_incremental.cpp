@@ -1,7 +1,7 @@
-// forward_mask_edit (a mask edit recomputes only the query rows whose mask changed) against a full
-// forward of the edited problem, stage by stage and bit for bit, for every kind of mask edit: a
-// shared mask, per-head masks, key padding next to a mask, grouped-query attention, rows that become
-// (or stop being) fully masked under both policies, NaN inputs, and several blocks and threads.
+// forward_mask_edit and forward_mask_edit_in_place (a mask edit recomputes only the query rows
+// whose mask changed) against a full forward of the edited problem, stage by stage and bit for bit, for every
+// kind of mask edit: a shared mask, per-head masks, key padding next to a mask, grouped-query attention, rows
+// that become (or stop being) fully masked under both policies, NaN inputs, and several blocks and threads.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -84,6 +84,42 @@ void run_edit(const Edit& e) {
   CHECK(forward_mask_edit(c, sc.weights, before, o, r, ws, r2));
   check_identical(r2, want_base);
   check_identical(r, want);
+
+  // In place, on a result that nothing else holds: edited, then edited back.
+  Workspace<T> ws_own;
+  ForwardResult<T> own;
+  forward(c, sc.weights, before, o, ws_own, own);
+  CHECK(forward_mask_edit_in_place(c, sc.weights, after, o, ws_own, own));
+  check_identical(own, want);
+  CHECK(forward_mask_edit_in_place(c, sc.weights, before, o, ws_own, own));
+  check_identical(own, want_base);
+  // Two edits behind, as the app's worker finds it: `own` is at `before`, the newest result `r` at
+  // `after`, and a third mask changes another row: r's rows are copied, the new row recomputed.
+  Inputs<T> third = after;
+  {
+    Tensor<T>& v = third.attn_mask->values;
+    const std::size_t cell = std::size_t((e.L - 2) * e.S + e.S / 2);
+    v.data[cell] = e.per_head ? (std::isinf(v.data[cell]) ? T(0) : T(-INFINITY)) : T(1) - v.data[cell];
+  }
+  const ForwardResult<T> want_third = forward(c, sc.weights, third, o);
+  CHECK(forward_mask_edit_in_place(c, sc.weights, third, o, ws_own, own, &r));
+  check_identical(own, want_third);
+  check_identical(r, want);  // only read
+  // The stages the app keeps at large sizes (the scores left out), and a stage find_stage computed
+  // before the edit: computed again from the new masks.
+  Options kept = o;
+  kept.stages = {"attn_weights", "attn_weights_avg", "output"};
+  ForwardResult<T> lean;
+  forward(c, sc.weights, before, kept, ws_own, lean);
+  REQUIRE(find_stage(lean, "scores_masked") != nullptr);
+  CHECK(forward_mask_edit_in_place(c, sc.weights, after, kept, ws_own, lean));
+  for (const char* name : {"scores_masked", "attn_weights", "attn_weights_avg", "output", "concat"}) {
+    INFO("stage " << name);
+    const Stage<T>* got = find_stage(lean, name);
+    REQUIRE(got != nullptr);
+    CHECK(mismatch(got->contiguous(), want.trace[name].contiguous(), 0, 0) == "");
+  }
+  CHECK(lean.fully_masked_rows == want.fully_masked_rows);
 }
 
 const FullyMasked nan_ = FullyMasked::nan, zero = FullyMasked::zero;
@@ -133,4 +169,40 @@ TEST_CASE("a mask edit outside what rows cover runs the full forward", "[increme
   forward(c, sc.weights, masked, ref, ws_base, ref_base);
   CHECK_FALSE(forward_mask_edit(c, sc.weights, masked, ref, ref_base, ws, r2));
   check_identical(r2, forward(c, sc.weights, masked, ref));
+}
+
+TEST_CASE("a mask edit in place leaves a result alone while anything else holds its buffers",
+          "[incremental]") {
+  Config c;
+  c.embed_dim = 16;
+  c.num_heads = 2;
+  const SeededCase<float> sc = torch_seeded_case<float>(c, 5, 1, 8, 8);
+  Inputs<float> before = sc.inputs, after = sc.inputs;
+  before.attn_mask = causal_mask<float>(8, 8);
+  after.attn_mask = before.attn_mask;
+  after.attn_mask->values.data[5 * 8 + 2] = 1;
+  const ForwardResult<float> want_before = forward(c, sc.weights, before, Options{});
+  const ForwardResult<float> want_after = forward(c, sc.weights, after, Options{});
+  Workspace<float> ws;
+  ForwardResult<float> r;
+  forward(c, sc.weights, before, Options{}, ws, r);
+  {
+    const Stage<float> held = r.trace["attn_weights"];  // a view somewhere keeps one stage
+    CHECK_FALSE(forward_mask_edit_in_place(c, sc.weights, after, Options{}, ws, r));
+    check_identical(r, want_before);
+  }
+  {
+    const ForwardResult<float> copy = r;  // a copy of the whole result
+    CHECK_FALSE(forward_mask_edit_in_place(c, sc.weights, after, Options{}, ws, r));
+    check_identical(copy, want_before);
+  }
+  // Named with another workspace, the references of r's own are not accounted for: refused.
+  Workspace<float> other;
+  CHECK_FALSE(forward_mask_edit_in_place(c, sc.weights, after, Options{}, other, r));
+  check_identical(r, want_before);
+  CHECK(forward_mask_edit_in_place(c, sc.weights, after, Options{}, ws, r));
+  check_identical(r, want_after);
+  // Other sizes, or the mask removed: not a mask edit of r.
+  CHECK_FALSE(forward_mask_edit_in_place(c, sc.weights, sc.inputs, Options{}, ws, r));
+  check_identical(r, want_after);
 }

@@ -27,4 +27,10 @@ void GlTextures::update(ImTextureID id, int w, int h, const std::uint32_t* rgba)
   glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, w, h, 0, GL_RGBA, GL_UNSIGNED_BYTE, rgba);
 }
 
+void GlTextures::update_rows(ImTextureID id, int w, int y, int rows, const std::uint32_t* rgba) {
+  glBindTexture(GL_TEXTURE_2D, GLuint(std::intptr_t(id)));
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, w, rows, GL_RGBA, GL_UNSIGNED_BYTE, rgba);
+}
+
 }  // namespace mha::app

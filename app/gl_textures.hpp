@@ -14,6 +14,7 @@ class GlTextures : public Textures {
  protected:
   ImTextureID create(int w, int h, const std::uint32_t* rgba) override;
   void update(ImTextureID id, int w, int h, const std::uint32_t* rgba) override;
+  void update_rows(ImTextureID id, int w, int y, int rows, const std::uint32_t* rgba) override;
 
  private:
   std::vector<unsigned> ids_;

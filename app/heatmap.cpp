@@ -276,51 +276,69 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     int block = 1;
     while (!h.row_scale && cell * float(block * 2) <= 1.0f) block *= 2;
     const int tw = (h.cols + block - 1) / block, th = (h.rows + block - 1) / block;
+    // Texel rows [R0, R1) into rgba (its first row is R0).
+    auto fill_rows = [&](std::uint32_t* rgba, int R0, int R1) {
+      if (block == 1) {
+        for (int r = R0; r < R1; ++r) {
+          std::uint32_t* out = rgba + std::size_t(r - R0) * std::size_t(h.cols);
+          const float* v = h.values + std::int64_t(r) * h.row_stride;
+          const float hi = h.row_scale ? row_top(h, r) : h.vmax, lo = h.row_scale ? 0.0f : h.vmin;
+          if (any_blocked)
+            for (int c = 0; c < h.cols; ++c)
+              out[c] = is_blocked(r, c) ? kMaskedColor : value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
+          else
+            for (int c = 0; c < h.cols; ++c) out[c] = value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
+        }
+        return;
+      }
+      const bool diverging = h.colormap == Colormap::diverging;
+      std::vector<float> acc(std::size_t(tw), 0.0f);
+      std::vector<char> seen(std::size_t(tw), 0);
+      for (int R = R0; R < R1; ++R) {
+        std::fill(seen.begin(), seen.end(), 0);
+        for (int r = R * block; r < std::min(h.rows, (R + 1) * block); ++r) {
+          const float* v = h.values + std::int64_t(r) * h.row_stride;
+          for (int C = 0; C < tw; ++C) {
+            float a = acc[std::size_t(C)];
+            char any = seen[std::size_t(C)];
+            for (int c = C * block; c < std::min(h.cols, (C + 1) * block); ++c) {
+              if (any_blocked && is_blocked(r, c)) continue;
+              const float x = v[std::int64_t(c) * h.col_stride];
+              if (!any || std::isnan(x))
+                a = x;
+              else if (!std::isnan(a))
+                a = diverging ? (std::fabs(x) > std::fabs(a) ? x : a) : std::max(a, x);
+              any = 1;
+            }
+            acc[std::size_t(C)] = a;
+            seen[std::size_t(C)] = any;
+          }
+        }
+        std::uint32_t* out = rgba + std::size_t(R - R0) * std::size_t(tw);
+        for (int C = 0; C < tw; ++C)
+          out[C] = seen[std::size_t(C)] ? value_rgba(h.colormap, acc[std::size_t(C)], h.vmin, h.vmax)
+                                        : kMaskedColor;
+      }
+    };
+    // The texel rows holding a changed row, as ranges.
+    std::vector<std::pair<int, int>> dirty;
+    if (h.changed_rows && h.changed_since)
+      for (int R = 0; R < th; ++R) {
+        bool any = false;
+        for (int r = R * block; r < std::min(h.rows, (R + 1) * block) && !any; ++r)
+          any = h.changed_rows[r] != 0;
+        if (!any) continue;
+        if (!dirty.empty() && dirty.back().second == R)
+          dirty.back().second = R + 1;
+        else
+          dirty.emplace_back(R, R + 1);
+      }
+    const std::uint64_t lod = std::uint64_t(block) << 56;
     const ImTextureID tex =
-        textures.get(h.id, h.version ^ (std::uint64_t(block) << 56), tw, th, [&](std::uint32_t* rgba) {
-          if (block == 1) {
-            for (int r = 0; r < h.rows; ++r) {
-              std::uint32_t* out = rgba + std::size_t(r) * std::size_t(h.cols);
-              const float* v = h.values + std::int64_t(r) * h.row_stride;
-              const float hi = h.row_scale ? row_top(h, r) : h.vmax, lo = h.row_scale ? 0.0f : h.vmin;
-              if (any_blocked)
-                for (int c = 0; c < h.cols; ++c)
-                  out[c] =
-                      is_blocked(r, c) ? kMaskedColor : value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
-              else
-                for (int c = 0; c < h.cols; ++c) out[c] = value_rgba(h.colormap, v[c * h.col_stride], lo, hi);
-            }
-            return;
-          }
-          const bool diverging = h.colormap == Colormap::diverging;
-          std::vector<float> acc(std::size_t(tw), 0.0f);
-          std::vector<char> seen(std::size_t(tw), 0);
-          for (int R = 0; R < th; ++R) {
-            std::fill(seen.begin(), seen.end(), 0);
-            for (int r = R * block; r < std::min(h.rows, (R + 1) * block); ++r) {
-              const float* v = h.values + std::int64_t(r) * h.row_stride;
-              for (int C = 0; C < tw; ++C) {
-                float a = acc[std::size_t(C)];
-                char any = seen[std::size_t(C)];
-                for (int c = C * block; c < std::min(h.cols, (C + 1) * block); ++c) {
-                  if (any_blocked && is_blocked(r, c)) continue;
-                  const float x = v[std::int64_t(c) * h.col_stride];
-                  if (!any || std::isnan(x))
-                    a = x;
-                  else if (!std::isnan(a))
-                    a = diverging ? (std::fabs(x) > std::fabs(a) ? x : a) : std::max(a, x);
-                  any = 1;
-                }
-                acc[std::size_t(C)] = a;
-                seen[std::size_t(C)] = any;
-              }
-            }
-            std::uint32_t* out = rgba + std::size_t(R) * std::size_t(tw);
-            for (int C = 0; C < tw; ++C)
-              out[C] = seen[std::size_t(C)] ? value_rgba(h.colormap, acc[std::size_t(C)], h.vmin, h.vmax)
-                                            : kMaskedColor;
-          }
-        });
+        h.changed_rows && h.changed_since
+            ? textures.get_rows(h.id, h.version ^ lod, h.changed_since ^ lod, tw, th, dirty, fill_rows)
+            : textures.get(h.id, h.version ^ lod, tw, th,
+                           [&](std::uint32_t* rgba) { fill_rows(rgba, 0, th); });
     const float span_c = float(h.cols) / z.zoom, span_r = float(h.rows) / z.zoom;
     const float tex_c = float(tw * block), tex_r = float(th * block);  // cells the texture covers
     dl->AddImage(tex, g0, g1, ImVec2(z.col0 / tex_c, z.row0 / tex_r),

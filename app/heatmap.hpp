@@ -39,9 +39,13 @@ struct Heatmap {
   // Text for a cell instead of its value (e.g. the mask editor's "T"/"F"); "" leaves it empty. It is
   // drawn wherever it fits, blocked cells included.
   std::function<const char*(int row, int col, float cell_px)> cell_text;
-  float max_cell = 48.0f;                    // cell size cap in pixels (the widget fits `size`)
-  ImVec2 size{0, 0};                         // space to fill; 0 = the available region
-  std::uint64_t version = 0;                 // content version: the texture is refilled only when it changes
+  float max_cell = 48.0f;     // cell size cap in pixels (the widget fits `size`)
+  ImVec2 size{0, 0};          // space to fill; 0 = the available region
+  std::uint64_t version = 0;  // content version: the texture is refilled only when it changes
+  // Rows to redraw alone: when the texture holds content version `changed_since` (same colours and
+  // sizes), only the rows flagged in `changed_rows` (`rows` flags) differ from it. 0 / null: all.
+  std::uint64_t changed_since = 0;
+  const char* changed_rows = nullptr;
   int selected_row = -1, selected_col = -1;  // outlined
   // Linked hover: the token under the pointer in any view (ViewState::hover_query / hover_key), its
   // row and column banded and its labels highlighted. -1: none.

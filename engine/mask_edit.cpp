@@ -178,7 +178,8 @@ MaskEditPlan<T> plan_mask_edit(const Config& c, const Weights<T>& w, const Input
 
 template <class T>
 bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
-                       const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& r) {
+                       const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& r,
+                       std::vector<char>* rows_changed) {
   MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, base, true);
   if (!plan.rows) {
     forward(c, w, in, o, ws, r);
@@ -242,6 +243,7 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   slots.scratch = b.scratch;
   detail::Buffer<T> mask_storage = detail::reuse_or_allocate(st.mask, m.values.size(), st);
   r.trace = detail::make_trace(p, b, std::move(mask_storage));
+  if (rows_changed) *rows_changed = changed;
   return true;
 }
 
@@ -300,7 +302,8 @@ void copy_rows(const ForwardResult<T>& from, const std::vector<char>& rows, Forw
 
 template <class T>
 bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
-                                Workspace<T>& ws, ForwardResult<T>& r, const ForwardResult<T>* newest) {
+                                Workspace<T>& ws, ForwardResult<T>& r, const ForwardResult<T>* newest,
+                                std::vector<char>* rows_changed) {
   if (newest == &r) newest = nullptr;
   MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, r, false, newest);
   if (!plan.rows || !held_by_result_alone(r, ws)) return false;
@@ -353,15 +356,17 @@ bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inpu
   r.warnings = std::move(plan.warnings);
   // What find_stage computed from the old masks is gone with them; views compute it again.
   if (r.trace.computed) r.trace.computed = std::make_shared<ComputedStages<T>>();
+  if (rows_changed) *rows_changed = std::move(plan.changed);
   return true;
 }
 
 #define MHA_INSTANTIATE(T)                                                                               \
   template bool forward_mask_edit<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&, \
-                                     const ForwardResult<T>&, Workspace<T>&, ForwardResult<T>&);         \
+                                     const ForwardResult<T>&, Workspace<T>&, ForwardResult<T>&,          \
+                                     std::vector<char>*);                                                \
   template bool forward_mask_edit_in_place<T>(const Config&, const Weights<T>&, const Inputs<T>&,        \
                                               const Options&, Workspace<T>&, ForwardResult<T>&,          \
-                                              const ForwardResult<T>*);
+                                              const ForwardResult<T>*, std::vector<char>*);
 MHA_INSTANTIATE(float)
 MHA_INSTANTIATE(double)
 #undef MHA_INSTANTIATE

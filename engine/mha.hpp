@@ -269,9 +269,12 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
 // does not apply (another backend or sizes, masks added, removed or broadcast differently) it runs
 // the full forward instead. Returns whether it recomputed rows only. The caller vouches that the
 // weights and inputs other than the masks are those of `base`; it is not checked.
+// `rows_changed`: null, or set to (N·L) flags of the query rows whose values may differ from base's
+// when rows alone were recomputed (what a view redraws).
 template <class T>
 bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
-                       const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& result);
+                       const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& result,
+                       std::vector<char>* rows_changed = nullptr);
 
 // The same mask edit applied to `r` itself: `r` is such a result, and nothing but `r` and `ws` (the
 // workspace it was computed into) holds its buffers; the app's worker keeps the result
@@ -285,11 +288,13 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
 // `newest`: null, or a result of the same problem computed after `r` (the one on screen), only
 // read. r's rows that differ from newest's but not from the new masks are then copied from it, and
 // only the rows the new masks change from newest's are recomputed: r catches up on the edits in
-// between without computing them again.
+// between without computing them again. `rows_changed`: null, or set to (N·L) flags of the query
+// rows whose values may differ from newest's (without newest: from r's before the edit).
 template <class T>
 bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
                                 Workspace<T>& ws, ForwardResult<T>& r,
-                                const ForwardResult<T>* newest = nullptr);
+                                const ForwardResult<T>* newest = nullptr,
+                                std::vector<char>* rows_changed = nullptr);
 
 // Trace on demand. A forward whose Options::stages leaves out the (N, H, L, S') stages (scores,
 // scores_scaled, scores_masked, attn_weights) or attn_weights_avg keeps no L×S array: the Eigen path

@@ -150,6 +150,9 @@ void AppState::tick(double t) {
       errors.erase(key);
     compute_failed = !o->result;
     if (o->result) {
+      // A mask edit of the result on screen: views redraw only the rows it changed.
+      if (o->result->rows_changed && result.valid() && o->result->changed_since.lock() == result.forward)
+        o->result->changed_since_generation = result.generation;
       result = std::move(*o->result);
     } else {
       errors[error_slot(o->error_argument)] = o->error;

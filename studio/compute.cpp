@@ -272,6 +272,8 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
     }
     std::shared_ptr<ForwardResult<float>> fwd;
     bool mask_rows_only = false, in_place = false;
+    std::shared_ptr<const std::vector<char>> changed;
+    std::weak_ptr<const ForwardResult<float>> changed_since;
     if (ws) {
       fwd = std::make_shared<ForwardResult<float>>();
       if (b.options.backend == Backend::automatic) {  // resolved here, as the engine would
@@ -291,16 +293,23 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
       // The slot's kept result, edited in place when only the masks differ from its inputs. Taken out
       // of the slot first: if the edit throws, the half-edited copy goes with the stack.
       std::shared_ptr<ForwardResult<float>> kept = std::move(slot->kept);
+      std::vector<char> rows;  // the query rows that differ from base's
       if (kept && as_slot &&
-          forward_mask_edit_in_place(b.config, b.weights, b.inputs, b.options, *ws, *kept, base.get())) {
+          forward_mask_edit_in_place(b.config, b.weights, b.inputs, b.options, *ws, *kept, base.get(),
+                                     &rows)) {
         mask_rows_only = in_place = true;
         *fwd = *kept;  // delivered as a new object sharing the buffers (see Slot)
       } else {
         kept.reset();  // its buffers are free for this forward to reuse
         if (base)
-          mask_rows_only = forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd);
+          mask_rows_only =
+              forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd, &rows);
         else
           forward(b.config, b.weights, b.inputs, b.options, *ws, *fwd);
+      }
+      if (mask_rows_only && base) {
+        changed = std::make_shared<const std::vector<char>>(std::move(rows));
+        changed_since = base;
       }
       last_ = fwd;
       b.inputs.attn_mask.reset();
@@ -321,6 +330,8 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
     r.forward = std::move(fwd);
     r.mask_rows_only = mask_rows_only;
     r.in_place = in_place;
+    r.rows_changed = std::move(changed);
+    r.changed_since = changed_since;
     r.query_tokens = s.query_tokens();
     r.key_tokens = s.key_tokens();
     r.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -43,6 +43,13 @@ struct Result {
   double compute_ms = 0;
   bool mask_rows_only = false;  // a mask edit: only the rows it changed were recomputed
   bool in_place = false;        // ... in the worker's kept buffers of an older result, none copied
+  // A mask edit's result: (N·L) flags of the query rows whose values may differ from those of
+  // `changed_since` (the result it was computed from); every other row holds the same bits. Views
+  // that drew that result redraw only these rows. changed_since_generation: that result's
+  // generation, set by AppState when it was the one on screen (0: redraw everything).
+  std::shared_ptr<const std::vector<char>> rows_changed;
+  std::weak_ptr<const ForwardResult<float>> changed_since;
+  std::uint64_t changed_since_generation = 0;
   bool valid() const { return forward != nullptr; }
 };
 

@@ -259,6 +259,26 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
     REQUIRE(s.result.forward != before);
     CHECK(s.result.mask_rows_only);
     if (k >= 2) CHECK(s.result.in_place);
+    // The result names the rows that may differ from the one before it: the edited row, and every
+    // other row holds the same bits in every head of both batch items.
+    REQUIRE(s.result.rows_changed);
+    CHECK(s.result.changed_since.lock() == before);
+    CHECK(s.result.changed_since_generation != 0);
+    const std::vector<char>& rows = *s.result.rows_changed;
+    REQUIRE(rows.size() == 2 * 200);
+    CHECK(rows[std::size_t(row)] == 1);
+    CHECK(rows[std::size_t(200 + row)] == 1);
+    const float* now = s.result.forward->trace["attn_weights"].storage->data();
+    const float* was = before->trace["attn_weights"].storage->data();
+    int differ_unflagged = 0;
+    for (int n = 0; n < 2; ++n)
+      for (int h = 0; h < 4; ++h)
+        for (int i = 0; i < 200; ++i) {
+          const std::size_t at = std::size_t(((n * 4 + h) * 200 + i) * 200);
+          if (!rows[std::size_t(n * 200 + i)] && std::memcmp(now + at, was + at, 200 * sizeof(float)) != 0)
+            ++differ_unflagged;
+        }
+    CHECK(differ_unflagged == 0);
     in_place += s.result.in_place;
     check_full("mask toggle");
   }

@@ -117,6 +117,10 @@ class CapturingTextures : public Textures {
   void update(ImTextureID id, int w, int h, const std::uint32_t* rgba) override {
     pixels[std::uintptr_t(id)].assign(rgba, rgba + std::size_t(w) * std::size_t(h));
   }
+  void update_rows(ImTextureID id, int w, int y, int rows, const std::uint32_t* rgba) override {
+    std::copy(rgba, rgba + std::size_t(w) * std::size_t(rows),
+              pixels[std::uintptr_t(id)].begin() + std::ptrdiff_t(y) * w);
+  }
 
  private:
   std::uintptr_t next_ = 0;
@@ -168,6 +172,63 @@ TEST_CASE("weights coloured per row: each row from 0 to its largest unblocked we
   none.cols = 2;
   none.row_stride = 2;
   CHECK(row_top(none, 0) == 1.0f);
+}
+
+TEST_CASE("a map redraws only the rows an edit changed, to the texture a full redraw gives", "[ui]") {
+  HeadlessUi ui;
+  const int n = 64;
+  std::vector<float> v(std::size_t(n * n));
+  for (std::size_t x = 0; x < v.size(); ++x) v[x] = float((x * 37) % 101) / 100.0f;
+  auto draw = [&](Textures& tex, const Heatmap& hm) {
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(600, 600));
+    ImGui::Begin("heatmap");
+    draw_heatmap(tex, hm);
+    ImGui::End();
+    ImGui::Render();
+  };
+  // 400 px: a texel a cell; 20 px: each texel a block of cells (level of detail).
+  for (const float px : {400.0f, 20.0f}) {
+    INFO("map of " << px << " px");
+    CapturingTextures tex;
+    Heatmap hm;
+    hm.id = "rows";
+    hm.values = v.data();
+    hm.rows = hm.cols = n;
+    hm.row_stride = n;
+    hm.show_values = false;
+    hm.size = ImVec2(px, px);
+    hm.version = 1;
+    draw(tex, hm);
+    REQUIRE(tex.uploads() == 1);
+    // Rows 5 and 40 change; the result says so.
+    std::vector<char> changed(std::size_t(n), 0);
+    for (const int r : {5, 40}) {
+      changed[std::size_t(r)] = 1;
+      for (int c = 0; c < n; ++c) v[std::size_t(r * n + c)] = 1.0f - v[std::size_t(r * n + c)];
+    }
+    hm.version = 2;
+    hm.changed_since = 1;
+    hm.changed_rows = changed.data();
+    draw(tex, hm);
+    CHECK(tex.uploads() == 1);
+    CHECK(tex.row_uploads() == 1);
+    CapturingTextures fresh;
+    Heatmap full = hm;
+    full.changed_since = 0;
+    full.changed_rows = nullptr;
+    draw(fresh, full);
+    REQUIRE(tex.pixels.size() == 1);
+    REQUIRE(fresh.pixels.size() == 1);
+    CHECK(tex.pixels.begin()->second == fresh.pixels.begin()->second);
+    // Rows said to change since a version the texture does not hold: the whole map again.
+    hm.version = 3;
+    hm.changed_since = 7;
+    draw(tex, hm);
+    CHECK(tex.uploads() == 2);
+    CHECK(tex.row_uploads() == 1);
+  }
 }
 
 TEST_CASE("the Heads view's vectorised row check agrees with its plain loop", "[heads]") {

@@ -70,6 +70,12 @@ RowCheck sum_rows(const RowPart* rows, int n) {
   return c;
 }
 
+std::uint64_t float_bits(float x) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
 // Whether row i holds the same bits in both planes (of two results: the new one may share or copy
 // the old one's storage, or differ anywhere).
 bool same_row(const Plane& a, const Plane& b, int i) {
@@ -131,8 +137,12 @@ void both_halves(double cells, const std::function<void(int)>& pass) {
 }
 
 // all_checks: every head's row checks now (else those that are due wait for ensure_checks).
+// `changed`: null, or the result's own word on which (N·L) query rows may differ from `since`
+// (studio::Result::rows_changed); when the cache was built from `since`, the other rows are kept
+// without comparing them.
 void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int si, int b,
-             bool all_checks) {
+             bool all_checks, const std::vector<char>* changed = nullptr,
+             const std::shared_ptr<const ForwardResult<float>>& since = nullptr) {
   const ForwardResult<float>& f = *source;
   const Trace<float>& t = f.trace;
   const Stage<float>& s = *find_stage(f, kStages[si].name);
@@ -155,6 +165,9 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
   const Stage<float>* oavg = o ? find_stage(*o, "attn_weights_avg", false) : nullptr;
   const Stage<float>* omask = o ? o->trace.find("attn_mask") : nullptr;
   if (!os || !ow || !oavg || (mask && !omask)) o = nullptr;
+  const char* hint = o && changed && since == old && changed->size() == std::size_t(f.dims.N) * std::size_t(R)
+                         ? changed->data() + std::size_t(b) * std::size_t(R)
+                         : nullptr;
   c.source = source;
   c.stage = si;
   c.batch = b;
@@ -183,7 +196,13 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
     const int r0 = R * k / 2, r1 = R * (k + 1) / 2;
     for (int i = r0; i < r1; ++i) {
       bool any = !o, any_mask = !o;
-      if (o) {
+      if (o && hint && !hint[i]) {  // the same bits in every stage: nothing to redo
+        for (int h = 0; h < H; ++h) {
+          const std::size_t at = std::size_t(h) * std::size_t(R) + std::size_t(i);
+          s_redo[at] = w_redo[at] = 0;
+        }
+        avg_redo[std::size_t(i)] = 0;
+      } else if (o) {
         bool mask_changed = false;
         for (int h = 0; h < H; ++h) {
           const std::size_t at = std::size_t(h) * std::size_t(R) + std::size_t(i);
@@ -532,7 +551,8 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
 
   const std::uint64_t gen = state.result.generation;
   if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b) {
-    rebuild(cache, state.result.forward, si, b, false);
+    rebuild(cache, state.result.forward, si, b, false, state.result.rows_changed.get(),
+            state.result.changed_since.lock());
     if (std::getenv("MHA_VERIFY_HEADS")) verify_rebuild(cache, state.result.forward, si, b);
   }
 
@@ -558,6 +578,11 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   if (row_scale) vmin = 0, vmax = 1;  // the colour bar reads as a fraction of each row's max
 
   const int R = int(s.shape[2]), C = int(s.shape[3]);
+  // A mask edit's result: the query rows of this batch item that may differ from the last result.
+  const std::vector<char>* changed = state.result.rows_changed.get();
+  const char* rows_hint = changed && changed->size() == std::size_t(d.N) * std::size_t(R)
+                              ? changed->data() + std::size_t(b) * std::size_t(R)
+                              : nullptr;
   const std::vector<std::string>* row_labels = &state.result.query_tokens;
   const std::vector<std::string>* col_labels =
       si == kContext ? &numbered(feature_labels, C) : &state.result.key_tokens;
@@ -685,8 +710,17 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       hm.show_values = view.show_values;
       hm.max_cell = max_cell;
       hm.size = ImVec2(w, map_h);
-      hm.version = mix({gen, std::uint64_t(std::uintptr_t(&f)), std::uint64_t(si), std::uint64_t(b),
-                        std::uint64_t(cmap), std::uint64_t(row_scale)});
+      // The colours in the version too: a mask edit's result redraws only its changed rows when they
+      // are those of the texture it replaces.
+      auto version_of = [&](std::uint64_t g) {
+        return mix({g, std::uint64_t(si), std::uint64_t(b), std::uint64_t(cmap), std::uint64_t(row_scale),
+                    float_bits(vmin), float_bits(vmax)});
+      };
+      hm.version = version_of(gen);
+      if (rows_hint && state.result.changed_since_generation) {
+        hm.changed_since = version_of(state.result.changed_since_generation);
+        hm.changed_rows = rows_hint;
+      }
       if (si == kMasked) {
         hm.blocked = [p](int i, int j) { return neg_inf(p.at(i, j)); };
         hm.blocked_mask = p.p, hm.blocked_row_stride = p.rs, hm.blocked_col_stride = p.cs;

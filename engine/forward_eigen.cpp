@@ -398,14 +398,14 @@ std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::v
   const std::int64_t L = d.L, Sp = d.S_total, H = d.H;
   const kernels::Table<T>& kernel = table<T>();
   ChangedTasks<T> c(p, b, rows_changed, threads_requested);
-  // With its heads split, a task's head average is summed afterwards from the weights, in head
-  // order and divided by H, as the kernel sums it (the same digits).
-  const std::int64_t parts = c.parts(b.weights && b.weights_avg);
+  // With its heads split, a task's head average (when kept) is summed afterwards from the weights,
+  // in head order and divided by H, as the kernel sums it (the same digits).
+  const std::int64_t parts = c.parts(b.weights || !b.weights_avg);
   kernels::Args<T> a = c.a;
   plan_fused(a, b, c.threads);
   if (parts > 1) a.weights_avg = nullptr;
   const std::int64_t fully_masked = c.run(kernel, a, parts, [](kernels::Args<T>&, int, std::size_t) {});
-  if (parts > 1)
+  if (parts > 1 && b.weights_avg)
     for (std::size_t k = 0; k < c.tasks.size(); ++k) {
       const std::int64_t n = c.item(k), i0 = c.row0(k);
       T* avg = b.weights_avg->data() + (n * L + i0) * Sp;

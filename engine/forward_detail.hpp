@@ -101,6 +101,17 @@ template <class T>
 Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws,
                             Reuse rule = Reuse::free_only);
 
+// An edit in place: whether nothing but `r` and `ws` (the workspace it was computed into) holds a
+// buffer of r's trace (each storage's references are the stages of r that point at it and the
+// workspace slots that do); then r's buffers, writable: by stage name (null for one r left out),
+// and all of them into p's query, key, value and b's stages.
+template <class T>
+bool held_by_result_alone(const ForwardResult<T>& r, Workspace<T>& ws);
+template <class T>
+Buffer<T> result_buffer(const ForwardResult<T>& r, const char* name);
+template <class T>
+void result_buffers(const ForwardResult<T>& r, Problem<T>& p, Buffers<T>& b);
+
 // The forward's steps shared between files: the non-finite count of an input (checks.cpp), the
 // input copied batch-first into a workspace buffer (workspace.cpp), the problem pointed at the
 // weights (mha.cpp), the trace built on the buffers (trace_assembly.cpp).
@@ -155,6 +166,21 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads, StageTimes* 
 template <class T>
 std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
                                 int threads);
+// The Eigen path again after an edit of the weights that leaves some heads alone, into buffers that
+// hold a full Eigen forward of the same problem with the old weights: the in-projections (every
+// head, as forward_eigen computes them, into b.q, b.k, b.v and b.q_scaled), the fused loop for the
+// heads flagged in `heads` ((H) flags) only, the head average summed again from every head's
+// weights in the kernel's order (b.weights must be there when b.weights_avg is), and the whole
+// out-projection. Every value equals a full forward's bit for bit. No head flagged: the
+// out-projection alone (an out_proj edit). Returns the fully masked rows of the heads redone.
+template <class T>
+std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& heads,
+                                 int threads);
+// The fully masked rows the flagged heads give with the q, k and v the buffers hold now (counted
+// before forward_eigen_heads replaces them); b.q_scaled is overwritten, nothing else is written.
+template <class T>
+std::int64_t fully_masked_in_heads(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& heads,
+                                   int threads);
 // The fully masked rows the same tasks give with `mask` (p.mask's layout; only the rows of those
 // tasks are read) in place of p.mask: only the scores and the softmax, nothing written to b. A mask
 // edit takes them out of the count before forward_eigen_rows adds the new ones.

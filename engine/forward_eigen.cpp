@@ -18,6 +18,8 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cost.hpp"
@@ -209,6 +211,29 @@ void plan_fused(kernels::Args<T>& a, Buffers<T>& b, int threads) {
       (line - std::int64_t(reinterpret_cast<std::uintptr_t>(b.scratch->data()) % 64 / sizeof(T))) % line;
 }
 
+// The in-projections, each of a.threads threads a share of the rows of q, k and v (q / √d_k too),
+// then the bias_k and zero rows after each batch item's S keys and values.
+template <class T>
+void project(const Problem<T>& p, const kernels::Table<T>& kernel, const kernels::Args<T>& a) {
+  const Dims& d = p.d;
+  const std::int64_t S = d.S, Sp = d.S_total, kv = d.G * d.d_k;
+  parallel_ranges(a.threads, a.threads, [&](int, std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) kernel.in_projection(a, int(t));
+  });
+  for (std::int64_t n = 0; n < d.N; ++n) {
+    std::int64_t row = S;
+    if (p.bias_k) {
+      std::copy(p.bias_k, p.bias_k + kv, a.k + (n * Sp + row) * kv);
+      std::copy(p.bias_v, p.bias_v + kv, a.v + (n * Sp + row) * kv);
+      ++row;
+    }
+    if (p.add_zero_attn) {
+      std::fill_n(a.k + (n * Sp + row) * kv, kv, T(0));
+      std::fill_n(a.v + (n * Sp + row) * kv, kv, T(0));
+    }
+  }
+}
+
 // The out-projection's (N·L) rows go in fixed blocks of kOutRows, whatever the thread count: a
 // GEMM's digits depend on the rows it is given (one row is a GEMV in Eigen, summed in another
 // order), so fixed blocks give the same output on any number of threads, and forward_eigen_rows
@@ -246,7 +271,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   };
   if (control) control->done = 0, control->total = 0;  // known once the tasks are planned
   check();
-  const std::int64_t N = d.N, S = d.S, Sp = d.S_total, kv = d.G * d.d_k;
+  const std::int64_t N = d.N;
   const int threads = thread_count(threads_requested, forward_flops<T>(d));
   const kernels::Table<T>& kernel = table<T>();
   kernels::Args<T> a = make_args(p, b);
@@ -257,21 +282,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   // 1. In-projections, each thread a share of the rows of q, k and v. torch divides q by √d_k before
   //    the product with kᵀ; that q / √d_k is kept as scratch for every head. Then the bias_k and
   //    zero rows after each batch item's S keys and values.
-  parallel_ranges(threads, threads, [&](int, std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) kernel.in_projection(a, int(t));
-  });
-  for (std::int64_t n = 0; n < N; ++n) {
-    std::int64_t row = S;
-    if (p.bias_k) {
-      std::copy(p.bias_k, p.bias_k + kv, a.k + (n * Sp + row) * kv);
-      std::copy(p.bias_v, p.bias_v + kv, a.v + (n * Sp + row) * kv);
-      ++row;
-    }
-    if (p.add_zero_attn) {
-      std::fill_n(a.k + (n * Sp + row) * kv, kv, T(0));
-      std::fill_n(a.v + (n * Sp + row) * kv, kv, T(0));
-    }
-  }
+  project(p, kernel, a);
   if (a.timing) times->projections = ms_since(t_phase);
 
   // 2. The fused loop (kernels::Table::fused). Each task is a block of rows computed alone (the same
@@ -438,6 +449,101 @@ std::int64_t fully_masked_in_tasks(const Problem<T>& p, Buffers<T>& b, const std
   });
 }
 
+namespace {
+
+// The runs of consecutive heads flagged in `heads` ((H) flags), as [begin, end) pairs.
+std::vector<std::pair<std::int64_t, std::int64_t>> head_runs(const std::vector<char>& heads) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs;
+  for (std::int64_t h = 0; h < std::int64_t(heads.size()); ++h)
+    if (heads[std::size_t(h)]) {
+      if (!runs.empty() && runs.back().second == h)
+        runs.back().second = h + 1;
+      else
+        runs.emplace_back(h, h + 1);
+    }
+  return runs;
+}
+
+// Every fused task of the flagged heads (each run of heads a work item with every task), on the
+// threads as they come free, `adjust` changing an item's arguments for the thread running it.
+// Returns the fully masked rows counted.
+template <class T, class F>
+std::int64_t run_heads(const kernels::Table<T>& kernel, const kernels::Args<T>& a,
+                       const std::vector<char>& heads, const F& adjust) {
+  const auto runs = head_runs(heads);
+  const std::int64_t tasks = a.N * a.blocks_per_item;
+  const std::size_t items = std::size_t(tasks) * runs.size();
+  std::vector<kernels::Tally> tally(static_cast<std::size_t>(a.threads));
+  std::atomic<std::size_t> next{0};
+  parallel_ranges(a.threads, std::int64_t(items), [&](int thread, std::int64_t, std::int64_t) {
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+      const std::int64_t task = std::int64_t(k % std::size_t(tasks));
+      kernels::Args<T> mine = a;
+      std::tie(mine.head_begin, mine.head_end) = runs[k / std::size_t(tasks)];
+      adjust(mine, thread, task);
+      kernel.fused(mine, thread, task, task + 1, &tally[std::size_t(thread)]);
+    }
+  });
+  std::int64_t rows = 0;
+  for (const kernels::Tally& t : tally) rows += t.fully_masked_rows;
+  return rows;
+}
+
+}  // namespace
+
+template <class T>
+std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& heads,
+                                 int threads_requested) {
+  const Dims& d = p.d;
+  const std::int64_t L = d.L, Sp = d.S_total, H = d.H;
+  const kernels::Table<T>& kernel = table<T>();
+  kernels::Args<T> a = make_args(p, b);
+  a.threads = thread_count(threads_requested, forward_flops<T>(d));
+  std::int64_t fully_masked = 0;
+  if (std::any_of(heads.begin(), heads.end(), [](char x) { return x != 0; })) {
+    project(p, kernel, a);
+    plan_fused(a, b, a.threads);
+    a.weights_avg = nullptr;  // summed below from every head's weights
+    fully_masked = run_heads(kernel, a, heads, [](kernels::Args<T>&, int, std::int64_t) {});
+    if (b.weights_avg) {  // in head order, divided by H, as the kernel sums it (the same digits)
+      T* avg = b.weights_avg->data();
+      const T* w = b.weights->data();
+      parallel_ranges(a.threads, d.N * L * Sp, [&](int, std::int64_t x0, std::int64_t x1) {
+        for (std::int64_t x = x0; x < x1; ++x) {
+          const std::int64_t n = x / (L * Sp), at = x % (L * Sp);
+          const T* wn = w + n * H * L * Sp + at;
+          T sum = wn[0];
+          for (std::int64_t h = 1; h < H; ++h) sum += wn[h * L * Sp];
+          avg[x] = sum / T(H);
+        }
+      });
+    }
+  }
+  out_projection_blocks(kernel, a, a.threads, nullptr);
+  return fully_masked;
+}
+
+template <class T>
+std::int64_t fully_masked_in_heads(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& heads,
+                                   int threads_requested) {
+  const kernels::Table<T>& kernel = table<T>();
+  kernels::Args<T> a = make_args(p, b);
+  a.threads = thread_count(threads_requested, forward_flops<T>(p.d));
+  // q / √d_k from the q the buffers hold, as the in-projection computes it (an exact division).
+  const T scale = p.scale();
+  T* qs = b.q_scaled->data();
+  const T* q = b.q->data();
+  for (std::size_t x = 0; x < b.q->size(); ++x) qs[x] = q[x] / scale;
+  plan_fused(a, b, a.threads);
+  // Only the scores and the softmax, which counts (see fully_masked_in_tasks).
+  a.scores = a.scores_scaled = a.scores_masked = a.weights = a.context = a.concat = a.output = nullptr;
+  std::vector<std::vector<T>> avg(std::size_t(a.threads), std::vector<T>(std::size_t(a.block * a.Sp)));
+  return run_heads(kernel, a, heads, [&](kernels::Args<T>& mine, int thread, std::int64_t task) {
+    mine.weights_avg = avg[std::size_t(thread)].data(), mine.avg_n_stride = 0;
+    mine.out_row0 = task % a.blocks_per_item * a.block;
+  });
+}
+
 }  // namespace mha::detail
 
 namespace mha {
@@ -536,6 +642,14 @@ template std::int64_t forward_eigen_rows<float>(const Problem<float>&, Buffers<f
                                                 const std::vector<char>&, int);
 template std::int64_t forward_eigen_rows<double>(const Problem<double>&, Buffers<double>&,
                                                  const std::vector<char>&, int);
+template std::int64_t forward_eigen_heads<float>(const Problem<float>&, Buffers<float>&,
+                                                 const std::vector<char>&, int);
+template std::int64_t forward_eigen_heads<double>(const Problem<double>&, Buffers<double>&,
+                                                  const std::vector<char>&, int);
+template std::int64_t fully_masked_in_heads<float>(const Problem<float>&, Buffers<float>&,
+                                                   const std::vector<char>&, int);
+template std::int64_t fully_masked_in_heads<double>(const Problem<double>&, Buffers<double>&,
+                                                    const std::vector<char>&, int);
 template std::int64_t fully_masked_in_tasks<float>(const Problem<float>&, Buffers<float>&,
                                                    const std::vector<char>&, const float*, int);
 template std::int64_t fully_masked_in_tasks<double>(const Problem<double>&, Buffers<double>&,

@@ -249,24 +249,6 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
 
 namespace {
 
-// Whether nothing but `r` and `ws` holds any buffer of r's trace: each storage's references are the
-// stages of r that point at it and the workspace slots that do.
-template <class T>
-bool held_by_result_alone(const ForwardResult<T>& r, Workspace<T>& ws) {
-  detail::WorkspaceState<T>& st = ws.state();
-  const detail::Buffers<T>& b = st.buffers;
-  const detail::Buffer<T>* slots[] = {&st.query,  &st.key,    &st.value, &st.mask,         &b.q,
-                                      &b.k,       &b.v,       &b.scores, &b.scores_scaled, &b.scores_masked,
-                                      &b.weights, &b.context, &b.concat, &b.output,        &b.weights_avg};
-  for (const Stage<T>& stage : r.trace.stages) {
-    long refs = 0;
-    for (const Stage<T>& other : r.trace.stages) refs += other.storage == stage.storage;
-    for (const detail::Buffer<T>* slot : slots) refs += *slot == stage.storage;
-    if (stage.storage.use_count() != refs) return false;
-  }
-  return true;
-}
-
 // Copies query rows (n, i) flagged in `rows` ((N·L) flags) of every per-row stage from `from` into
 // `to`'s buffers: the (N, H, L, S') stages and context for every head, concat, output and the head
 // average. Both are results of the same problem whose masks differ in no other way on those rows.
@@ -306,30 +288,19 @@ bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inpu
                                 std::vector<char>* rows_changed) {
   if (newest == &r) newest = nullptr;
   MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, r, false, newest);
-  if (!plan.rows || !held_by_result_alone(r, ws)) return false;
+  if (!plan.rows || !detail::held_by_result_alone(r, ws)) return false;
   if (plan.copied.empty()) newest = nullptr;  // newest did not qualify: compared with r's own mask
   detail::Problem<T>& p = plan.p;
   detail::set_weights(p, c, w);
   p.fully_masked = o.fully_masked;
-  // The trace's stages are read-only views of buffers the engine made writable (detail::Buffer); r
-  // holds them alone (checked above), so they are written here as a forward writes them.
-  auto storage = [&r](const char* name) -> detail::Buffer<T> {
-    const Stage<T>* stage = r.trace.find(name);
-    return stage ? std::const_pointer_cast<std::vector<T>>(stage->storage) : nullptr;
-  };
-  p.query = storage("query"), p.key = storage("key"), p.value = storage("value");
   detail::WorkspaceState<T>& st = ws.state();
   detail::Buffers<T> b;
-  b.q = storage("q"), b.k = storage("k"), b.v = storage("v");
-  b.scores = storage("scores"), b.scores_scaled = storage("scores_scaled");
-  b.scores_masked = storage("scores_masked"), b.weights = storage("attn_weights");
-  b.context = storage("context"), b.concat = storage("concat"), b.output = storage("output");
-  b.weights_avg = storage("attn_weights_avg");
+  detail::result_buffers(r, p, b);
   b.scratch = st.buffers.scratch;
 
   // The rows the mask the rows are recomputed against (newest's, or r's own) fully masked in the
   // tasks redone: counted before r's mask takes the new rows.
-  std::vector<T>& mask_values = *storage("attn_mask");
+  std::vector<T>& mask_values = *detail::result_buffer(r, "attn_mask");
   const std::int64_t counted = newest ? newest->fully_masked_rows : r.fully_masked_rows;
   const std::int64_t before = counted > 0 ? detail::fully_masked_in_tasks(
                                                 p, b, plan.changed, plan.old_mask->storage->data(), o.threads)
@@ -359,6 +330,53 @@ bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inpu
   if (rows_changed) *rows_changed = std::move(plan.changed);
   return true;
 }
+
+namespace detail {
+
+// Whether nothing but `r` and `ws` holds any buffer of r's trace: each storage's references are the
+// stages of r that point at it and the workspace slots that do.
+template <class T>
+bool held_by_result_alone(const ForwardResult<T>& r, Workspace<T>& ws) {
+  detail::WorkspaceState<T>& st = ws.state();
+  const detail::Buffers<T>& b = st.buffers;
+  const detail::Buffer<T>* slots[] = {&st.query,  &st.key,    &st.value, &st.mask,         &b.q,
+                                      &b.k,       &b.v,       &b.scores, &b.scores_scaled, &b.scores_masked,
+                                      &b.weights, &b.context, &b.concat, &b.output,        &b.weights_avg};
+  for (const Stage<T>& stage : r.trace.stages) {
+    long refs = 0;
+    for (const Stage<T>& other : r.trace.stages) refs += other.storage == stage.storage;
+    for (const detail::Buffer<T>* slot : slots) refs += *slot == stage.storage;
+    if (stage.storage.use_count() != refs) return false;
+  }
+  return true;
+}
+
+template <class T>
+Buffer<T> result_buffer(const ForwardResult<T>& r, const char* name) {
+  // The trace's stages are read-only views of buffers the engine made writable (Buffer); an edit in
+  // place writes them once held_by_result_alone has said that r holds them alone.
+  const Stage<T>* stage = r.trace.find(name);
+  return stage ? std::const_pointer_cast<std::vector<T>>(stage->storage) : nullptr;
+}
+
+template <class T>
+void result_buffers(const ForwardResult<T>& r, Problem<T>& p, Buffers<T>& b) {
+  p.query = result_buffer(r, "query"), p.key = result_buffer(r, "key"), p.value = result_buffer(r, "value");
+  b.q = result_buffer(r, "q"), b.k = result_buffer(r, "k"), b.v = result_buffer(r, "v");
+  b.scores = result_buffer(r, "scores"), b.scores_scaled = result_buffer(r, "scores_scaled");
+  b.scores_masked = result_buffer(r, "scores_masked"), b.weights = result_buffer(r, "attn_weights");
+  b.context = result_buffer(r, "context"), b.concat = result_buffer(r, "concat");
+  b.output = result_buffer(r, "output"), b.weights_avg = result_buffer(r, "attn_weights_avg");
+}
+
+template bool held_by_result_alone<float>(const ForwardResult<float>&, Workspace<float>&);
+template bool held_by_result_alone<double>(const ForwardResult<double>&, Workspace<double>&);
+template Buffer<float> result_buffer<float>(const ForwardResult<float>&, const char*);
+template Buffer<double> result_buffer<double>(const ForwardResult<double>&, const char*);
+template void result_buffers<float>(const ForwardResult<float>&, Problem<float>&, Buffers<float>&);
+template void result_buffers<double>(const ForwardResult<double>&, Problem<double>&, Buffers<double>&);
+
+}  // namespace detail
 
 #define MHA_INSTANTIATE(T)                                                                               \
   template bool forward_mask_edit<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&, \

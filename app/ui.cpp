@@ -138,7 +138,9 @@ void status_bar(AppState& state) {
     ImGui::Text("N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld  |  %s path, %.2f ms%s", (long long)d.N,
                 (long long)d.L, (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k,
                 backend_name(r.forward->backend), r.compute_ms,
-                r.mask_rows_only ? " (mask edit: only the query rows it changed)" : "");
+                r.mask_rows_only ? " (mask edit: only the query rows it changed)"
+                : r.heads_only   ? " (weights edit: only the heads it moved)"
+                                 : "");
   } else {
     ImGui::TextUnformatted("no result yet");
   }

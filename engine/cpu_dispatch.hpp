@@ -20,8 +20,8 @@ void sgemm_rows(const float* A, const float* B, float* C, std::int64_t n, std::i
 
 // Columns [c0, c1) of y (rows, out) = x·W + b with W stored [in, out] (Hugging Face's Conv1D; b may
 // be null), then gelu_new when asked: the model runner's MLP on the same kernels as the attention.
-void conv1d_columns(const float* x, const float* W, const float* b, float* y, std::int64_t rows, std::int64_t in,
-                    std::int64_t out, std::int64_t c0, std::int64_t c1, bool gelu);
+void conv1d_columns(const float* x, const float* W, const float* b, float* y, std::int64_t rows,
+                    std::int64_t in, std::int64_t out, std::int64_t c0, std::int64_t c1, bool gelu);
 // Rows [r0, r1) of y = A·x for a row-major A (·, cols).
 void gemv_rows(const float* A, const float* x, float* y, std::int64_t cols, std::int64_t r0, std::int64_t r1);
 

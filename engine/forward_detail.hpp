@@ -168,14 +168,15 @@ std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::v
                                 int threads);
 // The Eigen path again after an edit of the weights that leaves some heads alone, into buffers that
 // hold a full Eigen forward of the same problem with the old weights: the in-projections (every
-// head, as forward_eigen computes them, into b.q, b.k, b.v and b.q_scaled), the fused loop for the
+// head, as forward_eigen computes them, into b.q and b.q_scaled when `q`, b.k and b.v when `kv`:
+// the others are as they were), the fused loop for the
 // heads flagged in `heads` ((H) flags) only, the head average summed again from every head's
 // weights in the kernel's order (b.weights must be there when b.weights_avg is), and the whole
 // out-projection. Every value equals a full forward's bit for bit. No head flagged: the
 // out-projection alone (an out_proj edit). Returns the fully masked rows of the heads redone.
 template <class T>
-std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& heads,
-                                 int threads);
+std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& heads, bool q,
+                                 bool kv, int threads);
 // The fully masked rows the flagged heads give with the q, k and v the buffers hold now (counted
 // before forward_eigen_heads replaces them); b.q_scaled is overwritten, nothing else is written.
 template <class T>

@@ -212,14 +212,20 @@ void plan_fused(kernels::Args<T>& a, Buffers<T>& b, int threads) {
 }
 
 // The in-projections, each of a.threads threads a share of the rows of q, k and v (q / √d_k too),
-// then the bias_k and zero rows after each batch item's S keys and values.
+// then the bias_k and zero rows after each batch item's S keys and values. q false: k and v alone;
+// kv false: q alone (a weights edit that leaves the others as they are).
 template <class T>
-void project(const Problem<T>& p, const kernels::Table<T>& kernel, const kernels::Args<T>& a) {
+void project(const Problem<T>& p, const kernels::Table<T>& kernel, const kernels::Args<T>& a, bool q = true,
+             bool kv_too = true) {
   const Dims& d = p.d;
   const std::int64_t S = d.S, Sp = d.S_total, kv = d.G * d.d_k;
+  kernels::Args<T> some = a;
+  if (!q) some.L = 0;       // no query rows to project
+  if (!kv_too) some.S = 0;  // no key or value rows
   parallel_ranges(a.threads, a.threads, [&](int, std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) kernel.in_projection(a, int(t));
+    for (std::int64_t t = t0; t < t1; ++t) kernel.in_projection(some, int(t));
   });
+  if (!kv_too) return;
   for (std::int64_t n = 0; n < d.N; ++n) {
     std::int64_t row = S;
     if (p.bias_k) {
@@ -492,8 +498,8 @@ std::int64_t run_heads(const kernels::Table<T>& kernel, const kernels::Args<T>& 
 }  // namespace
 
 template <class T>
-std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& heads,
-                                 int threads_requested) {
+std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& heads, bool q,
+                                 bool kv, int threads_requested) {
   const Dims& d = p.d;
   const std::int64_t L = d.L, Sp = d.S_total, H = d.H;
   const kernels::Table<T>& kernel = table<T>();
@@ -501,20 +507,29 @@ std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::
   a.threads = thread_count(threads_requested, forward_flops<T>(d));
   std::int64_t fully_masked = 0;
   if (std::any_of(heads.begin(), heads.end(), [](char x) { return x != 0; })) {
-    project(p, kernel, a);
+    project(p, kernel, a, q, kv);
+    if (!q) {  // q as it was; q / √d_k from it, as the in-projection computes it (an exact division)
+      const T scale = p.scale();
+      for (std::size_t x = 0; x < b.q->size(); ++x) (*b.q_scaled)[x] = (*b.q)[x] / scale;
+    }
     plan_fused(a, b, a.threads);
     a.weights_avg = nullptr;  // summed below from every head's weights
     fully_masked = run_heads(kernel, a, heads, [](kernels::Args<T>&, int, std::int64_t) {});
     if (b.weights_avg) {  // in head order, divided by H, as the kernel sums it (the same digits)
       T* avg = b.weights_avg->data();
       const T* w = b.weights->data();
-      parallel_ranges(a.threads, d.N * L * Sp, [&](int, std::int64_t x0, std::int64_t x1) {
-        for (std::int64_t x = x0; x < x1; ++x) {
-          const std::int64_t n = x / (L * Sp), at = x % (L * Sp);
-          const T* wn = w + n * H * L * Sp + at;
-          T sum = wn[0];
-          for (std::int64_t h = 1; h < H; ++h) sum += wn[h * L * Sp];
-          avg[x] = sum / T(H);
+      // A chunk of cells at a time, each head's plane added in turn, in loops the compiler vectorises.
+      constexpr std::int64_t chunk = 4096;
+      const std::int64_t plane = L * Sp, chunks = (plane + chunk - 1) / chunk;
+      parallel_ranges(a.threads, d.N * chunks, [&](int, std::int64_t c0, std::int64_t c1) {
+        for (std::int64_t ck = c0; ck < c1; ++ck) {
+          const std::int64_t n = ck / chunks, x0 = ck % chunks * chunk, x1 = std::min(plane, x0 + chunk);
+          T* out = avg + n * plane;
+          const T* wn = w + n * H * plane;
+          std::copy(wn + x0, wn + x1, out + x0);
+          for (std::int64_t h = 1; h < H; ++h)
+            for (std::int64_t x = x0; x < x1; ++x) out[x] += wn[h * plane + x];
+          for (std::int64_t x = x0; x < x1; ++x) out[x] /= T(H);
         }
       });
     }
@@ -643,9 +658,9 @@ template std::int64_t forward_eigen_rows<float>(const Problem<float>&, Buffers<f
 template std::int64_t forward_eigen_rows<double>(const Problem<double>&, Buffers<double>&,
                                                  const std::vector<char>&, int);
 template std::int64_t forward_eigen_heads<float>(const Problem<float>&, Buffers<float>&,
-                                                 const std::vector<char>&, int);
+                                                 const std::vector<char>&, bool, bool, int);
 template std::int64_t forward_eigen_heads<double>(const Problem<double>&, Buffers<double>&,
-                                                  const std::vector<char>&, int);
+                                                  const std::vector<char>&, bool, bool, int);
 template std::int64_t fully_masked_in_heads<float>(const Problem<float>&, Buffers<float>&,
                                                    const std::vector<char>&, int);
 template std::int64_t fully_masked_in_heads<double>(const Problem<double>&, Buffers<double>&,

@@ -297,14 +297,15 @@ bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inpu
                                 std::vector<char>* rows_changed = nullptr);
 
 // A forward after an edit of the weights that leaves some heads alone, in place: `r` is a result of
-// the Eigen path for the same config, inputs, masks and options with the weights `was`, and nothing
+// the Eigen path for the same config, inputs and options with the weights `was` (the caller vouches
+// for the inputs; the masks are compared with r's merged mask, and must be the same), and nothing
 // but `r` and `ws` holds its buffers (as forward_mask_edit_in_place). The in-projections are redone
 // (every head: they are cheap next to the attention), then the scores, weights and context of only
 // the heads whose weights changed (a row of W_q or b_q: its head; of W_k, W_v, their biases, bias_k
 // or bias_v: every head reading that key/value head), the head average from every head's weights,
 // and the output. An out_proj edit redoes the output alone. Every value equals a full forward's bit
 // for bit. Returns false, `r` untouched, where that does not apply (every head changed, other
-// sizes or options, the head average kept without the weights, a buffer held elsewhere); the
+// masks, sizes or options, the head average kept without the weights, a buffer held elsewhere); the
 // caller then runs a full forward. `heads_changed`: null, or set to (H) flags of the heads redone.
 // If it throws after the checks (out of memory), `r` is half edited: let it go.
 template <class T>

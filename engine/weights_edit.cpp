@@ -1,11 +1,13 @@
 // forward_weights_edit_in_place: a forward after an edit of the weights recomputes only the heads
 // whose weights changed, in the buffers of the result before it.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
 #include "forward_detail.hpp"
 #include "mha.hpp"
+#include "parallel.hpp"
 
 namespace mha {
 
@@ -23,10 +25,13 @@ bool same_values(const Tensor<double>& a, const Tensor<double>& b, std::int64_t 
 // key/value head and so every query head reading it. out_proj moves only the output, which is
 // recomputed whatever changed. False when the tensors' shapes differ (not an edit of values).
 template <class T>
-bool changed_heads(const Dims& d, const Weights<T>& w, const Weights<T>& was, std::vector<char>& heads) {
+bool changed_heads(const Dims& d, const Weights<T>& w, const Weights<T>& was, std::vector<char>& heads,
+                   bool& q, bool& kv) {
   const std::int64_t E = d.E, dk = d.d_k, G = d.G, per_kv = d.H / d.G;
   heads.assign(std::size_t(d.H), 0);
+  q = kv = false;
   auto kv_head = [&](std::int64_t g) {
+    kv = true;
     for (std::int64_t h = g * per_kv; h < (g + 1) * per_kv; ++h) heads[std::size_t(h)] = 1;
   };
   // Rows of a (rows, cols) weight or a (rows,) bias from `row0`: row r of q (r < E) is head r / d_k,
@@ -39,7 +44,7 @@ bool changed_heads(const Dims& d, const Weights<T>& w, const Weights<T>& was, st
       if (same_values(a, b, r * cols, cols)) continue;
       const std::int64_t at = row0 + r;
       if (q_first && at < E)
-        heads[std::size_t(at / dk)] = 1;
+        heads[std::size_t(at / dk)] = 1, q = true;
       else
         kv_head((at - (q_first ? E : 0)) % (G * dk) / dk);
     }
@@ -61,6 +66,29 @@ bool changed_heads(const Dims& d, const Weights<T>& w, const Weights<T>& was, st
       if (!same_values(a, b, g * dk, dk)) kv_head(g);
   }
   return ok;
+}
+
+// Whether the masks `merger` merges are those merged into `mask` (a result's attn_mask stage), bit
+// for bit, compared a row at a time (on two threads from 2^20 cells).
+template <class T>
+bool same_mask(const MaskMerger<T>& merger, const Stage<T>& mask, int threads) {
+  const MergedMask<T> m = merger.shape();
+  const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
+                         m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
+  const std::int64_t rows = m.n_size * m.h_size * m.l_size;
+  if (mask.strides != strides || mask.offset != 0 || mask.storage->size() != std::size_t(rows * m.s_size))
+    return false;
+  const T* old = mask.storage->data();
+  std::atomic<bool> differ{false};
+  const int parts = rows * m.s_size >= (std::int64_t(1) << 20) && threads != 1 ? 2 : 1;
+  detail::parallel_ranges(parts, rows, [&](int, std::int64_t r0, std::int64_t r1) {
+    std::vector<T> row(std::size_t(m.s_size));
+    for (std::int64_t x = r0; x < r1 && !differ.load(std::memory_order_relaxed); ++x) {
+      merger.row(x / (m.h_size * m.l_size), x / m.l_size % m.h_size, x % m.l_size, row.data());
+      if (std::memcmp(old + x * m.s_size, row.data(), row.size() * sizeof(T)) != 0) differ = true;
+    }
+  });
+  return !differ;
 }
 
 }  // namespace
@@ -88,12 +116,15 @@ bool forward_weights_edit_in_place(const Config& c, const Weights<T>& w, const W
       return false;
   // The head average is summed again from every head's weights.
   if (r.trace.has("attn_weights_avg") && !r.trace.has("attn_weights")) return false;
-  // The masks are r's (the caller vouches for it): r's merged mask stands in for them.
+  // The masks must be r's: merged row by row and compared with r's merged mask, which then stands
+  // in for them.
   const MaskMerger<T> merger(d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, nullptr);
   const Stage<T>* mask = r.trace.find("attn_mask");
   if (merger.any() != (mask != nullptr)) return false;
+  if (mask && !same_mask(merger, *mask, o.threads)) return false;
   std::vector<char> heads;
-  if (!changed_heads(d, w, was, heads)) return false;
+  bool q = false, kv = false;  // which projections the edit moves
+  if (!changed_heads(d, w, was, heads, q, kv)) return false;
   if (std::all_of(heads.begin(), heads.end(), [](char x) { return x != 0; })) return false;  // all: a forward
   if (!detail::held_by_result_alone(r, ws)) return false;
 
@@ -113,7 +144,7 @@ bool forward_weights_edit_in_place(const Config& c, const Weights<T>& w, const W
   std::int64_t before = 0, after = 0;
   try {
     if (r.fully_masked_rows > 0) before = detail::fully_masked_in_heads(p, b, heads, o.threads);
-    after = detail::forward_eigen_heads(p, b, heads, o.threads);
+    after = detail::forward_eigen_heads(p, b, heads, q, kv, o.threads);
   } catch (...) {
     if (mask) p.mask->values.swap(*mask_values);
     throw;

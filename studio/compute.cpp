@@ -197,8 +197,8 @@ bool same_tensor(const Tensor<float>& a, const Tensor<float>& b) {  // bit for b
          (a.data.empty() || std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0);
 }
 
-// Whether `a` and `b` ask for the same forward but for their masks.
-bool same_but_masks(const Built& a, const Built& b) {
+// Whether `a` and `b` ask for the same forward but for their masks and weights.
+bool same_inputs(const Built& a, const Built& b) {
   const Config &x = a.config, &y = b.config;
   if (x.embed_dim != y.embed_dim || x.num_heads != y.num_heads || x.kv_heads() != y.kv_heads() ||
       x.bias != y.bias || x.key_dim() != y.key_dim() || x.value_dim() != y.value_dim() ||
@@ -208,9 +208,13 @@ bool same_but_masks(const Built& a, const Built& b) {
       a.options.fully_masked != b.options.fully_masked || a.options.backend != b.options.backend ||
       a.options.score_divisor != b.options.score_divisor)
     return false;
-  if (!same_tensor(a.inputs.query, b.inputs.query) || !same_tensor(a.inputs.key, b.inputs.key) ||
-      !same_tensor(a.inputs.value, b.inputs.value))
-    return false;
+  return same_tensor(a.inputs.query, b.inputs.query) && same_tensor(a.inputs.key, b.inputs.key) &&
+         same_tensor(a.inputs.value, b.inputs.value);
+}
+
+// Whether `a` and `b` ask for the same forward but for their masks.
+bool same_but_masks(const Built& a, const Built& b) {
+  if (!same_inputs(a, b)) return false;
   // state_dict hands out mutable pointers; they are only read here (no 4·E² copies per edit).
   const auto da = state_dict(const_cast<Weights<float>&>(a.weights));
   const auto db = state_dict(const_cast<Weights<float>&>(b.weights));
@@ -271,7 +275,7 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
       throw ConfigError("backend", "internal: a GPU forward was asked for on the UI thread");
     }
     std::shared_ptr<ForwardResult<float>> fwd;
-    bool mask_rows_only = false, in_place = false;
+    bool mask_rows_only = false, heads_only = false, in_place = false;
     std::shared_ptr<const std::vector<char>> changed;
     std::weak_ptr<const ForwardResult<float>> changed_since;
     if (ws) {
@@ -299,6 +303,13 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
                                      &rows)) {
         mask_rows_only = in_place = true;
         *fwd = *kept;  // delivered as a new object sharing the buffers (see Slot)
+      } else if (kept && !as_slot && eigen && slot->built && same_inputs(*slot->built, b) &&
+                 forward_weights_edit_in_place(b.config, b.weights, slot->built->weights, b.inputs, b.options,
+                                               *ws, *kept)) {
+        // Only weights differ from the slot's result (the engine checks the masks): the heads they
+        // move are recomputed in place.
+        heads_only = in_place = true;
+        *fwd = *kept;
       } else {
         kept.reset();  // its buffers are free for this forward to reuse
         if (base)
@@ -330,6 +341,7 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
     r.forward = std::move(fwd);
     r.mask_rows_only = mask_rows_only;
     r.in_place = in_place;
+    r.heads_only = heads_only;
     r.rows_changed = std::move(changed);
     r.changed_since = changed_since;
     r.query_tokens = s.query_tokens();

@@ -300,6 +300,54 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
   check_full("value edit");
 }
 
+TEST_CASE("weights edits on the worker redo only the heads they move, equal to a full forward", "[state]") {
+  AppState s;
+  Scenario start;
+  start.batch = 2;
+  start.tgt_len = 200;
+  start.embed_dim = 64;
+  start.num_heads = 4;
+  start.mask.preset = MaskPreset::causal;
+  apply_mask_preset(start);
+  REQUIRE(forward_work(start) > kSyncWorkLimit);
+  s.start(start);
+  s.recompute();
+  wait_idle(s);
+  for (int i = 0; i < 4000 && !s.computer.settled(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  auto check_full = [&](const char* what) {
+    INFO(what);
+    const Built b = build_forward(s.scenario());
+    const mha::ForwardResult<float> want = mha::forward(b.config, b.weights, b.inputs, b.options);
+    const auto& got = s.result.forward->trace.stages;
+    REQUIRE(got.size() == want.trace.stages.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("stage " << got[i].name);
+      const mha::Tensor<float> x = got[i].contiguous(), y = want.trace.stages[i].contiguous();
+      CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
+    }
+  };
+  // A drag on one weight of W_q's head 1 (rows 16..31), then one of out_proj.
+  int heads_only = 0;
+  for (int k = 0; k < 5; ++k) {
+    const std::int64_t at = (16 + 3) * 64 + k;
+    s.now += 1;
+    s.apply(set_tensor_value("in_proj_weight", at, 0.1f * float(k + 1)));
+    wait_idle(s);
+    if (k >= 3) CHECK(s.result.heads_only);
+    heads_only += s.result.heads_only;
+    check_full("W_q edit");
+  }
+  CHECK(heads_only >= 2);
+  for (int k = 0; k < 4; ++k) {
+    s.now += 1;
+    s.apply(set_tensor_value("out_proj.weight", 5 + k, 0.25f));
+    wait_idle(s);
+    check_full("out_proj edit");
+  }
+  CHECK(s.result.heads_only);
+}
+
 TEST_CASE("the Heads view's kept rows equal a rebuild from scratch after each kind of edit", "[state]") {
   setenv("MHA_VERIFY_HEADS", "1", 1);  // each Heads rebuild is checked; a difference aborts
   mha::test::HeadlessUi ui;

@@ -327,4 +327,13 @@ TEST_CASE("a weights edit moving every head, or on a held result, is left to a f
   }
   CHECK(forward_weights_edit_in_place(c, one, sc.weights, sc.inputs, Options{}, ws, r));
   check_identical(r, forward(c, one, sc.inputs, Options{}));
+  // Masks other than the result's: not a weights edit of it.
+  Inputs<float> masked = sc.inputs;
+  masked.attn_mask = causal_mask<float>(6, 6);
+  ForwardResult<float> m;
+  forward(c, sc.weights, masked, Options{}, ws, m);
+  const ForwardResult<float> want_m = forward(c, sc.weights, masked, Options{});
+  masked.attn_mask->values.data[3 * 6 + 1] = 1;
+  CHECK_FALSE(forward_weights_edit_in_place(c, one, sc.weights, masked, Options{}, ws, m));
+  check_identical(m, want_m);
 }

@@ -100,9 +100,12 @@ std::vector<std::string> stage_list(const std::string& csv) {  // --stages
 // mask cell toggled below the diagonal. The result three edits old, which nothing holds any more,
 // is patched in place (forward_mask_edit_in_place: the edited query row recomputed, every head,
 // and the rows of the two edits before copied from the newest result); where that does not apply,
-// forward_mask_edit recomputes the changed row from the newest result and copies the rest. token: one value
-// of one token's input changed, which moves its q, k and v row and so every softmax row: a full forward. The
-// new mask or input is made outside the timed part.
+// forward_mask_edit recomputes the changed row from the newest result and copies the rest. token:
+// one value of one token's input changed, which moves its q, k and v row and so every softmax row: a
+// full forward. head: one value of W_q in head 0's rows, as a drag on one weight does: the result
+// three edits old is edited in place (forward_weights_edit_in_place: the in-projections, head 0's
+// attention, the head average and the output). The new mask, input or weights are made outside the
+// timed part.
 nlohmann::json bench_edit(const BenchSize& s, const BenchArgs& a) {
   if (a.backend != "cpu") throw ConfigError("--edit", "--edit times the cpu backend only");
   Config c;
@@ -115,7 +118,9 @@ nlohmann::json bench_edit(const BenchSize& s, const BenchArgs& a) {
   o.stages = stage_list(a.stages);
   Workspace<float> ws[3];
   ForwardResult<float> r[3];
+  Weights<float> weights_of[3];  // the weights each result was computed with
   forward(c, sc.weights, sc.inputs, o, ws[0], r[0]);
+  weights_of[0] = sc.weights;
   const int repeats = a.repeats > 0 ? a.repeats : std::max(10, s.repeats);
   platform::ProgressLine progress(std::string("mha bench --edit ") + a.edit + " " + s.name, a.quiet);
   std::vector<double> ms;
@@ -130,6 +135,9 @@ nlohmann::json bench_edit(const BenchSize& s, const BenchArgs& a) {
       float& cell = sc.inputs.attn_mask->values.data[std::size_t(i * s.L + j)];
       cell = cell != 0 ? 0.0f : 1.0f;
       in.attn_mask = sc.inputs.attn_mask;
+    } else if (a.edit == "head") {  // one value of W_q in head 0's rows (0 .. d_k - 1)
+      const std::int64_t dk = s.E / s.H, row = std::int64_t(k) % dk, col = (std::int64_t(k) * 31) % s.E;
+      sc.weights.in_proj_weight.data[std::size_t(row * s.E + col)] += 0.01f;
     } else {  // one value of one token's embedding
       const std::size_t at = std::size_t((std::int64_t(k) * 7919) % sc.inputs.query.numel());
       sc.inputs.query.data[at] += 0.05f;
@@ -141,10 +149,15 @@ nlohmann::json bench_edit(const BenchSize& s, const BenchArgs& a) {
     if (a.edit == "mask") {
       patched = !fresh && forward_mask_edit_in_place(c, sc.weights, in, o, ws[to], r[to], &r[newest]);
       rows = patched || forward_mask_edit(c, sc.weights, in, o, r[newest], ws[to], r[to]);
+    } else if (a.edit == "head") {
+      patched = rows =
+          !fresh && forward_weights_edit_in_place(c, sc.weights, weights_of[to], in, o, ws[to], r[to]);
+      if (!patched) forward(c, sc.weights, in, o, ws[to], r[to]);
     } else {
       forward(c, sc.weights, in, o, ws[to], r[to]);
     }
     const double t = ms_between(t0, Clock::now());
+    weights_of[to] = sc.weights;
     if (k < 2) continue;
     ms.push_back(t);
     rows_only += rows;
@@ -481,9 +494,9 @@ std::function<int()> add_bench(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--edit", a->edit,
                   "time the recompute after one edit instead, on a causal mask, the result before it kept: "
-                  "mask (one cell toggled: its query row is recomputed) or token (one input value: a full "
-                  "forward)")
-      ->check(CLI::IsMember({"mask", "token"}));
+                  "mask (one cell toggled: its query row is recomputed), token (one input value: a full "
+                  "forward) or head (one weight of head 0: that head is recomputed)")
+      ->check(CLI::IsMember({"mask", "token", "head"}));
   return [a]() -> int {
     if (!a->model_dir.empty()) {
       const nlohmann::json j = bench_model(*a);

@@ -138,9 +138,16 @@ void status_bar(AppState& state) {
     ImGui::Text("N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld  |  %s path, %.2f ms%s", (long long)d.N,
                 (long long)d.L, (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k,
                 backend_name(r.forward->backend), r.compute_ms,
-                r.mask_rows_only ? " (mask edit: only the query rows it changed)"
-                : r.heads_only   ? " (weights edit: only the heads it moved)"
+                r.mask_rows_only ? ", edited rows only"
+                : r.heads_only   ? ", edited heads only"
                                  : "");
+    if ((r.mask_rows_only || r.heads_only) && ImGui::IsItemHovered())
+      ImGui::SetTooltip(r.mask_rows_only
+                            ? "A mask edit: only the query rows whose mask changed were recomputed (every "
+                              "head).\nThe values equal a full forward's, bit for bit."
+                            : "A weights edit: only the heads whose weights changed were recomputed (then "
+                              "the head\naverage and the output). The values equal a full forward's, bit "
+                              "for bit.");
   } else {
     ImGui::TextUnformatted("no result yet");
   }

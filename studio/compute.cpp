@@ -212,9 +212,8 @@ bool same_inputs(const Built& a, const Built& b) {
          same_tensor(a.inputs.value, b.inputs.value);
 }
 
-// Whether `a` and `b` ask for the same forward but for their masks.
-bool same_but_masks(const Built& a, const Built& b) {
-  if (!same_inputs(a, b)) return false;
+// Whether `a` and `b` hold the same weights.
+bool same_weights(const Built& a, const Built& b) {
   // state_dict hands out mutable pointers; they are only read here (no 4·E² copies per edit).
   const auto da = state_dict(const_cast<Weights<float>&>(a.weights));
   const auto db = state_dict(const_cast<Weights<float>&>(b.weights));
@@ -286,28 +285,30 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
       }
       b.options.stages = kept_stages(s, b.options.backend);
       b.options.control = &control_;
-      // Inputs that differ from the last job's in the masks alone keep its inputs_id (equal inputs
-      // are a chain: one comparison tells whether the slot's kept result has them too).
+      // The inputs (but for masks and weights) and the weights, each with an id that stays while
+      // they equal the last job's: whether a slot's kept result was computed from the same ones is
+      // then a comparison of ids (equal values are a chain), not of tensors.
       const bool eigen = b.options.backend == Backend::eigen;
-      const bool as_last = eigen && last_built_ && same_but_masks(*last_built_, b);
-      std::shared_ptr<const ForwardResult<float>> base = as_last ? last_.lock() : nullptr;
-      const bool as_slot = eigen && slot->built &&
-                           (as_last ? slot->inputs_id == last_inputs_id_ : same_but_masks(*slot->built, b));
-      const std::uint64_t inputs_id = as_last ? last_inputs_id_ : as_slot ? slot->inputs_id : ++inputs_ids_;
-      // The slot's kept result, edited in place when only the masks differ from its inputs. Taken out
-      // of the slot first: if the edit throws, the half-edited copy goes with the stack.
+      const bool same_inputs_as_last = eigen && last_built_ && same_inputs(*last_built_, b);
+      const bool same_weights_as_last = same_inputs_as_last && same_weights(*last_built_, b);
+      const std::uint64_t inputs_id = same_inputs_as_last ? last_ids_.inputs : ++ids_;
+      const std::uint64_t weights_id = same_weights_as_last ? last_ids_.weights : ++ids_;
+      std::shared_ptr<const ForwardResult<float>> base = same_weights_as_last ? last_.lock() : nullptr;
+      const bool slot_inputs = eigen && slot->kept && slot->ids.inputs == inputs_id;
+      // The slot's kept result, edited in place when only the masks, or only the weights, differ
+      // from its own. Taken out of the slot first: if the edit throws, the half-edited copy goes
+      // with the stack.
       std::shared_ptr<ForwardResult<float>> kept = std::move(slot->kept);
       std::vector<char> rows;  // the query rows that differ from base's
-      if (kept && as_slot &&
+      if (slot_inputs && slot->ids.weights == weights_id &&
           forward_mask_edit_in_place(b.config, b.weights, b.inputs, b.options, *ws, *kept, base.get(),
                                      &rows)) {
         mask_rows_only = in_place = true;
         *fwd = *kept;  // delivered as a new object sharing the buffers (see Slot)
-      } else if (kept && !as_slot && eigen && slot->built && same_inputs(*slot->built, b) &&
-                 forward_weights_edit_in_place(b.config, b.weights, slot->built->weights, b.inputs, b.options,
-                                               *ws, *kept)) {
-        // Only weights differ from the slot's result (the engine checks the masks): the heads they
-        // move are recomputed in place.
+      } else if (slot_inputs && slot->ids.weights != weights_id && slot->weights &&
+                 forward_weights_edit_in_place(b.config, b.weights, *slot->weights, b.inputs, b.options, *ws,
+                                               *kept)) {
+        // Only the weights differ (the engine checks the masks): the heads they move are redone.
         heads_only = in_place = true;
         *fwd = *kept;
       } else {
@@ -323,11 +324,15 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
         changed_since = base;
       }
       last_ = fwd;
+      // The weights the kept result was computed with (for a weights edit), shared while unchanged.
+      std::shared_ptr<const Weights<float>> weights = same_weights_as_last && last_weights_
+                                                          ? last_weights_
+                                                          : std::make_shared<const Weights<float>>(b.weights);
       b.inputs.attn_mask.reset();
       b.inputs.key_padding_mask.reset();
       last_built_ = std::make_shared<const Built>(std::move(b));
-      last_inputs_id_ = slot->inputs_id = inputs_id;
-      slot->built = last_built_;
+      last_ids_ = slot->ids = {inputs_id, weights_id};
+      last_weights_ = slot->weights = weights;
       if (fwd->backend == Backend::eigen) {
         slot->kept = std::make_shared<ForwardResult<float>>(*fwd);
         // What views compute from the delivered result stays with it, not with the worker's copy.
@@ -498,7 +503,7 @@ void Computer::drop_kept(const Dims& d) {
            a.kdim == b.kdim && a.vdim == b.vdim;
   };
   for (Slot& slot : slots_)
-    if (slot.kept && !same(slot.kept->dims, d)) slot.kept.reset(), slot.built.reset();
+    if (slot.kept && !same(slot.kept->dims, d)) slot.kept.reset(), slot.weights.reset();
 }
 
 void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {

@@ -138,16 +138,21 @@ class Computer {
   // One of the worker's three sets of trace buffers, used in turn: while one result is on screen
   // and one is kept for the before/after comparison, the third's buffers are free to reuse (no
   // allocation per edit). `kept` is the worker's own copy of the result last computed into `ws`
-  // (the same buffers, and the engine inputs it came from, masks left out), which the worker may
+  // (the same buffers; what it was computed from by id, and its weights), which the worker may
   // edit in place for a mask edit once the app has let go of the result it delivered
   // (mha::forward_mask_edit_in_place checks that nothing else holds the buffers). The app's views
   // keep weak references to delivered results: the copy is never delivered itself, so none of them
   // can see it change.
+  // Ids of what a result was computed from: equal ids, equal values (see run).
+  struct Ids {
+    std::uint64_t inputs = 0;   // config, options and query, key, value (not masks nor weights)
+    std::uint64_t weights = 0;  // the weights
+  };
   struct Slot {
     Workspace<float> ws;
     std::shared_ptr<ForwardResult<float>> kept;
-    std::shared_ptr<const Built> built;
-    std::uint64_t inputs_id = 0;  // equal for Builts whose inputs differ in the masks alone
+    Ids ids;                                        // kept's
+    std::shared_ptr<const Weights<float>> weights;  // kept's (shared while they do not change)
   };
   // `slot` is null on the UI thread (small problems: allocation is cheap there), where the GPU
   // device is never used.
@@ -193,7 +198,9 @@ class Computer {
   // Worker only.
   std::weak_ptr<const ForwardResult<float>> last_;
   std::shared_ptr<const Built> last_built_;
-  std::uint64_t last_inputs_id_ = 0, inputs_ids_ = 0;
+  Ids last_ids_;
+  std::uint64_t ids_ = 0;  // the last id handed out
+  std::shared_ptr<const Weights<float>> last_weights_;
   std::vector<std::int64_t> presized_;  // the sizes the workspaces were last pre-sized for
   std::atomic<bool> presizing_{false};
   std::thread worker_;

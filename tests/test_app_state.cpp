@@ -45,6 +45,33 @@ TEST_CASE("undo and redo restore whole scenarios", "[state]") {
   CHECK_FALSE(s.history.can_redo());
 }
 
+TEST_CASE("undo keeps the newest steps within its bytes, and always the last one", "[state]") {
+  // Each snapshot holds a 1 MiB mask (a 512 × 512 one); 3.5 MiB of them fit.
+  History h(200, std::size_t(3.5 * 1048576));
+  Scenario s;
+  s.mask.cells.assign(512 * 512, 0.0f);
+  REQUIRE(History::bytes(s) == 1048576);
+  for (int k = 0; k < 10; ++k) {
+    s.seed = std::uint64_t(k);
+    h.push(s, "edit " + std::to_string(k));
+  }
+  CHECK(h.undo_steps() == 3);
+  Scenario now = s;
+  now.seed = 100;
+  for (int k = 9; k >= 7; --k) {  // the newest three, newest first
+    CHECK(h.undo(now) == "edit " + std::to_string(k));
+    CHECK(now.seed == std::uint64_t(k));
+  }
+  CHECK_FALSE(h.can_undo());
+  // One snapshot over the bytes on its own: still kept, so the last edit can always be undone.
+  History tiny(200, 1024);
+  tiny.push(s, "big");
+  CHECK(tiny.undo_steps() == 1);
+  tiny.push(s, "bigger");
+  CHECK(tiny.undo_steps() == 1);
+  CHECK(tiny.undo(now) == "bigger");
+}
+
 TEST_CASE("a drag on one control is one undo step", "[state]") {
   AppState s;
   for (int i = 0; i < 10; ++i) {

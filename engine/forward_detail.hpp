@@ -101,6 +101,12 @@ template <class T>
 Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws,
                             Reuse rule = Reuse::free_only);
 
+// Whether two forwards have the same sizes (an edit recomputes part of one into the other).
+inline bool same_dims(const Dims& a, const Dims& b) {
+  return a.N == b.N && a.L == b.L && a.S == b.S && a.S_total == b.S_total && a.E == b.E && a.H == b.H &&
+         a.G == b.G && a.d_k == b.d_k && a.kdim == b.kdim && a.vdim == b.vdim && a.batched == b.batched;
+}
+
 // An edit in place: whether nothing but `r` and `ws` (the workspace it was computed into) holds a
 // buffer of r's trace (each storage's references are the stages of r that point at it and the
 // workspace slots that do); then r's buffers, writable: by stage name (null for one r left out),

@@ -26,11 +26,6 @@ bool same_config(const Config& a, const Config& b) {
          a.batch_first == b.batch_first;
 }
 
-bool same_dims(const Dims& a, const Dims& b) {
-  return a.N == b.N && a.L == b.L && a.S == b.S && a.S_total == b.S_total && a.E == b.E && a.H == b.H &&
-         a.G == b.G && a.d_k == b.d_k && a.kdim == b.kdim && a.vdim == b.vdim && a.batched == b.batched;
-}
-
 // Copies each source into its buffer. At L = 512 a mask edit copies 42 MB, most of its time on one
 // thread: two threads share the copies (largest first, each to the emptier thread) when there are
 // enough bytes to repay starting one and `threads` (Options::threads) allows it.
@@ -91,8 +86,8 @@ bool rows_apply(const Config& c, const Options& o, const Dims& d, const MaskMerg
                 const ForwardResult<T>& base) {
   const Stage<T>* old_mask = base.trace.find("attn_mask");
   if (!(o.backend == Backend::eigen && base.backend == Backend::eigen && o.score_divisor == 0 &&
-        same_config(c, base.config) && same_dims(d, base.dims) && base.fully_masked == o.fully_masked &&
-        merger.any() && old_mask))
+        same_config(c, base.config) && detail::same_dims(d, base.dims) &&
+        base.fully_masked == o.fully_masked && merger.any() && old_mask))
     return false;
   const MergedMask<T> m = merger.shape();
   const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,

@@ -101,12 +101,8 @@ bool forward_weights_edit_in_place(const Config& c, const Weights<T>& w, const W
   p.d = check_inputs(c, w, in, o);
   const Dims& d = p.d;
   // What the head recompute covers; anything else is for a full forward.
-  auto same_dims = [](const Dims& a, const Dims& b) {
-    return a.N == b.N && a.L == b.L && a.S == b.S && a.S_total == b.S_total && a.E == b.E && a.H == b.H &&
-           a.G == b.G && a.d_k == b.d_k && a.kdim == b.kdim && a.vdim == b.vdim && a.batched == b.batched;
-  };
   if (o.backend != Backend::eigen || r.backend != Backend::eigen || o.score_divisor != r.score_divisor ||
-      r.fully_masked != o.fully_masked || !same_dims(d, r.dims) || c.bias != r.config.bias ||
+      r.fully_masked != o.fully_masked || !detail::same_dims(d, r.dims) || c.bias != r.config.bias ||
       c.add_bias_kv != r.config.add_bias_kv || c.add_zero_attn != r.config.add_zero_attn ||
       c.batch_first != r.config.batch_first)
     return false;

@@ -240,8 +240,11 @@ TEST_CASE("the course notebook on screen meets the notebook's tolerance against 
           1e-8 + 1e-5 * std::abs(torch_row0[e]));
 }
 
-TEST_CASE("mask edits on the worker redo only their rows, equal to a full forward", "[state]") {
-  AppState s;
+namespace {
+
+// N = 2, L = 200, E = 64, H = 4 with a causal mask: computed on the worker. Waits for the first
+// result and for the worker to pre-size its other workspaces.
+void start_on_worker(AppState& s) {
   Scenario start;
   start.batch = 2;
   start.tgt_len = 200;
@@ -254,23 +257,33 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
   s.recompute();
   wait_idle(s);
   REQUIRE(s.result.valid());
-  for (int i = 0; i < 4000 && !s.computer.settled(); ++i)  // the other workspaces get pre-sized
+  for (int i = 0; i < 4000 && !s.computer.settled(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   CHECK(s.computer.settled());
-  auto check_full = [&](const char* what) {
-    INFO(what);
-    const Built b = build_forward(s.scenario());
-    const mha::ForwardResult<float> want = mha::forward(b.config, b.weights, b.inputs, b.options);
-    const auto& got = s.result.forward->trace.stages;
-    REQUIRE(got.size() == want.trace.stages.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      INFO("stage " << got[i].name);
-      const mha::Tensor<float> x = got[i].contiguous(), y = want.trace.stages[i].contiguous();
-      CHECK(x.shape == y.shape);
-      CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
-    }
-    CHECK(s.result.forward->fully_masked_rows == want.fully_masked_rows);
-  };
+}
+
+// The result on screen equals a full forward of the scenario, every stage bit for bit.
+void check_full_forward(const AppState& s, const char* what) {
+  INFO(what);
+  const Built b = build_forward(s.scenario());
+  const mha::ForwardResult<float> want = mha::forward(b.config, b.weights, b.inputs, b.options);
+  const auto& got = s.result.forward->trace.stages;
+  REQUIRE(got.size() == want.trace.stages.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("stage " << got[i].name);
+    const mha::Tensor<float> x = got[i].contiguous(), y = want.trace.stages[i].contiguous();
+    CHECK(x.shape == y.shape);
+    CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
+  }
+  CHECK(s.result.forward->fully_masked_rows == want.fully_masked_rows);
+}
+
+}  // namespace
+
+TEST_CASE("mask edits on the worker redo only their rows, equal to a full forward", "[state]") {
+  AppState s;
+  start_on_worker(s);
+  auto check_full = [&](const char* what) { check_full_forward(s, what); };
   check_full("first result");
   // Cells in other rows each time. From the third edit on, the worker edits its own copy of the
   // result three edits old in place (the app holds only the result on screen and the one before):
@@ -329,31 +342,8 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
 
 TEST_CASE("weights edits on the worker redo only the heads they move, equal to a full forward", "[state]") {
   AppState s;
-  Scenario start;
-  start.batch = 2;
-  start.tgt_len = 200;
-  start.embed_dim = 64;
-  start.num_heads = 4;
-  start.mask.preset = MaskPreset::causal;
-  apply_mask_preset(start);
-  REQUIRE(forward_work(start) > kSyncWorkLimit);
-  s.start(start);
-  s.recompute();
-  wait_idle(s);
-  for (int i = 0; i < 4000 && !s.computer.settled(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  auto check_full = [&](const char* what) {
-    INFO(what);
-    const Built b = build_forward(s.scenario());
-    const mha::ForwardResult<float> want = mha::forward(b.config, b.weights, b.inputs, b.options);
-    const auto& got = s.result.forward->trace.stages;
-    REQUIRE(got.size() == want.trace.stages.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      INFO("stage " << got[i].name);
-      const mha::Tensor<float> x = got[i].contiguous(), y = want.trace.stages[i].contiguous();
-      CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
-    }
-  };
+  start_on_worker(s);
+  auto check_full = [&](const char* what) { check_full_forward(s, what); };
   // A drag on one weight of W_q's head 1 (rows 16..31), then one of out_proj.
   int heads_only = 0;
   for (int k = 0; k < 5; ++k) {

@@ -1,13 +1,13 @@
 # The PyTorch formulas the app shows for every stage run as written in torch and give the app's numbers
 # (tests/trace_snippets.py): plain MHA, GQA, MQA, add_zero_attn, add_bias_kv with key padding, the
-# zero policy for fully masked rows, and the temperature what-if of a scenario. Exit 77 (skipped)
-# without Debian's python3-torch.
+# zero policy for fully masked rows, and the temperature what-if of a scenario. Skipped without
+# Debian's python3-torch.
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 execute_process(COMMAND ${PYTHON} -c "import torch, numpy" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
 if(NOT rc EQUAL 0)
   message("skipped: ${PYTHON} cannot import torch and numpy (bash tools/install_deps.sh --torch)")
-  cmake_language(EXIT 77)
+  return()  # ctest reads "skipped:" (SKIP_REGULAR_EXPRESSION): cmake_language(EXIT) needs CMake 3.29
 endif()
 
 file(WRITE ${OUT}/what_if.json

@@ -129,7 +129,8 @@ Buffer<T> to_batch_first(const Tensor<T>& t, bool batched, bool batch_first, Buf
                          WorkspaceState<T>& ws);
 template <class T>
 void set_weights(Problem<T>& p, const Config& c, const Weights<T>& w);
-// mask_storage: the merged mask's values, in a workspace buffer (unused without a mask).
+// mask_storage: the merged mask's values, in a workspace buffer (unused without a mask): copied
+// there from p.mask's values, or already there when those are empty (forward merges into it).
 template <class T>
 Trace<T> make_trace(const Problem<T>& p, const Buffers<T>& b, Buffer<T> mask_storage);
 

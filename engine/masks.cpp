@@ -133,8 +133,8 @@ std::vector<std::uint8_t> padding_preset(std::int64_t N, std::int64_t S) {
   return kp;
 }
 
-Mask<float> mask_from_additive(const Shape& shape, const std::vector<float>& cells,
-                               MaskConvention convention) {
+void mask_from_additive(const Shape& shape, const std::vector<float>& cells, MaskConvention convention,
+                        Mask<float>& out) {
   // Whether some cell holds a finite non-zero value, a block of cells at a time in a loop the
   // compiler vectorises (x - x is 0 for finite x, NaN otherwise): at L = S = 2048 the mask is 4M
   // cells, converted again on every mask edit.
@@ -146,20 +146,24 @@ Mask<float> mask_from_additive(const Shape& shape, const std::vector<float>& cel
       any |= unsigned(cells[i] != 0.0f) & unsigned(cells[i] - cells[i] == 0.0f);
     has_values = any != 0;
   }
+  std::vector<float> values = std::move(out.values.data);  // its storage is reused where it fits
   if (convention == MaskConvention::additive || has_values) {
-    Mask<float> out;
     out.dtype = MaskDType::floating;
-    out.values = Tensor<float>(shape, cells);
-    return out;
+    values.assign(cells.begin(), cells.end());
+  } else {
+    // torch bool (True = blocked), and the course's 1 = attend converted by mask_from_keep's rule
+    // (blocked = keep == 0): both are the bool mask of the blocked cells.
+    out.dtype = MaskDType::boolean;
+    values.resize(cells.size());
+    for (std::size_t i = 0; i < cells.size(); ++i) values[i] = float(is_blocked(cells[i]));
   }
-  if (convention == MaskConvention::keep) {  // the course's 1 = attend, converted by the named function
-    Tensor<float> keep(shape);
-    for (std::size_t i = 0; i < cells.size(); ++i) keep.data[i] = float(!is_blocked(cells[i]));
-    return mask_from_keep(keep);
-  }
-  Mask<float> out;  // torch bool: True = blocked
-  out.values = Tensor<float>(shape);
-  for (std::size_t i = 0; i < cells.size(); ++i) out.values.data[i] = float(is_blocked(cells[i]));
+  out.values = Tensor<float>(shape, std::move(values));
+}
+
+Mask<float> mask_from_additive(const Shape& shape, const std::vector<float>& cells,
+                               MaskConvention convention) {
+  Mask<float> out;
+  mask_from_additive(shape, cells, convention, out);
   return out;
 }
 

@@ -63,6 +63,9 @@ std::vector<std::uint8_t> padding_preset(std::int64_t N, std::int64_t S);
 // finite non-zero values make it additive whatever the convention: a bool mask cannot hold them.
 Mask<float> mask_from_additive(const Shape& shape, const std::vector<float>& cells,
                                MaskConvention convention);
+// The same into `out`, reusing its storage where the size fits (an edit converts the mask again).
+void mask_from_additive(const Shape& shape, const std::vector<float>& cells, MaskConvention convention,
+                        Mask<float>& out);
 
 // The other half of the course writes masks as 1 = attend, 0 = blocked (`masked_fill(mask == 0, -inf)`).
 // torch reads True as blocked. This converts explicitly: blocked = (keep == 0). It is never guessed.

@@ -55,7 +55,9 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   detail::Problem<T> p;
   p.d = check_inputs(c, w, in, o);
   std::vector<std::string> warnings;
-  p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
+  // The masks are checked here and merged below, straight into the workspace's buffer.
+  const MaskMerger<T> merger(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
+  if (merger.any()) p.mask = merger.shape();
   Backend backend = o.backend;
   for (const std::string& name : o.stages)
     if (std::find(stage_names().begin(), stage_names().end(), name) == stage_names().end())
@@ -93,8 +95,25 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
       r.nonfinite_inputs += detail::count_nonfinite(*t);
 
   detail::Buffers<T>* b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages);
+  // The merged mask goes into the workspace's buffer, which the trace keeps, and is lent to the
+  // problem while the paths compute (no second L·S array allocated and copied per forward).
   detail::Buffer<T> mask_storage;
-  if (p.mask) mask_storage = detail::reuse_or_allocate(st.mask, p.mask->values.size(), st);
+  struct Lent {
+    std::vector<T>* from = nullptr;
+    std::vector<T>* to = nullptr;
+    ~Lent() {
+      if (from) from->swap(*to);
+    }
+  } lent;
+  if (p.mask) {
+    const MergedMask<T>& m = *p.mask;
+    mask_storage =
+        detail::reuse_or_allocate(st.mask, std::size_t(m.n_size * m.h_size * m.l_size * m.s_size), st);
+    merger.merge_into(*mask_storage);
+    p.mask->values.swap(*mask_storage);
+    lent.from = &p.mask->values;
+    lent.to = mask_storage.get();
+  }
   if (backend == Backend::gpu && p.score_divisor > 0) {  // the shaders divide by √d_k
     r.fallback_reason = "the what-if scale (temperature, scale off) is computed on the CPU paths only";
     r.backend = backend = Backend::eigen;
@@ -117,6 +136,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   else if (backend == Backend::eigen)
     detail::forward_eigen(p, *b, o.threads, o.stage_times, o.control);
   r.fully_masked_rows = b->fully_masked_rows;
+  if (lent.from) lent.from->swap(*lent.to), lent.from = nullptr;  // back: the trace's buffer holds it
   r.trace = detail::make_trace(p, *b, std::move(mask_storage));
   return r;
 }

@@ -253,6 +253,11 @@ class Workspace {
   std::unique_ptr<detail::WorkspaceState<T>> state_;  // null until the first forward
 };
 
+// Whether nothing but `r` and `ws` (the workspace r was computed into) holds any of r's buffers:
+// the next forward into `ws` then allocates nothing, and an edit in place may change them.
+template <class T>
+bool held_alone(const ForwardResult<T>& r, Workspace<T>& ws);
+
 // The same forward, computed into `result` with `ws`'s buffers: the inputs are checked first (on an
 // error `result` is untouched), then `result` is released and recomputed, reusing every buffer of
 // unchanged size that nobody else holds (see Workspace). Returns `result`.

@@ -36,7 +36,8 @@ Stage<T> stage(std::string name, std::string formula, std::string note, Shape sh
 
 namespace detail {
 
-// mask_storage: the merged mask's values, in a workspace buffer (unused without a mask).
+// mask_storage: the merged mask's values, in a workspace buffer (unused without a mask): copied
+// there from p.mask's values, or already there when those are empty (forward merges into it).
 template <class T>
 Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
                     detail::Buffer<T> mask_storage) {
@@ -107,7 +108,7 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
     const MergedMask<T>& m = *p.mask;
     const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
                            m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
-    std::copy(m.values.begin(), m.values.end(), mask_storage->begin());
+    if (!m.values.empty()) std::copy(m.values.begin(), m.values.end(), mask_storage->begin());
     s.push_back(stage<T>("attn_mask",
                          "attn_mask merged with key_padding_mask; bool True -> -inf, float added",
                          "additive; broadcast (stride 0) where one mask serves every batch item, "

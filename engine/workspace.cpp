@@ -121,6 +121,11 @@ template <class T>
 Workspace<T>& Workspace<T>::operator=(Workspace&&) noexcept = default;
 
 template <class T>
+bool held_alone(const ForwardResult<T>& r, Workspace<T>& ws) {
+  return detail::held_by_result_alone(r, ws);
+}
+
+template <class T>
 void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o, Workspace<T>& ws) {
   const Dims d = check_inputs(c, w, in, o);
   std::vector<std::string> warnings;
@@ -152,6 +157,7 @@ detail::WorkspaceState<T>& Workspace<T>::state() {
   template class Workspace<T>;                                                                              \
   template void reserve<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&,              \
                            Workspace<T>&);                                                                  \
+  template bool held_alone<T>(const ForwardResult<T>&, Workspace<T>&);                                      \
   template detail::Buffer<T> detail::reuse_or_allocate<T>(detail::Buffer<T>&, std::size_t,                  \
                                                           detail::WorkspaceState<T>&, detail::Reuse);       \
   template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&, \

@@ -1,7 +1,33 @@
 // Undo/redo stacks of scenario snapshots.
 #include "history.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
 namespace mha::studio {
+
+namespace {
+
+// Masks below this many cells stay floats: packing them saves little.
+constexpr std::size_t kPackFrom = 4096;
+
+// Whether every cell is +0 or -inf, bit for bit (a -0 or a NaN is kept as floats).
+constexpr std::uint32_t kOpenBits = 0x00000000u, kBlockedBits = 0xff800000u;
+
+std::uint32_t bits_of(float c) {
+  std::uint32_t b;
+  std::memcpy(&b, &c, sizeof b);
+  return b;
+}
+
+bool all_blocked_or_open(const std::vector<float>& cells) {
+  unsigned other = 0;  // a loop the compiler vectorises: no early exit
+  for (float c : cells) other |= unsigned(bits_of(c) != kOpenBits) & unsigned(bits_of(c) != kBlockedBits);
+  return other == 0;
+}
+
+}  // namespace
 
 std::size_t History::bytes(const Scenario& s) {
   std::size_t n = s.mask.cells.size() * sizeof(float) + s.mask.key_padding.size();
@@ -13,28 +39,67 @@ std::size_t History::bytes(const Scenario& s) {
   return n;
 }
 
-void History::trim() {
+std::size_t History::bytes(const Entry& e) {
+  return bytes(e.scenario) + e.blocked.size() * sizeof(std::uint64_t);
+}
+
+std::size_t History::bytes() const {
   std::size_t total = 0;
-  for (const Entry& e : redo_) total += bytes(e.scenario);
-  for (const Entry& e : undo_) total += bytes(e.scenario);
+  for (const Entry& e : redo_) total += bytes(e);
+  for (const Entry& e : undo_) total += bytes(e);
+  return total;
+}
+
+History::Entry History::make_entry(Scenario s, const std::string& what, std::vector<float>* freed) {
+  Entry e{std::move(s), what, {}, 0};
+  std::vector<float>& cells = e.scenario.mask.cells;
+  if (cells.size() < kPackFrom || !all_blocked_or_open(cells)) return e;
+  e.cells = cells.size();
+  e.blocked.assign((cells.size() + 63) / 64, 0);
+  for (std::size_t w = 0; w < e.blocked.size(); ++w) {
+    const std::size_t i0 = w * 64, i1 = std::min(cells.size(), i0 + 64);
+    std::uint64_t bits = 0;
+    for (std::size_t i = i0; i < i1; ++i)
+      bits |= std::uint64_t(bits_of(cells[i]) == kBlockedBits) << (i - i0);
+    e.blocked[w] = bits;
+  }
+  if (freed) *freed = std::move(cells);
+  cells = std::vector<float>();
+  return e;
+}
+
+void History::restore(Entry& e, Scenario& current) {
+  std::vector<float> storage = std::move(current.mask.cells);
+  current = std::move(e.scenario);
+  if (e.cells == 0) return;
+  storage.resize(e.cells);
+  for (std::size_t i = 0; i < e.cells; ++i)
+    storage[i] = (e.blocked[i / 64] >> (i % 64)) & 1 ? kMaskBlocked : 0.0f;
+  current.mask.cells = std::move(storage);
+}
+
+void History::trim() {
+  std::size_t total = bytes();
   std::size_t drop = 0;
   while (undo_.size() - drop > 1 && (undo_.size() - drop > limit_ || total > byte_limit_))
-    total -= bytes(undo_[drop++].scenario);
+    total -= bytes(undo_[drop++]);
   undo_.erase(undo_.begin(), undo_.begin() + std::ptrdiff_t(drop));
 }
 
-void History::push(const Scenario& before, const std::string& what) {
-  undo_.push_back({before, what});
+std::vector<float> History::push(Scenario before, const std::string& what) {
+  std::vector<float> freed;
+  undo_.push_back(make_entry(std::move(before), what, &freed));
   redo_.clear();
   trim();
+  return freed;
 }
 
 std::string History::undo(Scenario& current) {
   if (undo_.empty()) return "";
   Entry e = std::move(undo_.back());
   undo_.pop_back();
-  redo_.push_back({current, e.what});
-  current = std::move(e.scenario);
+  redo_.push_back(make_entry(current, e.what, nullptr));
+  restore(e, current);
   return e.what;
 }
 
@@ -42,8 +107,8 @@ std::string History::redo(Scenario& current) {
   if (redo_.empty()) return "";
   Entry e = std::move(redo_.back());
   redo_.pop_back();
-  undo_.push_back({current, e.what});
-  current = std::move(e.scenario);
+  undo_.push_back(make_entry(current, e.what, nullptr));
+  restore(e, current);
   return e.what;
 }
 

@@ -1,7 +1,9 @@
 // Undo/redo as whole-scenario snapshots: scenarios are small (KBs at teaching sizes), and a
 // snapshot can never get out of step with the state it restores. At large sizes a snapshot holds
-// the whole mask (L·S floats: 16 MiB at L = 2048, 64 MiB at 4096), so the steps kept are bounded by
-// their bytes as well as by their count; the oldest go first, and the last step is always kept.
+// the whole mask (L·S floats: 16 MiB at L = 2048, 64 MiB at 4096). A mask whose cells are all 0 or
+// -inf (every preset but random values, every painted mask) is kept as one bit a cell, 1/32 of
+// its floats; the steps kept are bounded by their bytes as well as by their count; the oldest go
+// first, and the last step is always kept.
 #pragma once
 
 #include <string>
@@ -15,8 +17,10 @@ class History {
  public:
   explicit History(std::size_t limit = 200, std::size_t byte_limit = std::size_t(256) << 20)
       : limit_(limit), byte_limit_(byte_limit) {}
-  // Records `before` as the state to return to on undo; clears redo.
-  void push(const Scenario& before, const std::string& what);
+  // Records `before` as the state to return to on undo; clears redo. Returns the storage of
+  // before's mask cells when the step keeps them as bits (empty otherwise): the caller's next copy
+  // of a scenario can reuse it instead of allocating (and faulting in) as much again.
+  std::vector<float> push(Scenario before, const std::string& what);
   bool can_undo() const { return !undo_.empty(); }
   bool can_redo() const { return !redo_.empty(); }
   // Swap `current` with the previous/next snapshot; returns the edit's name ("" if none).
@@ -27,14 +31,24 @@ class History {
     redo_.clear();
   }
   std::size_t undo_steps() const { return undo_.size(); }
-  // The bytes a snapshot of `s` holds (its mask, key padding and edited tensors; the rest is small).
+  // The bytes a snapshot of `s` holds with its mask as floats (its mask, key padding and edited
+  // tensors; the rest is small).
   static std::size_t bytes(const Scenario& s);
+  // The bytes the undo and redo steps hold now (masks kept as bits counted as such).
+  std::size_t bytes() const;
 
  private:
   struct Entry {
-    Scenario scenario;
+    Scenario scenario;  // mask.cells empty when `blocked` holds them
     std::string what;
+    std::vector<std::uint64_t> blocked;  // bit i: cell i is -inf (else 0); with cells > 0
+    std::size_t cells = 0;               // the mask's cell count when kept as bits, else 0
   };
+  // `s` as a step; its cells as bits where they are all 0 or -inf (their storage into `freed`).
+  static Entry make_entry(Scenario s, const std::string& what, std::vector<float>* freed);
+  // The step's scenario into `current`, its cells unpacked into current's old cell storage.
+  static void restore(Entry& e, Scenario& current);
+  static std::size_t bytes(const Entry& e);
   // Drops the oldest undo steps past the count or the bytes (undo and redo together), keeping the
   // newest undo step.
   void trim();

@@ -364,6 +364,7 @@ int main(int argc, char** argv) {
     else
       glfwWaitEventsTimeout(0.25);
     state.animating = false;
+    const double frame_start = glfwGetTime();
 
     // Fonts and theme follow the presenter settings; the atlas is rebuilt outside a frame.
     const ViewState& v = state.view();
@@ -392,6 +393,13 @@ int main(int argc, char** argv) {
 
     // ---- Rendering ----
     ImGui::Render();
+    // A forward this frame asked for that lands within a frame's time: the next frame shows it, this
+    // one is not drawn (a script or a screenshot reads every frame it builds).
+    const double frame_ms = (glfwGetTime() - frame_start) * 1000.0;
+    if (!script && screenshot.empty() && state.hold_for_result(AppState::kHeldFrameMs - frame_ms)) {
+      state.animating = true;
+      continue;
+    }
     int fb_w = 0, fb_h = 0;
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
     glViewport(0, 0, fb_w, fb_h);

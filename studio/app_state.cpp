@@ -59,7 +59,11 @@ bool AppState::apply(const Action& a) {
   const bool coalesce =
       a.gesture ? a.gesture == last_gesture : key == last_edit && now - last_edit_time < kCoalesceSeconds;
   if (!coalesce) {
-    history.push(committed, a.what);
+    // The last state goes to the history as it is (no copy); the mask storage it hands back, when
+    // it keeps the mask as bits, takes the copy below.
+    std::vector<float> storage = history.push(std::move(committed), a.what);
+    committed = Scenario{};
+    committed.mask.cells = std::move(storage);
     if (result.valid()) previous = result;  // what was on screen before this edit began
   }
   committed = scenario_;
@@ -128,7 +132,7 @@ void AppState::redo() {
 }
 
 void AppState::load(Scenario s, const std::string& what) {
-  history.push(committed, what);
+  history.push(std::move(committed), what);
   if (result.valid()) previous = result;
   scenario_ = std::move(s);
   committed = scenario_;
@@ -140,7 +144,16 @@ void AppState::load(Scenario s, const std::string& what) {
 
 void AppState::recompute() {
   computer.request(scenario_);
+  asked_worker = computer.busy();
   tick(now);  // a synchronous result is ready now: show it this frame
+}
+
+bool AppState::hold_for_result(double budget_ms) {
+  const bool asked = asked_worker;
+  asked_worker = false;
+  if (!asked || !computer.busy() || budget_ms <= 0) return false;
+  const double expected = computer.expected_ms(scenario_);
+  return expected >= 0 && expected <= budget_ms && computer.wait_idle(budget_ms);
 }
 
 void AppState::tick(double t) {

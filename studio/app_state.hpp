@@ -49,7 +49,8 @@ class AppState {
   Scenario committed;     // the scenario as of the last edit: what undo returns to
   std::string last_edit;  // consecutive edits of the same control within a moment coalesce
   std::uint64_t last_gesture = 0;
-  double now = 0;  // seconds, updated by tick()
+  double now = 0;             // seconds, updated by tick()
+  bool asked_worker = false;  // recompute() gave the worker a job since the last hold_for_result()
 
   const Scenario& scenario() const { return scenario_; }
   // The view settings (tab, selection, hover, colormap): not the user's work, no undo step, but
@@ -77,6 +78,14 @@ class AppState {
   void tick(double now);
   // Recompute now (at start, after load).
   void recompute();
+  // Frame pacing, called once a frame is built and before it is drawn, `budget_ms` before the frame
+  // would have lasted kHeldFrameMs. When this frame gave the worker a forward that took at most
+  // that long the last time at these sizes, waits for it (at most that long) and returns whether it
+  // landed: the caller then draws the next frame, which shows it, instead of this one, which would
+  // show the old result. Drawing is CPU work where the renderer is software, and a frame drawn
+  // meanwhile slows the forward it waits for; a held frame still ends within kHeldFrameMs.
+  bool hold_for_result(double budget_ms);
+  static constexpr double kHeldFrameMs = 20;
   // Tokens that label the result's axes (from the scenario the result was made from).
   const std::vector<std::string>& query_tokens() const { return result.query_tokens; }
   const std::vector<std::string>& key_tokens() const { return result.key_tokens; }

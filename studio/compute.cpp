@@ -24,14 +24,15 @@ void require_shape(const char* name, const Tensor<float>& t, const Shape& want) 
                                     ": reset it (Inputs → Reset) or change the sizes back");
 }
 
-Mask<float> mask_from_spec(const Scenario& s, std::int64_t N, std::int64_t L, std::int64_t S) {
+// The scenario's mask cells as the engine's mask, into `out` (its storage reused where it fits).
+void mask_from_spec(const Scenario& s, std::int64_t N, std::int64_t L, std::int64_t S, Mask<float>& out) {
   const MaskSpec& m = s.mask;
   const Shape want = attn_mask_shape(m.scope, N, s.num_heads, L, S);
   if (m.cells_shape != want || m.cells.size() != std::size_t(numel(want)))
     throw ShapeError("attn_mask", "the mask is " + shape_str(m.cells_shape) +
                                       " but the sizes and scope need " + shape_str(want) +
                                       ": pick a preset again or reset the mask");
-  return mask_from_additive(want, m.cells, m.convention);
+  mask_from_additive(want, m.cells, m.convention, out);
 }
 
 }  // namespace
@@ -86,8 +87,20 @@ Built build_model_layer(const Scenario& s) {
 }
 
 Built build_forward(const Scenario& s, bool check_trace) {
-  if (s.has_model()) return build_model_layer(s);
   Built b;
+  build_forward_into(s, b, check_trace);
+  return b;
+}
+
+void build_forward_into(const Scenario& s, Built& b, bool check_trace) {
+  if (s.has_model()) {
+    b = build_model_layer(s);
+    return;
+  }
+  // The mask's storage is set aside while the inputs are assigned (they carry none of their own).
+  std::optional<Mask<float>> mask = std::move(b.inputs.attn_mask);
+  b.config = Config{};
+  b.options = Options{};
   Config& c = b.config;
   c.embed_dim = s.embed_dim;
   c.num_heads = s.num_heads;
@@ -121,19 +134,26 @@ Built build_forward(const Scenario& s, bool check_trace) {
     }
     seeded_key = key;
   }
-  b.inputs = seeded.inputs;
-  b.weights = seeded.weights;
-  if (s.query) require_shape("query", *s.query, {N, L, s.embed_dim}), b.inputs.query = *s.query;
+  // Copy-assigned: b's tensors keep their storage where the sizes fit.
+  if (s.query) require_shape("query", *s.query, {N, L, s.embed_dim});
+  b.inputs.query = s.query ? *s.query : seeded.inputs.query;
+  b.inputs.key = seeded.inputs.key;
+  b.inputs.value = seeded.inputs.value;
+  b.inputs.attn_mask.reset();
+  b.inputs.key_padding_mask.reset();
+  b.weights = s.weights ? *s.weights : seeded.weights;
   if (!s.cross_attention && !s.separate_qkv) {
     b.inputs.key = b.inputs.query;  // self-attention: one x for query, key and value
     b.inputs.value = b.inputs.query;
   }
   if (s.key) require_shape("key", *s.key, {N, S, s.embed_dim}), b.inputs.key = *s.key;
   if (s.value) require_shape("value", *s.value, {N, S, s.embed_dim}), b.inputs.value = *s.value;
-  if (s.weights) b.weights = *s.weights;  // the engine checks their shapes and names them
+  // s.weights: the engine checks their shapes and names them.
 
   if (!s.mask.cells.empty()) {
-    b.inputs.attn_mask = mask_from_spec(s, N, L, S);
+    if (!mask) mask.emplace();
+    mask_from_spec(s, N, L, S, *mask);
+    b.inputs.attn_mask = std::move(mask);
     if (s.mask.scope == MaskScope::per_batch) b.options.attn_mask_layout = MaskLayout::per_batch;
   }
   if (!s.mask.key_padding.empty()) {
@@ -151,12 +171,13 @@ Built build_forward(const Scenario& s, bool check_trace) {
   b.options.backend = forward_work(s) <= kReferenceWorkLimit ? Backend::reference : Backend::eigen;
   // validate() above: num_heads divides embed_dim.
   if (s.what_if.active()) b.options.score_divisor = s.what_if.divisor(s.embed_dim / s.num_heads);
-  return b;
 }
 
 Mask<float> model_layer_mask(const Scenario& s, std::int64_t T) {
   if (s.mask.cells.empty()) return causal_mask<float>(T, T);
-  return mask_from_spec(s, 1, T, T);
+  Mask<float> m;
+  mask_from_spec(s, 1, T, T, m);
+  return m;
 }
 
 double forward_work(const Scenario& s) {
@@ -217,8 +238,9 @@ bool same_weights(const Built& a, const Built& b) {
   // state_dict hands out mutable pointers; they are only read here (no 4·E² copies per edit).
   const auto da = state_dict(const_cast<Weights<float>&>(a.weights));
   const auto db = state_dict(const_cast<Weights<float>&>(b.weights));
+  if (da.size() != db.size()) return false;
   for (std::size_t i = 0; i < da.size(); ++i)
-    if (!same_tensor(*da[i].second, *db[i].second)) return false;
+    if (da[i].first != db[i].first || !same_tensor(*da[i].second, *db[i].second)) return false;
   return true;
 }
 
@@ -262,7 +284,11 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
       out.result = std::move(r);
       return out;
     }
-    Built b = build_forward(s);
+    // On the worker, the Built of the job before the last: its storage is reused (see Slot).
+    Built local;
+    Built& b = ws ? builts_[last_built_ == 0 ? 1 : 0] : local;
+    if (ws && spare_mask_) b.inputs.attn_mask = std::move(spare_mask_), spare_mask_.reset();
+    build_forward_into(s, b);
     const BackendChoice choice = choice_;
     if (ws && choice == BackendChoice::gpu) {
       b.options.backend = Backend::gpu;
@@ -289,11 +315,14 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
       // they equal the last job's: whether a slot's kept result was computed from the same ones is
       // then a comparison of ids (equal values are a chain), not of tensors.
       const bool eigen = b.options.backend == Backend::eigen;
-      const bool same_inputs_as_last = eigen && last_built_ && same_inputs(*last_built_, b);
-      const bool same_weights_as_last = same_inputs_as_last && same_weights(*last_built_, b);
+      const Built* last = last_built_ >= 0 ? &builts_[last_built_] : nullptr;
+      const bool same_inputs_as_last = eigen && last && same_inputs(*last, b);
+      // Compared whatever the inputs: a value drag keeps the weights' id (and their shared copy).
+      const bool same_weights_as_last = eigen && last && same_weights(*last, b);
       const std::uint64_t inputs_id = same_inputs_as_last ? last_ids_.inputs : ++ids_;
       const std::uint64_t weights_id = same_weights_as_last ? last_ids_.weights : ++ids_;
-      std::shared_ptr<const ForwardResult<float>> base = same_weights_as_last ? last_.lock() : nullptr;
+      std::shared_ptr<const ForwardResult<float>> base =
+          same_inputs_as_last && same_weights_as_last ? last_.lock() : nullptr;
       const bool slot_inputs = eigen && slot->kept && slot->ids.inputs == inputs_id;
       // The slot's kept result, edited in place when only the masks, or only the weights, differ
       // from its own. Taken out of the slot first: if the edit throws, the half-edited copy goes
@@ -328,9 +357,11 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
       std::shared_ptr<const Weights<float>> weights = same_weights_as_last && last_weights_
                                                           ? last_weights_
                                                           : std::make_shared<const Weights<float>>(b.weights);
+      // The mask's storage waits for the next job's (the result's trace holds the merged mask).
+      spare_mask_ = std::move(b.inputs.attn_mask);
       b.inputs.attn_mask.reset();
       b.inputs.key_padding_mask.reset();
-      last_built_ = std::make_shared<const Built>(std::move(b));
+      last_built_ = &b == &builts_[0] ? 0 : 1;
       last_ids_ = slot->ids = {inputs_id, weights_id};
       last_weights_ = slot->weights = weights;
       if (fwd->backend == Backend::eigen) {
@@ -423,8 +454,15 @@ void Computer::request(const Scenario& s) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = Job{s, seq};
+    // Copied into the storage of a job the worker is done with: at large sizes the scenario holds
+    // the whole mask, and a fresh copy would fault in its pages on this thread, in the frame.
+    std::unique_lock<std::mutex> lock(mutex_);
+    Scenario copy = std::move(spare_job_);
+    lock.unlock();
+    copy = s;
+    lock.lock();
+    if (job_) spare_job_ = std::move(job_->scenario);  // a queued job this one replaces
+    job_ = Job{std::move(copy), seq};
     busy_ = true;
     if (running_ && result_sizes(s) != running_sizes_) control_.cancel = true;
   }
@@ -434,6 +472,22 @@ void Computer::request(const Scenario& s) {
 double Computer::progress() const {
   const std::int64_t total = control_.total, done = control_.done;
   return busy_ && total > 0 ? std::clamp(double(done) / double(total), 0.0, 1.0) : 0.0;
+}
+
+std::int64_t Computer::allocations() const {
+  std::int64_t n = 0;
+  for (const Slot& slot : slots_) n += slot.ws.allocations();
+  return n;
+}
+
+bool Computer::wait_idle(double ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_cv_.wait_for(lock, std::chrono::duration<double, std::milli>(ms), [this] { return !busy_; });
+}
+
+double Computer::expected_ms(const Scenario& s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ms_per_work_ < 0 || s.has_model() ? -1 : forward_work(s) * ms_per_work_;
 }
 
 void Computer::deliver(Outcome o, std::uint64_t seq) {
@@ -464,18 +518,35 @@ void Computer::worker_loop() {
     control_.cancel = false;
     control_.total = 0;
     lock.unlock();
-    Slot& slot = slots_[next_slot_];
-    next_slot_ = (next_slot_ + 1) % 3;
+    // The next slot in turn whose buffers nobody but its own kept result holds. The app holds the
+    // result on screen and the one before the edit; during a drag (one edit) that one stays, and
+    // strict turns would then make the drag's third forward allocate a whole trace beside it.
+    int pick = next_slot_;
+    for (int k = 0; k < 3; ++k) {
+      Slot& s = slots_[(next_slot_ + k) % 3];
+      if (!s.kept || held_alone(*s.kept, s.ws)) {
+        pick = (next_slot_ + k) % 3;
+        break;
+      }
+    }
+    Slot& slot = slots_[pick];
+    next_slot_ = (pick + 1) % 3;
     Outcome o = run(job.scenario, &slot);
     lock.lock();
     running_ = false;
     std::shared_ptr<const ForwardResult<float>> shown;
-    if (o.result) shown = o.result->forward;
+    if (o.result) {
+      shown = o.result->forward;
+      const Result& r = *o.result;
+      if (!r.in_place && !r.mask_rows_only && !r.heads_only && !job.scenario.has_model())
+        ms_per_work_ = r.compute_ms / forward_work(job.scenario);
+    }
     if (o.cancelled)
       ++cancelled_;
     else
       deliver(std::move(o), job.seq);
     busy_ = job_.has_value();
+    if (!busy_) idle_cv_.notify_all();
     if (shown && !job_) presizing_ = true;
     if (on_done) {
       lock.unlock();
@@ -494,6 +565,7 @@ void Computer::worker_loop() {
         lock.lock();
       }
     }
+    spare_job_ = std::move(job.scenario);
   }
 }
 

@@ -65,6 +65,10 @@ struct Built {
 };
 // With a model, the chosen layer's attention as one module: the same forward as the layer's.
 Built build_forward(const Scenario& s, bool check_trace = true);
+// The same into `b`, whose tensors' storage is reused where the sizes fit: the worker builds every
+// job into one of two Builts in turn, so an edit at large sizes copies its inputs, weights and mask
+// into memory already faulted in instead of allocating (and zeroing) 30 MB or more.
+void build_forward_into(const Scenario& s, Built& b, bool check_trace = true);
 
 // Above this many multiply-adds a recompute goes to the worker thread (a 60 Hz frame is 16 ms;
 // the Eigen path does ≥ 1 GFLOP/s even on a slow core, so 2·10^6 MACs stay well inside a frame).
@@ -109,6 +113,15 @@ class Computer {
   // once. The --frame-stats replay waits for it after each size it loads, as a user reading the
   // new size would.
   bool settled() const { return !busy_ && !presizing_; }
+  // Buffers the worker's workspaces have allocated so far (read it once settled()).
+  std::int64_t allocations() const;
+  // Waits until the worker is no longer busy (its result delivered, or nothing left to compute), at
+  // most `ms` milliseconds; returns whether it is no longer busy.
+  bool wait_idle(double ms);
+  // Milliseconds a whole forward of `s` is expected to take on the worker: the cost model's work
+  // (forward_work) at the rate of the worker's last whole forward; negative before the first. An
+  // edit the worker recomputes in part (a mask cell, a head's weights) takes less.
+  double expected_ms(const Scenario& s);
   // Called on the worker thread after a background result is ready, and again when the pre-sizing
   // after it ends (the app wakes its event loop with it, so the UI can sleep while a forward runs).
   // Set before the first request.
@@ -176,7 +189,11 @@ class Computer {
 
   std::mutex mutex_;
   std::condition_variable cv_;
+  std::condition_variable idle_cv_;  // notified when the worker stops being busy
+  // Milliseconds per unit of forward_work of the worker's last whole forward (under mutex_).
+  double ms_per_work_ = -1;
   std::optional<Job> job_;
+  Scenario spare_job_;  // a finished job's scenario: request() copies the next one into its storage
   std::optional<Outcome> done_;
   std::atomic<bool> busy_{false};
   bool quit_ = false;
@@ -197,7 +214,12 @@ class Computer {
   // between copied from this one, or else from this one into new buffers (mha::forward_mask_edit).
   // Worker only.
   std::weak_ptr<const ForwardResult<float>> last_;
-  std::shared_ptr<const Built> last_built_;
+  // Two Builts used in turn: a job builds into the one its predecessor did not (last_built_ is the
+  // predecessor's, -1 before any), copying into storage already there. The masks are left out of
+  // the last one; their storage waits in spare_mask_ for the next job.
+  Built builts_[2];
+  int last_built_ = -1;
+  std::optional<Mask<float>> spare_mask_;
   Ids last_ids_;
   std::uint64_t ids_ = 0;  // the last id handed out
   std::shared_ptr<const Weights<float>> last_weights_;

@@ -109,6 +109,7 @@ std::vector<V> resize_overlap(const Shape& from, const std::vector<V>& data, con
 void fit_cells(MaskSpec& m, const Shape& want) {
   const Shape& old = m.cells_shape;
   const bool have_old = !old.empty() && safe_numel(old) == std::int64_t(m.cells.size());
+  if (have_old && old == want) return;  // a head-count change at shared scope: nothing to fit
   std::vector<float> cells;
   if (have_old && old.size() == 2 && want.size() == 3) {
     const std::vector<float> slice = resize_overlap(old, m.cells, {want[1], want[2]});

@@ -46,10 +46,11 @@ TEST_CASE("undo and redo restore whole scenarios", "[state]") {
 }
 
 TEST_CASE("undo keeps the newest steps within its bytes, and always the last one", "[state]") {
-  // Each snapshot holds a 1 MiB mask (a 512 × 512 one); 3.5 MiB of them fit.
+  // Each snapshot holds a 1 MiB mask (a 512 × 512 one of additive values, kept as floats); 3.5 MiB
+  // of them fit.
   History h(200, std::size_t(3.5 * 1048576));
   Scenario s;
-  s.mask.cells.assign(512 * 512, 0.0f);
+  s.mask.cells.assign(512 * 512, 0.5f);
   REQUIRE(History::bytes(s) == 1048576);
   for (int k = 0; k < 10; ++k) {
     s.seed = std::uint64_t(k);
@@ -70,6 +71,41 @@ TEST_CASE("undo keeps the newest steps within its bytes, and always the last one
   tiny.push(s, "bigger");
   CHECK(tiny.undo_steps() == 1);
   CHECK(tiny.undo(now) == "bigger");
+}
+
+TEST_CASE("undo keeps a mask of 0 and -inf cells as bits and restores it bit for bit", "[state]") {
+  Scenario s;
+  s.mask.cells.assign(512 * 512, 0.0f);
+  for (std::size_t i = 0; i < s.mask.cells.size(); i += 3) s.mask.cells[i] = mha::kMaskBlocked;
+  s.mask.cells_shape = {512, 512};
+  const Scenario before = s;
+  History h(200, std::size_t(3.5 * 1048576));
+  // The step keeps one bit a cell, and hands the floats' storage back.
+  const std::vector<float> freed = h.push(s, "paint");
+  CHECK(freed.size() == 512 * 512);
+  CHECK(h.bytes() == 512 * 512 / 8);
+  // Ten such steps fit where three float masks did.
+  for (int k = 0; k < 9; ++k) h.push(s, "paint " + std::to_string(k));
+  CHECK(h.undo_steps() == 10);
+  Scenario now;
+  now.mask.cells.assign(7, 0.25f);  // its storage is reused for the unpacked cells
+  for (int k = 0; k < 10; ++k) h.undo(now);
+  REQUIRE(now.mask.cells.size() == before.mask.cells.size());
+  CHECK(std::memcmp(now.mask.cells.data(), before.mask.cells.data(), before.mask.cells.size() * 4) == 0);
+  CHECK(now.mask.cells_shape == before.mask.cells_shape);
+  // Redo restores what undo left, as bits too; a -0 or a NaN cell keeps the mask as floats.
+  h.redo(now);
+  CHECK(std::memcmp(now.mask.cells.data(), before.mask.cells.data(), before.mask.cells.size() * 4) == 0);
+  for (float odd : {-0.0f, std::nanf(""), 1.0f}) {
+    Scenario t = before;
+    t.mask.cells[5] = odd;
+    History one;
+    CHECK(one.push(t, "odd").empty());
+    CHECK(one.bytes() == 512 * 512 * sizeof(float));
+    Scenario back;
+    one.undo(back);
+    CHECK(std::memcmp(back.mask.cells.data(), t.mask.cells.data(), t.mask.cells.size() * 4) == 0);
+  }
 }
 
 TEST_CASE("a drag on one control is one undo step", "[state]") {
@@ -163,6 +199,67 @@ TEST_CASE("autosave waits for a quiet second, then writes atomically", "[state]"
   CHECK(load_scenario(path.string()).seed == 3);
   for (const auto& e : std::filesystem::directory_iterator(dir)) CHECK(e.path().extension() != ".tmp");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a Built reused for other scenarios computes what one built afresh does", "[state]") {
+  // One Built takes scenario after scenario, as the worker's two do: masks in each convention and
+  // scope, additive values, key padding only, no mask, other sizes, edited tensors.
+  std::vector<Scenario> list;
+  Scenario s;
+  s.batch = 2;
+  s.tgt_len = 6;
+  s.embed_dim = 8;
+  s.num_heads = 2;
+  s.mask.preset = MaskPreset::causal;
+  apply_mask_preset(s);
+  list.push_back(s);
+  s.mask.convention = MaskConvention::keep;
+  list.push_back(s);
+  s.mask.convention = MaskConvention::additive;
+  s.mask.cells[3] = 0.5f;  // a value only a float mask holds
+  list.push_back(s);
+  s.mask.convention = MaskConvention::torch_bool;
+  list.push_back(s);  // the value makes it a float mask in any convention
+  s.mask.scope = MaskScope::per_head;
+  s.mask.preset = MaskPreset::sliding_window;
+  apply_mask_preset(s);
+  list.push_back(s);
+  s.mask.preset = MaskPreset::padding;
+  apply_mask_preset(s);
+  list.push_back(s);
+  s.mask.preset = MaskPreset::none;
+  apply_mask_preset(s);
+  list.push_back(s);
+  s.tgt_len = 9;
+  s.num_heads = 4;
+  s.mask.preset = MaskPreset::causal;
+  apply_mask_preset(s);
+  list.push_back(s);
+  s.query = build_forward(s).inputs.query;
+  s.query->data[4] = 2.5f;
+  list.push_back(s);
+  list.push_back(list[0]);
+  Built reused;
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    INFO("scenario " << k);
+    build_forward_into(list[k], reused);
+    const Built fresh = build_forward(list[k]);
+    CHECK(reused.inputs.attn_mask.has_value() == fresh.inputs.attn_mask.has_value());
+    if (reused.inputs.attn_mask && fresh.inputs.attn_mask) {
+      CHECK(reused.inputs.attn_mask->dtype == fresh.inputs.attn_mask->dtype);
+      CHECK(reused.inputs.attn_mask->values.shape == fresh.inputs.attn_mask->values.shape);
+      CHECK(reused.inputs.attn_mask->values.data == fresh.inputs.attn_mask->values.data);
+    }
+    const auto a = mha::forward(reused.config, reused.weights, reused.inputs, reused.options);
+    const auto b = mha::forward(fresh.config, fresh.weights, fresh.inputs, fresh.options);
+    REQUIRE(a.trace.stages.size() == b.trace.stages.size());
+    for (std::size_t i = 0; i < a.trace.stages.size(); ++i) {
+      INFO("stage " << a.trace.stages[i].name);
+      const mha::Tensor<float> x = a.trace.stages[i].contiguous(), y = b.trace.stages[i].contiguous();
+      CHECK(x.shape == y.shape);
+      CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE("the seeded draws kept across a head-count change are those drawn afresh", "[state]") {
@@ -338,6 +435,53 @@ TEST_CASE("mask edits on the worker redo only their rows, equal to a full forwar
   wait_idle(s);
   CHECK_FALSE(s.result.mask_rows_only);
   check_full("value edit");
+}
+
+TEST_CASE("a drag's forwards reuse the worker's buffers while Compare keeps the result before it",
+          "[state]") {
+  AppState s;
+  start_on_worker(s);
+  const float x0 = build_forward(s.scenario()).inputs.query.data[3];
+  // One gesture (the same control within a moment): one undo step, and `previous` (Compare's
+  // before) stays the result from before the drag while the drag's results come and go. Its slot
+  // is skipped: no forward of the drag allocates.
+  const std::int64_t allocations = s.computer.allocations();
+  for (int k = 0; k < 9; ++k) {
+    REQUIRE(s.apply(set_tensor_value("query", 3, x0 + 0.01f * float(k + 1))));
+    wait_idle(s);
+    for (int i = 0; i < 4000 && !s.computer.settled(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    check_full_forward(s, "drag step");
+  }
+  CHECK(s.history.undo_steps() == 1);
+  CHECK(s.computer.allocations() == allocations);
+}
+
+TEST_CASE("a frame waits for a forward that lands within its budget, and only then", "[state]") {
+  AppState s;
+  start_on_worker(s);
+  // No edit this frame: nothing to wait for.
+  CHECK_FALSE(s.hold_for_result(1e4));
+  const auto before = s.result.forward;
+  s.now += 1;
+  REQUIRE(s.apply(set_tensor_value("query", 5, 0.25f)));
+  CHECK(s.computer.expected_ms(s.scenario()) > 0);
+  // A budget the forward fits in: the wait ends with it landed (unless it landed already), and the
+  // next tick shows it.
+  const bool busy = s.computer.busy();
+  CHECK(s.hold_for_result(1e4) == busy);
+  CHECK_FALSE(s.computer.busy());
+  s.tick(s.now);
+  CHECK(s.result.forward != before);
+  check_full_forward(s, "held edit");
+  // Asked once per request: a second call in the same frame does not wait.
+  CHECK_FALSE(s.hold_for_result(1e4));
+  // No budget left: the frame is drawn at once, and the result lands later.
+  s.now += 1;
+  REQUIRE(s.apply(set_tensor_value("query", 6, 0.5f)));
+  CHECK_FALSE(s.hold_for_result(0));
+  wait_idle(s);
+  check_full_forward(s, "edit not held");
 }
 
 TEST_CASE("weights edits on the worker redo only the heads they move, equal to a full forward", "[state]") {

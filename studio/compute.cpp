@@ -6,6 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "cost.hpp"
 #include "errors.hpp"
@@ -507,6 +512,12 @@ std::optional<Computer::Outcome> Computer::poll() {
 }
 
 void Computer::worker_loop() {
+#ifdef __linux__
+  // The worker (and the threads its forwards start, which inherit it) runs at nice 5, a third of
+  // the UI thread's share of a core when both want one: frames drawn while a forward runs stay
+  // under 20 ms at L = 2048 (p95 20 ms at the same priority), and an idle UI leaves it every core.
+  setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), 5);
+#endif
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     cv_.wait(lock, [this] { return quit_ || job_.has_value(); });

@@ -201,6 +201,22 @@ TEST_CASE("autosave waits for a quiet second, then writes atomically", "[state]"
   std::filesystem::remove_all(dir);
 }
 
+namespace {
+
+// Every stage of `got` holds the bits `want`'s does, NaN included.
+void check_same_trace(const mha::ForwardResult<float>& got, const mha::ForwardResult<float>& want) {
+  REQUIRE(got.trace.stages.size() == want.trace.stages.size());
+  for (std::size_t i = 0; i < got.trace.stages.size(); ++i) {
+    INFO("stage " << got.trace.stages[i].name);
+    const mha::Tensor<float> x = got.trace.stages[i].contiguous(), y = want.trace.stages[i].contiguous();
+    CHECK(x.shape == y.shape);
+    CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
+  }
+  CHECK(got.fully_masked_rows == want.fully_masked_rows);
+}
+
+}  // namespace
+
 TEST_CASE("a Built reused for other scenarios computes what one built afresh does", "[state]") {
   // One Built takes scenario after scenario, as the worker's two do: masks in each convention and
   // scope, additive values, key padding only, no mask, other sizes, edited tensors.
@@ -250,15 +266,8 @@ TEST_CASE("a Built reused for other scenarios computes what one built afresh doe
       CHECK(reused.inputs.attn_mask->values.shape == fresh.inputs.attn_mask->values.shape);
       CHECK(reused.inputs.attn_mask->values.data == fresh.inputs.attn_mask->values.data);
     }
-    const auto a = mha::forward(reused.config, reused.weights, reused.inputs, reused.options);
-    const auto b = mha::forward(fresh.config, fresh.weights, fresh.inputs, fresh.options);
-    REQUIRE(a.trace.stages.size() == b.trace.stages.size());
-    for (std::size_t i = 0; i < a.trace.stages.size(); ++i) {
-      INFO("stage " << a.trace.stages[i].name);
-      const mha::Tensor<float> x = a.trace.stages[i].contiguous(), y = b.trace.stages[i].contiguous();
-      CHECK(x.shape == y.shape);
-      CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
-    }
+    check_same_trace(mha::forward(reused.config, reused.weights, reused.inputs, reused.options),
+                     mha::forward(fresh.config, fresh.weights, fresh.inputs, fresh.options));
   }
 }
 
@@ -363,16 +372,7 @@ void start_on_worker(AppState& s) {
 void check_full_forward(const AppState& s, const char* what) {
   INFO(what);
   const Built b = build_forward(s.scenario());
-  const mha::ForwardResult<float> want = mha::forward(b.config, b.weights, b.inputs, b.options);
-  const auto& got = s.result.forward->trace.stages;
-  REQUIRE(got.size() == want.trace.stages.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("stage " << got[i].name);
-    const mha::Tensor<float> x = got[i].contiguous(), y = want.trace.stages[i].contiguous();
-    CHECK(x.shape == y.shape);
-    CHECK(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0);
-  }
-  CHECK(s.result.forward->fully_masked_rows == want.fully_masked_rows);
+  check_same_trace(*s.result.forward, mha::forward(b.config, b.weights, b.inputs, b.options));
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
-// The Eigen forward: GEMMs for the projections, then one fused pass per (batch item, block of query
-// rows) through every head — scores GEMM, mask + softmax, head average, context GEMM — while the block
-// is still in cache. Each phase is split over threads by rows. Fills the same buffers as the
-// reference (forward_reference.cpp), and is tested against it stage by stage.
+// The Eigen forward: Eigen's GEMMs for the in-projections, then one fused pass per (batch item, block
+// of query rows) through every head — scores product, mask + softmax, head average, context product —
+// while the block is still in cache, then the out-projection. The fused pass's products and the
+// out-projection are the kernels' own, which give a row the same digits whatever rows come with it,
+// so an edit redoes the rows it changed alone (forward_eigen_rows). Each phase is split over threads
+// by rows. Fills the same buffers as the reference (forward_reference.cpp), and is tested against it
+// stage by stage.
 //
 // This file is compiled for baseline x86-64 and holds the plan: sizes, scratch, threads, timing.
 // The arithmetic is in kernels/forward_kernels.cpp, compiled once per instruction set; the copy
@@ -135,15 +138,13 @@ double ms_since(Clock::time_point& t) {
   return ms;
 }
 
-// Query rows per task of the fused loop. Few rows make the per-head GEMMs slow: Eigen packs a whole
-// head's keys (or values) on every call, which costs as much as the arithmetic of some rows (hence
-// at least 16). Over that, the task's three (rows, S') scratch blocks (scores, weights, head sum)
-// should stay near the core: at most 1 MiB each (2 MiB of L2 per core on the machine measured, a
-// large L3 behind it), and at most 128 rows (64 was 3–7 % slower at L = 2048). And at
-// least 8 tasks per batch item: a mask edit recomputes the tasks holding its rows on one thread
-// (forward_eigen_rows), so at L = 512 a one-cell edit redid 256 rows of every head, as slow as the
-// whole forward on two threads; with 64-row blocks it redoes 64, and the full forward measured the
-// same (`mha bench --size medium`, alternated 6 times: medians 19.5–20.8 ms, 19.1–20.5 with 256).
+// Query rows per task of the fused loop. Few rows make the products slow: each panel of kᵀ is
+// loaded once per tile of rows (hence at least 16). Over that, the task's three (rows, S') scratch
+// blocks (scores, weights, head sum) should stay near the core: at most 1 MiB each (2 MiB of L2 per
+// core on the machine measured, a large L3 behind it), and at most 128 rows (64 was 3–7 % slower at
+// L = 2048). And at least 8 tasks per batch item, so that a thread that loses its core for a while
+// (the app draws a frame) holds up little: at L = 512, 128-row blocks were 2 % faster alone
+// (`mha bench --size medium`, alternated 3 times: 11.5–11.6 ms against 11.8).
 std::int64_t rows_per_block(std::int64_t L, std::int64_t Sp, std::size_t scalar) {
   const std::int64_t fit = 1024 * 1024 / (Sp * std::int64_t(scalar));
   const std::int64_t rows = std::clamp<std::int64_t>(std::min(fit, L / 8), 16, 128);
@@ -194,21 +195,49 @@ kernels::Args<T> make_args(const Problem<T>& p, Buffers<T>& b) {
   return a;
 }
 
-// Each thread's scratch starts on a 64-byte boundary, whatever address malloc gave: Eigen's vectorised
-// sums peel a few elements to reach packet alignment, so the weights' row sums (and so the digits
-// of every stage after them) would otherwise depend on where the buffer happened to land.
+// The scratch holds the products' packed operands (Args::k_packed, v_packed, w_o_packed; filled by
+// pack_operands), then each thread's blocks. Each part starts on a 64-byte boundary, whatever address
+// malloc gave: Eigen's vectorised sums peel a few elements to reach packet alignment, so the
+// weights' row sums (and so the digits of every stage after them) would otherwise depend on where
+// the buffer happened to land. block: the rows of a task (0: rows_per_block's).
 template <class T>
-void plan_fused(kernels::Args<T>& a, Buffers<T>& b, int threads) {
-  a.block = rows_per_block(a.L, a.Sp, sizeof(T));
+void plan_fused(kernels::Args<T>& a, Buffers<T>& b, int threads, std::int64_t block = 0) {
+  table<T>().plan_packing(a);
+  a.block = block > 0 ? block : rows_per_block(a.L, a.Sp, sizeof(T));
   a.blocks_per_item = (a.L + a.block - 1) / a.block;
   constexpr std::int64_t line = 64 / sizeof(T);
-  a.scratch_per_thread = (3 * a.block * a.Sp + a.Sp + a.block * a.dk + line - 1) / line * line;
-  const std::size_t scratch_size = std::size_t(threads * a.scratch_per_thread + line);
+  auto lines = [](std::int64_t x) { return (x + line - 1) / line * line; };
+  const std::int64_t groups = a.N * (a.kv / a.dk);
+  const std::int64_t k_size = lines(groups * a.k_group), v_size = lines(groups * a.v_group);
+  const std::int64_t packed = k_size + v_size + lines(a.o_size);
+  a.scratch_per_thread = lines(3 * a.block * a.ld + a.ld + a.block * a.dk);
+  const std::size_t scratch_size = std::size_t(packed + threads * a.scratch_per_thread + line);
   if (!b.scratch || b.scratch->size() < scratch_size)
     b.scratch = std::make_shared<std::vector<T>>(scratch_size);
-  a.scratch =
+  T* base =
       b.scratch->data() +
       (line - std::int64_t(reinterpret_cast<std::uintptr_t>(b.scratch->data()) % 64 / sizeof(T))) % line;
+  a.k_packed = base, a.v_packed = base + k_size, a.w_o_packed = base + k_size + v_size;
+  a.scratch = base + packed;
+}
+
+// Packs what the products read into the scratch plan_fused laid out: the keys (and with `values`
+// the values) of the key/value heads of heads [h0, h1) of every batch item, and W_o with `out`;
+// the pieces shared between the threads.
+template <class T>
+void pack_operands(const kernels::Args<T>& a, int threads, std::int64_t h0, std::int64_t h1, bool values,
+                   bool out) {
+  const kernels::Table<T>& kernel = table<T>();
+  const std::int64_t g0 = h0 / a.heads_per_kv, g1 = h1 > h0 ? (h1 - 1) / a.heads_per_kv + 1 : g0;
+  const std::int64_t groups = a.N * (g1 - g0), items = groups + (out ? 1 : 0);
+  std::atomic<std::int64_t> next{0};
+  parallel_ranges(std::min<std::int64_t>(threads, items), items, [&](int, std::int64_t, std::int64_t) {
+    for (std::int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < items;)
+      if (k < groups)
+        kernel.pack_group(a, k / (g1 - g0), g0 + k % (g1 - g0), true, values);
+      else
+        kernel.pack_out(a);
+  });
 }
 
 // The in-projections, each of a.threads threads a share of the rows of q, k and v (q / √d_k too),
@@ -240,25 +269,31 @@ void project(const Problem<T>& p, const kernels::Table<T>& kernel, const kernels
   }
 }
 
-// The out-projection's (N·L) rows go in fixed blocks of kOutRows, whatever the thread count: a
-// GEMM's digits depend on the rows it is given (one row is a GEMV in Eigen, summed in another
-// order), so fixed blocks give the same output on any number of threads, and forward_eigen_rows
-// redoes only the blocks holding a changed row (`only`: (N·L) flags; null: every block).
+// The out-projection's (N·L) rows, in pieces of at most kOutRows taken by the threads as they come
+// free: every row of it (`only`: null), or the runs of rows flagged in `only` ((N·L) flags). Its
+// product gives a row the same digits whatever rows come with it (kernels::Table::out_projection),
+// so forward_eigen_rows redoes the changed rows alone.
 constexpr std::int64_t kOutRows = 128;
 
 template <class T>
 void out_projection_blocks(const kernels::Table<T>& kernel, const kernels::Args<T>& a, int threads,
                            const std::vector<char>* only) {
   const std::int64_t rows = a.N * a.L;
-  std::vector<std::int64_t> blocks;
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kOutRows)
-    if (!only || std::any_of(only->begin() + r0, only->begin() + std::min(rows, r0 + kOutRows),
-                             [](char c) { return c != 0; }))
-      blocks.push_back(r0);
+  std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
+  for (std::int64_t r0 = 0; r0 < rows;) {
+    if (only && !(*only)[std::size_t(r0)]) {
+      ++r0;
+      continue;
+    }
+    std::int64_t r1 = r0 + 1;
+    while (r1 < rows && r1 - r0 < kOutRows && (!only || (*only)[std::size_t(r1)])) ++r1;
+    pieces.emplace_back(r0, r1);
+    r0 = r1;
+  }
   std::atomic<std::size_t> next{0};
-  parallel_ranges(threads, std::int64_t(blocks.size()), [&](int, std::int64_t, std::int64_t) {
-    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < blocks.size();)
-      kernel.out_projection(a, blocks[k], std::min(rows, blocks[k] + kOutRows));
+  parallel_ranges(threads, std::int64_t(pieces.size()), [&](int, std::int64_t, std::int64_t) {
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < pieces.size();)
+      kernel.out_projection(a, pieces[k].first, pieces[k].second);
   });
 }
 
@@ -296,6 +331,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   //    thread that loses its core for a while (the app draws a frame meanwhile) holds up no one.
   //    With a control, a cancel is looked for before each task.
   plan_fused(a, b, threads);
+  pack_operands(a, threads, 0, a.H, true, a.output != nullptr);
   const std::int64_t tasks = N * a.blocks_per_item;
   if (control) control->total = 5 * tasks;
   advance(tasks);
@@ -339,47 +375,68 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
 
 namespace {
 
-// The fused tasks (batch item, block of rows) holding a changed query row, and each one's q / √d_k
-// rows, as the in-projection computes them (an exact division, so the same digits): the callers'
-// buffers hold no q_scaled. What forward_eigen_rows and fully_masked_in_tasks share.
+// The fused tasks that recompute the changed query rows, and each one's q / √d_k rows, as the
+// in-projection computes them (an exact division, so the same digits): the callers' buffers hold no
+// q_scaled. The products give a row the digits it has in its block of the whole forward, so a
+// block with few changed rows (a quarter or less) has a task for each of them alone; one with more
+// is redone whole, which costs less per row. What forward_eigen_rows and fully_masked_in_tasks share.
 template <class T>
 struct ChangedTasks {
-  kernels::Args<T> a;  // the problem's arguments, blocks planned
+  struct Task {
+    std::int64_t n, i0, block;  // rows [i0, i0 + block) of batch item n (i0 a multiple of block)
+  };
+  kernels::Args<T> a;  // the problem's arguments
   int threads = 1;
-  std::vector<std::int64_t> tasks;
+  std::int64_t block = 0;  // the whole forward's rows per task
+  std::vector<Task> tasks;
   std::vector<std::vector<T>> q_scaled;
 
   ChangedTasks(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
                int threads_requested) {
     const Dims& d = p.d;
     const std::int64_t L = d.L, E = d.E;
-    // The same threads as forward_eigen (not that the digits depend on them: tasks and
-    // out-projection blocks are fixed).
+    // The same threads as forward_eigen (not that the digits depend on them).
     threads = thread_count(threads_requested, forward_flops<T>(d));
     a = make_args(p, b);
     a.threads = threads;
-    plan_fused(a, b, 1);  // the block size
+    block = rows_per_block(L, d.S_total, sizeof(T));
     for (std::int64_t n = 0; n < d.N; ++n)
-      for (std::int64_t blk = 0; blk < a.blocks_per_item; ++blk) {
-        const std::int64_t i0 = blk * a.block, i1 = std::min(L, i0 + a.block);
-        if (std::any_of(rows_changed.begin() + n * L + i0, rows_changed.begin() + n * L + i1,
-                        [](char c) { return c != 0; }))
-          tasks.push_back(n * a.blocks_per_item + blk);
+      for (std::int64_t i0 = 0; i0 < L; i0 += block) {
+        const std::int64_t i1 = std::min(L, i0 + block);
+        const auto first = rows_changed.begin() + n * L;
+        const std::int64_t changed = std::count_if(first + i0, first + i1, [](char c) { return c != 0; });
+        if (changed == 0) continue;
+        if (changed * 4 > i1 - i0) {
+          tasks.push_back({n, i0, block});
+          continue;
+        }
+        for (std::int64_t i = i0; i < i1; ++i)
+          if (first[i]) tasks.push_back({n, i, 1});
       }
     const T scale = p.scale();
     q_scaled.resize(tasks.size());
     for (std::size_t k = 0; k < tasks.size(); ++k) {
-      const T* q = b.q->data() + (item(k) * L + row0(k)) * E;
-      q_scaled[k].resize(std::size_t(std::min(a.block, L - row0(k)) * E));
+      const T* q = b.q->data() + (tasks[k].n * L + tasks[k].i0) * E;
+      q_scaled[k].resize(std::size_t(rows(k) * E));
       for (std::size_t x = 0; x < q_scaled[k].size(); ++x) q_scaled[k][x] = q[x] / scale;
     }
   }
-  std::int64_t item(std::size_t k) const { return tasks[k] / a.blocks_per_item; }
-  std::int64_t row0(std::size_t k) const { return tasks[k] % a.blocks_per_item * a.block; }
+  std::int64_t rows(std::size_t k) const { return std::min(tasks[k].block, a.L - tasks[k].i0); }
   // Fewer tasks than threads (one edited cell): each task's heads are split between the threads.
   std::int64_t parts(bool may_split) const {
     return may_split && std::int64_t(tasks.size()) < threads && a.H > 1 ? std::min<std::int64_t>(threads, a.H)
                                                                         : 1;
+  }
+  // Lays out the scratch for `args` (a copy of a) and packs what the tasks of more than one row
+  // read: the keys, with `values` the values too, and W_o when `out_rows` ((N·L) flags, or null)
+  // has two changed rows in a row. A task of one row reads k, v and W_o unpacked.
+  void plan(kernels::Args<T>& args, Buffers<T>& b, bool values, const std::vector<char>* out_rows) const {
+    plan_fused(args, b, threads, block);
+    const bool blocks = std::any_of(tasks.begin(), tasks.end(), [](const Task& t) { return t.block > 1; });
+    bool out = false;
+    if (out_rows)
+      for (std::size_t r = 1; r < out_rows->size() && !out; ++r) out = (*out_rows)[r] && (*out_rows)[r - 1];
+    if (blocks || out) pack_operands(args, threads, 0, blocks ? args.H : 0, values, out);
   }
   // Runs the fused kernel on every task with `args` (split into `parts` head ranges each); `adjust`
   // changes a task's arguments for the thread running it. Returns the fully masked rows counted.
@@ -392,12 +449,15 @@ struct ChangedTasks {
     parallel_ranges(threads, std::int64_t(items), [&](int thread, std::int64_t, std::int64_t) {
       for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
         const std::size_t task = k / std::size_t(parts);
+        const Task& at = tasks[task];
         const std::int64_t part = std::int64_t(k % std::size_t(parts));
         kernels::Args<T> mine = args;
-        mine.q_scaled = q_scaled[task].data(), mine.q_row0 = item(task) * a.L + row0(task);
+        mine.block = at.block, mine.blocks_per_item = (a.L + at.block - 1) / at.block;
+        mine.q_scaled = q_scaled[task].data(), mine.q_row0 = at.n * a.L + at.i0;
         mine.head_begin = a.H * part / parts, mine.head_end = a.H * (part + 1) / parts;
         adjust(mine, thread, task);
-        kernel.fused(mine, thread, tasks[task], tasks[task] + 1, &tally[std::size_t(thread)]);
+        const std::int64_t index = at.n * mine.blocks_per_item + at.i0 / at.block;
+        kernel.fused(mine, thread, index, index + 1, &tally[std::size_t(thread)]);
       }
     });
     std::int64_t rows = 0;
@@ -419,15 +479,15 @@ std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::v
   // in head order and divided by H, as the kernel sums it (the same digits).
   const std::int64_t parts = c.parts(b.weights || !b.weights_avg);
   kernels::Args<T> a = c.a;
-  plan_fused(a, b, c.threads);
+  c.plan(a, b, true, &rows_changed);
   if (parts > 1) a.weights_avg = nullptr;
   const std::int64_t fully_masked = c.run(kernel, a, parts, [](kernels::Args<T>&, int, std::size_t) {});
   if (parts > 1 && b.weights_avg)
     for (std::size_t k = 0; k < c.tasks.size(); ++k) {
-      const std::int64_t n = c.item(k), i0 = c.row0(k);
+      const std::int64_t n = c.tasks[k].n, i0 = c.tasks[k].i0;
       T* avg = b.weights_avg->data() + (n * L + i0) * Sp;
       const T* w = b.weights->data() + (n * H * L + i0) * Sp;
-      parallel_ranges(c.threads, std::min(a.block, L - i0) * Sp, [&](int, std::int64_t x0, std::int64_t x1) {
+      parallel_ranges(c.threads, c.rows(k) * Sp, [&](int, std::int64_t x0, std::int64_t x1) {
         std::copy(w + x0, w + x1, avg + x0);
         for (std::int64_t h = 1; h < H; ++h)
           for (std::int64_t x = x0; x < x1; ++x) avg[x] += w[h * L * Sp + x];
@@ -446,12 +506,12 @@ std::int64_t fully_masked_in_tasks(const Problem<T>& p, Buffers<T>& b, const std
   // Only the scores and the softmax, which counts; every stage left out but the head average, which
   // keeps the softmax on and goes to a (rows, S') buffer of each thread's own.
   kernels::Args<T> a = c.a;
-  plan_fused(a, b, c.threads);
+  c.plan(a, b, false, nullptr);
   a.mask = mask;
   a.scores = a.scores_scaled = a.scores_masked = a.weights = a.context = a.concat = a.output = nullptr;
-  std::vector<std::vector<T>> avg(std::size_t(c.threads), std::vector<T>(std::size_t(a.block * a.Sp)));
+  std::vector<std::vector<T>> avg(std::size_t(c.threads), std::vector<T>(std::size_t(c.block * a.Sp)));
   return c.run(kernel, a, c.parts(true), [&](kernels::Args<T>& mine, int thread, std::size_t k) {
-    mine.weights_avg = avg[std::size_t(thread)].data(), mine.avg_n_stride = 0, mine.out_row0 = c.row0(k);
+    mine.weights_avg = avg[std::size_t(thread)].data(), mine.avg_n_stride = 0, mine.out_row0 = c.tasks[k].i0;
   });
 }
 
@@ -513,6 +573,7 @@ std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::
       for (std::size_t x = 0; x < b.q->size(); ++x) (*b.q_scaled)[x] = (*b.q)[x] / scale;
     }
     plan_fused(a, b, a.threads);
+    pack_operands(a, a.threads, 0, H, true, true);
     a.weights_avg = nullptr;  // summed below from every head's weights
     fully_masked = run_heads(kernel, a, heads, [](kernels::Args<T>&, int, std::int64_t) {});
     if (b.weights_avg) {  // in head order, divided by H, as the kernel sums it (the same digits)
@@ -533,6 +594,9 @@ std::int64_t forward_eigen_heads(const Problem<T>& p, Buffers<T>& b, const std::
         }
       });
     }
+  } else {
+    plan_fused(a, b, a.threads);
+    pack_operands(a, a.threads, 0, 0, false, true);  // W_o alone
   }
   out_projection_blocks(kernel, a, a.threads, nullptr);
   return fully_masked;
@@ -550,6 +614,7 @@ std::int64_t fully_masked_in_heads(const Problem<T>& p, Buffers<T>& b, const std
   const T* q = b.q->data();
   for (std::size_t x = 0; x < b.q->size(); ++x) qs[x] = q[x] / scale;
   plan_fused(a, b, a.threads);
+  pack_operands(a, a.threads, 0, a.H, false, false);
   // Only the scores and the softmax, which counts (see fully_masked_in_tasks).
   a.scores = a.scores_scaled = a.scores_masked = a.weights = a.context = a.concat = a.output = nullptr;
   std::vector<std::vector<T>> avg(std::size_t(a.threads), std::vector<T>(std::size_t(a.block * a.Sp)));
@@ -613,8 +678,10 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
     a.mask_n = m->strides[0] ? d.N : 1, a.mask_h = m->strides[1] ? d.H : 1,
     a.mask_l = m->strides[2] ? d.L : 1;
   }
+  a.head_begin = average ? 0 : h, a.head_end = average ? d.H : h + 1;
   detail::Buffers<T> b;
   detail::plan_fused(a, b, 1);
+  detail::pack_operands(a, 1, a.head_begin, a.head_end, false, false);
   // The forward's tasks (blocks of query rows) that hold rows [i0, i0 + rows).
   const std::int64_t first = i0 / a.block, last = (i0 + rows - 1) / a.block;
   const std::int64_t span0 = first * a.block, span1 = std::min(d.L, (last + 1) * a.block);
@@ -632,7 +699,6 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
   if (stage == "attn_weights") a.weights = target;
   if (average) a.weights_avg = target;
   a.out_n_stride = 0, a.out_h_stride = 0, a.avg_n_stride = 0, a.out_row0 = span0;
-  a.head_begin = average ? 0 : h, a.head_end = average ? d.H : h + 1;
   for (std::int64_t blk = first; blk <= last; ++blk) {
     detail::kernels::Tally tally;
     detail::table<T>().fused(a, 0, n * a.blocks_per_item + blk, n * a.blocks_per_item + blk + 1, &tally);

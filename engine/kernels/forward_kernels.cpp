@@ -136,6 +136,272 @@ void stream_fence() {
 #endif
 }
 
+// --- Row-exact products: scores, context and out-projection ---
+//
+// C = A·B where B is packed in panels of P columns (Args: k_packed, v_packed, w_o_packed). Every
+// element of C is one chain of multiply-adds over k = 0, 1, ..., depth − 1 started from 0, in one
+// vector lane, whichever tile of rows and panel of columns holds it. So a row computed alone has the
+// digits it has inside a block of 128: an edit of one mask cell redoes one query row and matches the
+// whole forward bit for bit (Eigen's GEMM sums a single row in another order).
+//
+// Lanes<T>: one vector register of this instruction set and the multiply-add the chain uses (fused
+// with FMA, a multiply then an add on SSE2 alone, the same in every lane and every tile); madd1 is
+// that step on one value.
+template <class T>
+struct Lanes;
+#if defined(__AVX512F__)
+template <>
+struct Lanes<float> {
+  using V = __m512;
+  static constexpr int n = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V madd(V acc, float x, V b) { return _mm512_fmadd_ps(_mm512_set1_ps(x), b, acc); }
+  static float madd1(float acc, float x, float b) { return std::fma(x, b, acc); }
+};
+template <>
+struct Lanes<double> {
+  using V = __m512d;
+  static constexpr int n = 8;
+  static V zero() { return _mm512_setzero_pd(); }
+  static V load(const double* p) { return _mm512_loadu_pd(p); }
+  static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static V madd(V acc, double x, V b) { return _mm512_fmadd_pd(_mm512_set1_pd(x), b, acc); }
+  static double madd1(double acc, double x, double b) { return std::fma(x, b, acc); }
+};
+#elif defined(__AVX2__) && defined(__FMA__)
+template <>
+struct Lanes<float> {
+  using V = __m256;
+  static constexpr int n = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V madd(V acc, float x, V b) { return _mm256_fmadd_ps(_mm256_set1_ps(x), b, acc); }
+  static float madd1(float acc, float x, float b) { return std::fma(x, b, acc); }
+};
+template <>
+struct Lanes<double> {
+  using V = __m256d;
+  static constexpr int n = 4;
+  static V zero() { return _mm256_setzero_pd(); }
+  static V load(const double* p) { return _mm256_loadu_pd(p); }
+  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static V madd(V acc, double x, V b) { return _mm256_fmadd_pd(_mm256_set1_pd(x), b, acc); }
+  static double madd1(double acc, double x, double b) { return std::fma(x, b, acc); }
+};
+#elif defined(__SSE2__)
+template <>
+struct Lanes<float> {
+  using V = __m128;
+  static constexpr int n = 4;
+  static V zero() { return _mm_setzero_ps(); }
+  static V load(const float* p) { return _mm_loadu_ps(p); }
+  static void store(float* p, V v) { _mm_storeu_ps(p, v); }
+  static V madd(V acc, float x, V b) { return _mm_add_ps(acc, _mm_mul_ps(_mm_set1_ps(x), b)); }
+  static float madd1(float acc, float x, float b) { return acc + x * b; }
+};
+template <>
+struct Lanes<double> {
+  using V = __m128d;
+  static constexpr int n = 2;
+  static V zero() { return _mm_setzero_pd(); }
+  static V load(const double* p) { return _mm_loadu_pd(p); }
+  static void store(double* p, V v) { _mm_storeu_pd(p, v); }
+  static V madd(V acc, double x, V b) { return _mm_add_pd(acc, _mm_mul_pd(_mm_set1_pd(x), b)); }
+  static double madd1(double acc, double x, double b) { return acc + x * b; }
+};
+#else
+template <class T>
+struct Lanes {
+  using V = T;
+  static constexpr int n = 1;
+  static V zero() { return T(0); }
+  static V load(const T* p) { return *p; }
+  static void store(T* p, V v) { *p = v; }
+  static V madd(V acc, T x, V b) { return acc + x * b; }
+  static T madd1(T acc, T x, T b) { return acc + x * b; }
+};
+#endif
+
+// Tiles: kTileRows rows of A by kTileVecs vectors of columns (the scores' and the out-projection's),
+// and up to kContextVecs vectors for the context, whose d_k columns are few; sized so the
+// accumulators stay in registers (32 with AVX-512, 16 below).
+#if defined(__AVX512F__)
+constexpr int kTileRows = 6, kTileVecs = 2, kContextVecs = 4;
+#elif defined(__AVX2__)
+constexpr int kTileRows = 6, kTileVecs = 2, kContextVecs = 2;
+#else
+constexpr int kTileRows = 4, kTileVecs = 3, kContextVecs = 3;
+#endif
+
+// R rows of C (row stride ldc), the `cols` (≤ W·n) columns of one panel of B (depth × W·n).
+template <class T, int R, int W>
+void tile(const T* A, std::int64_t lda, const T* panel, std::int64_t depth, T* C, std::int64_t ldc,
+          std::int64_t cols) {
+  using L = Lanes<T>;
+  typename L::V acc[R][W];
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) acc[r][w] = L::zero();
+  for (std::int64_t k = 0; k < depth; ++k) {
+    typename L::V b[W];
+    for (int w = 0; w < W; ++w) b[w] = L::load(panel + (k * W + w) * L::n);
+    for (int r = 0; r < R; ++r) {
+      const T x = A[r * lda + k];
+      for (int w = 0; w < W; ++w) acc[r][w] = L::madd(acc[r][w], x, b[w]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    if (cols == W * L::n) {
+      for (int w = 0; w < W; ++w) L::store(C + r * ldc + w * L::n, acc[r][w]);
+    } else {  // the last panel: its columns past `cols` are padding
+      T out[W * L::n];
+      for (int w = 0; w < W; ++w) L::store(out + w * L::n, acc[r][w]);
+      std::copy(out, out + cols, C + r * ldc);
+    }
+  }
+}
+
+// C (rows, cols) = A (rows, depth) · B (depth, cols), B packed in panels of W·n columns.
+template <class T, int W>
+void product(const T* A, std::int64_t lda, const T* packed, std::int64_t depth, T* C, std::int64_t ldc,
+             std::int64_t rows, std::int64_t cols) {
+  constexpr std::int64_t P = W * Lanes<T>::n;
+  for (std::int64_t c0 = 0; c0 < cols; c0 += P) {
+    const T* panel = packed + c0 * depth;
+    const std::int64_t width = std::min(P, cols - c0);
+    std::int64_t r = 0;
+    for (; r + kTileRows <= rows; r += kTileRows)
+      tile<T, kTileRows, W>(A + r * lda, lda, panel, depth, C + r * ldc + c0, ldc, width);
+    for (; r < rows; ++r) tile<T, 1, W>(A + r * lda, lda, panel, depth, C + r * ldc + c0, ldc, width);
+  }
+}
+
+// One row of the products above, from operands as the forward holds them, not packed: each
+// element the same chain of multiply-adds as in a tile (lane by lane, or madd1 for the columns past
+// the last whole vector), so the digits are those of the packed products. A row redone alone (a
+// mask edit) then reads k, v and W_o once instead of packing them first.
+//
+// c[j] = Σ_k a[k]·bt[j·ldbt + k]: B given transposed (keys as rows: kᵀ; W_o as torch stores it).
+// One scalar chain per element, eight at a time (the chain's latency hidden, each bt row read
+// forward); gathering eight or sixteen rows into a vector was slower on the machine measured.
+template <class T>
+void row_product_transposed(const T* a, std::int64_t depth, const T* bt, std::int64_t ldbt, T* c,
+                            std::int64_t cols) {
+  using L = Lanes<T>;
+  constexpr std::int64_t chains = 8;
+  std::int64_t j = 0;
+  for (; j + chains <= cols; j += chains) {
+    T acc[chains] = {};
+    const T* row = bt + j * ldbt;
+    for (std::int64_t k = 0; k < depth; ++k)
+      for (std::int64_t u = 0; u < chains; ++u) acc[u] = L::madd1(acc[u], a[k], row[u * ldbt + k]);
+    std::copy(acc, acc + chains, c + j);
+  }
+  for (; j < cols; ++j) {
+    T acc = T(0);
+    for (std::int64_t k = 0; k < depth; ++k) acc = L::madd1(acc, a[k], bt[j * ldbt + k]);
+    c[j] = acc;
+  }
+}
+
+// c[j] = Σ_k a[k]·b[k·ldb + j]: B as its rows (v: (S', d_k) with row stride kv).
+template <class T>
+void row_product(const T* a, std::int64_t depth, const T* b, std::int64_t ldb, T* c, std::int64_t cols) {
+  using L = Lanes<T>;
+  constexpr std::int64_t n = L::n;
+  std::int64_t j = 0;
+  for (; j + 4 * n <= cols; j += 4 * n) {
+    typename L::V acc[4] = {L::zero(), L::zero(), L::zero(), L::zero()};
+    for (std::int64_t k = 0; k < depth; ++k)
+      for (std::int64_t u = 0; u < 4; ++u) acc[u] = L::madd(acc[u], a[k], L::load(b + k * ldb + j + u * n));
+    for (std::int64_t u = 0; u < 4; ++u) L::store(c + j + u * n, acc[u]);
+  }
+  for (; j + n <= cols; j += n) {
+    typename L::V acc = L::zero();
+    for (std::int64_t k = 0; k < depth; ++k) acc = L::madd(acc, a[k], L::load(b + k * ldb + j));
+    L::store(c + j, acc);
+  }
+  for (; j < cols; ++j) {
+    T acc = T(0);
+    for (std::int64_t k = 0; k < depth; ++k) acc = L::madd1(acc, a[k], b[k * ldb + j]);
+    c[j] = acc;
+  }
+}
+
+// The context's product, its panel width (a.v_panel) picked for d_k by plan_packing.
+template <class T>
+void context_product(const Args<T>& a, const T* W, const T* packed, T* C, std::int64_t rows) {
+  switch (a.v_panel / Lanes<T>::n) {
+    case 1: return product<T, 1>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk);
+    case 2: return product<T, 2>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk);
+#if !defined(__AVX2__) || defined(__AVX512F__)
+    case 3: return product<T, 3>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk);
+#endif
+#if defined(__AVX512F__)
+    case 4: return product<T, 4>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk);
+#endif
+    default: return;  // plan_packing picks no other width
+  }
+}
+
+template <class T>
+void plan_packing(Args<T>& a) {
+  constexpr std::int64_t n = Lanes<T>::n;
+  auto up = [](std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; };
+  a.k_panel = kTileVecs * n;
+  a.o_panel = kTileVecs * n;
+  a.v_panel = std::min<std::int64_t>(kContextVecs, (a.dk + n - 1) / n) * n;
+  a.k_group = up(a.Sp, a.k_panel) * a.dk;
+  a.v_group = up(a.dk, a.v_panel) * a.Sp;
+  a.o_size = up(a.E, a.o_panel) * a.E;
+  a.ld = up(a.Sp, 64 / std::int64_t(sizeof(T)));
+}
+
+// Panels of P columns of the (rows, cols) matrix whose element (r, c) is at(r, c); zeros past cols.
+template <class T, class At>
+void pack_panels(T* dst, std::int64_t rows, std::int64_t cols, std::int64_t P, const At& at) {
+  for (std::int64_t c0 = 0; c0 < cols; c0 += P) {
+    T* panel = dst + c0 * rows;
+    const std::int64_t width = std::min(P, cols - c0);
+    for (std::int64_t c = 0; c < P; ++c)
+      if (c < width)
+        for (std::int64_t r = 0; r < rows; ++r) panel[r * P + c] = at(r, c0 + c);
+      else
+        for (std::int64_t r = 0; r < rows; ++r) panel[r * P + c] = T(0);
+  }
+}
+
+template <class T>
+void pack_group(const Args<T>& a, std::int64_t n, std::int64_t g, bool keys, bool values) {
+  const std::int64_t G = a.kv / a.dk, kv = a.kv;
+  const T* k = a.k + n * a.Sp * kv + g * a.dk;  // (S', d_k), row stride kv
+  const T* v = a.v + n * a.Sp * kv + g * a.dk;
+  if (keys)  // kᵀ: (d_k, S'); read along each key's row
+    pack_panels(a.k_packed + (n * G + g) * a.k_group, a.dk, a.Sp, a.k_panel,
+                [&](std::int64_t r, std::int64_t c) { return k[c * kv + r]; });
+  if (values) {  // v: (S', d_k), a panel of columns at a time
+    T* dst = a.v_packed + (n * G + g) * a.v_group;
+    const std::int64_t P = a.v_panel;
+    for (std::int64_t c0 = 0; c0 < a.dk; c0 += P) {
+      T* panel = dst + c0 * a.Sp;
+      const std::int64_t width = std::min(P, a.dk - c0);
+      for (std::int64_t j = 0; j < a.Sp; ++j) {
+        std::copy(v + j * kv + c0, v + j * kv + c0 + width, panel + j * P);
+        std::fill(panel + j * P + width, panel + (j + 1) * P, T(0));
+      }
+    }
+  }
+}
+
+template <class T>
+void pack_out(const Args<T>& a) {  // W_oᵀ (E, E): W_o is torch's (out, in)
+  const std::int64_t E = a.E;
+  const T* w = a.w_o;
+  pack_panels(a.w_o_packed, E, E, a.o_panel, [&](std::int64_t r, std::int64_t c) { return w[c * E + r]; });
+}
+
 template <class T>
 void in_projection(const Args<T>& a, int t) {
   const std::int64_t N = a.N, L = a.L, S = a.S, E = a.E, threads = a.threads;
@@ -164,24 +430,21 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
   const bool want_weights = a.weights || a.weights_avg || want_context;
   const bool want_masked = a.scores_masked || want_weights;
   Tally& mine = *tally;
-  T* sc_block = a.scratch + thread * a.scratch_per_thread;  // (block, S') scaled scores
-  T* w_block = sc_block + block * Sp;                       // (block, S') weights
-  T* avg_block = w_block + block * Sp;                      // (block, S') head sum
-  T* row_tmp = avg_block + block * Sp;                      // (S',)
-  T* ctx_block = row_tmp + Sp;                              // (block, d_k) context
+  const std::int64_t ld = a.ld, G = kv / dk;
+  T* sc_block = a.scratch + thread * a.scratch_per_thread;  // (block, S') scaled scores, row stride ld
+  T* w_block = sc_block + block * ld;                       // (block, S') weights
+  T* avg_block = w_block + block * ld;                      // (block, S') head sum
+  T* row_tmp = avg_block + block * ld;                      // (S',)
+  T* ctx_block = row_tmp + ld;                              // (block, d_k) context
   Clock::time_point t = a.timing ? Clock::now() : Clock::time_point();
   for (std::int64_t task = task0; task < task1; ++task) {
     const std::int64_t n = task / a.blocks_per_item, i0 = (task % a.blocks_per_item) * block;
     const std::int64_t rows = std::min(block, L - i0);
-    Map<T> scaled(sc_block, rows, Sp);  // (rows, S') each
-    Map<T> weights(w_block, rows, Sp);
-    Map<T> avg(avg_block, rows, Sp);
+    StridedMap<T> weights(w_block, rows, Sp, Eigen::OuterStride<>(ld));  // (rows, S') each
+    StridedMap<T> avg(avg_block, rows, Sp, Eigen::OuterStride<>(ld));
     for (std::int64_t h = a.head_begin; h < a.head_end; ++h) {
       const std::int64_t g = h / a.heads_per_kv;
-      ConstStridedMap<T> Qs(a.q_scaled + (n * L + i0 - a.q_row0) * E + h * dk, rows, dk,
-                            Eigen::OuterStride<>(E));
-      ConstStridedMap<T> Kg(a.k + n * Sp * kv + g * dk, Sp, dk, Eigen::OuterStride<>(kv));  // (S', d_k)
-      ConstStridedMap<T> Vg(a.v + n * Sp * kv + g * dk, Sp, dk, Eigen::OuterStride<>(kv));  // (S', d_k)
+      const T* Qs = a.q_scaled + (n * L + i0 - a.q_row0) * E + h * dk;  // (rows, d_k), row stride E
       // Row i0 of (n, h) in the (N, H, L, S') outputs.
       const std::int64_t off = n * a.out_n_stride + h * a.out_h_stride + (i0 - a.out_row0) * Sp;
       // Row i0 of the mask's broadcast (n, h) plane, and its step per query row (0 when shared).
@@ -192,11 +455,16 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
                  : nullptr;
       const std::int64_t mask_row_step = a.mask_l > 1 ? Sp : 0;
 
-      scaled.noalias() = Qs * Kg.transpose();
+      // (rows, S') = (q / √d_k)·kᵀ; a row alone reads k as it is (the same digits, no packing)
+      const T* k = a.k + n * Sp * kv + g * dk;  // (S', d_k), row stride kv
+      if (rows == 1)
+        row_product_transposed(Qs, dk, k, kv, sc_block, Sp);
+      else
+        product<T, kTileVecs>(Qs, E, a.k_packed + (n * G + g) * a.k_group, dk, sc_block, ld, rows, Sp);
       if (a.timing) mine.scores += ms_since(t);
 
       for (std::int64_t i = 0; i < rows; ++i) {
-        const T* s_row = sc_block + i * Sp;
+        const T* s_row = sc_block + i * ld;
         if (a.scores_scaled) stream_copy(a.scores_scaled + off + i * Sp, s_row, Sp);
         // The raw scores are not a second GEMM: they are the scaled ones times √d_k. When √d_k is a
         // power of two (d_k = 4, 16, 64, ...) that is exactly q·kᵀ summed in the same order; otherwise
@@ -248,9 +516,11 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
       }
 
       if (want_context) {
-        // Computed in the aligned scratch for the reason given in linear(), then copied out.
+        if (rows == 1)  // weights·v
+          row_product(w_block, Sp, a.v + n * Sp * kv + g * dk, kv, ctx_block, dk);
+        else
+          context_product(a, w_block, a.v_packed + (n * G + g) * a.v_group, ctx_block, rows);
         Map<T> context(ctx_block, rows, dk);  // (rows, d_k)
-        context.noalias() = weights * Vg;
         if (a.context) Map<T>(a.context + ((n * a.H + h) * L + i0) * dk, rows, dk) = context;
         // concat[n, i, h·d_k + c] = context[n, h, i, c]: transpose(1, 2).contiguous().view
         if (a.concat)
@@ -260,16 +530,26 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
     }
     if (a.weights_avg) {
       avg /= T(a.H);
-      stream_copy(a.weights_avg + n * a.avg_n_stride + (i0 - a.out_row0) * Sp, avg_block, rows * Sp);
+      for (std::int64_t i = 0; i < rows; ++i)
+        stream_copy(a.weights_avg + n * a.avg_n_stride + (i0 - a.out_row0 + i) * Sp, avg_block + i * ld, Sp);
       if (a.timing) mine.average += ms_since(t);
     }
   }
   stream_fence();
 }
 
+// Rows [r0, r1) of output = concat·W_oᵀ + b_o, each row's digits whatever rows come with it.
 template <class T>
 void out_projection(const Args<T>& a, std::int64_t r0, std::int64_t r1) {
-  linear(a.concat + r0 * a.E, r1 - r0, a.E, a.w_o, a.b_o, a.E, a.output + r0 * a.E, a.E);
+  const std::int64_t E = a.E;
+  T* y = a.output + r0 * E;
+  if (r1 - r0 == 1)  // W_o as torch stores it, (out, in): no packing for one row
+    row_product_transposed(a.concat + r0 * E, E, a.w_o, E, y, E);
+  else
+    product<T, kTileVecs>(a.concat + r0 * E, E, a.w_o_packed, E, y, E, r1 - r0, E);
+  if (a.b_o)
+    for (std::int64_t r = 0; r < r1 - r0; ++r)
+      for (std::int64_t c = 0; c < E; ++c) y[r * E + c] += a.b_o[c];
 }
 
 void sgemm(const float* A, const float* B, float* C, std::int64_t n, std::int64_t r0, std::int64_t r1) {
@@ -302,8 +582,10 @@ void gemv(const float* A, const float* x, float* y, std::int64_t cols, std::int6
 #define MHA_STR2(x) #x
 #define MHA_STR(x) MHA_STR2(x)
 const Variant kVariant = {MHA_STR(MHA_KERNEL_VARIANT),
-                          {&in_projection<float>, &fused<float>, &out_projection<float>},
-                          {&in_projection<double>, &fused<double>, &out_projection<double>},
+                          {&in_projection<float>, &fused<float>, &out_projection<float>, &plan_packing<float>,
+                           &pack_group<float>, &pack_out<float>},
+                          {&in_projection<double>, &fused<double>, &out_projection<double>,
+                           &plan_packing<double>, &pack_group<double>, &pack_out<double>},
                           &sgemm,
                           &conv1d,
                           &gemv};

@@ -29,6 +29,15 @@ struct Args {
   T *context = nullptr, *concat = nullptr;         // (N, H, L, d_k), (N, L, E)
   T *output = nullptr, *weights_avg = nullptr;     // (N, L, E), (N, L, S')
   T* scratch = nullptr;                            // 64-byte aligned, scratch_per_thread each
+  // The products' right-hand operands, packed by Table::pack_group and pack_out into panels of
+  // columns, each panel (depth, panel width) row-major with zeros past the last column: per (n, g)
+  // kᵀ (d_k, S') in k_panel columns at (n·G + g)·k_group, and v (S', d_k) in v_panel columns at
+  // (n·G + g)·v_group; W_oᵀ (E, E) in o_panel columns. Set by Table::plan_packing.
+  T *k_packed = nullptr, *v_packed = nullptr, *w_o_packed = nullptr;
+  std::int64_t k_panel = 0, v_panel = 0, o_panel = 0, k_group = 0, v_group = 0, o_size = 0;
+  // Row stride of the per-thread (rows, S') blocks: S' rounded up to 64 bytes, so every row starts
+  // on a 64-byte boundary wherever its block starts (a vectorised row sum peels to that boundary).
+  std::int64_t ld = 0;
   std::int64_t scratch_per_thread = 0, block = 0, blocks_per_item = 0;
   // Where the fused loop writes: row i of head h of item n of an (N, H, L, S') stage goes to
   // n·out_n_stride + h·out_h_stride + (i − out_row0)·S', of attn_weights_avg to
@@ -57,6 +66,11 @@ struct Table {
   void (*fused)(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1, Tally* tally);
   // Rows [r0, r1) of the out-projection.
   void (*out_projection)(const Args<T>& a, std::int64_t r0, std::int64_t r1);
+  // Sets Args' panel widths, packed sizes (k_group, v_group, o_size) and ld from its sizes.
+  void (*plan_packing)(Args<T>& a);
+  // Packs the keys (keys) and the values (values) of batch item n, key/value head g; W_o.
+  void (*pack_group)(const Args<T>& a, std::int64_t n, std::int64_t g, bool keys, bool values);
+  void (*pack_out)(const Args<T>& a);
 };
 
 struct Variant {

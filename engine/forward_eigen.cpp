@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -297,6 +298,42 @@ void out_projection_blocks(const kernels::Table<T>& kernel, const kernels::Args<
   });
 }
 
+// Args::open_end for a forward that writes no pre-softmax stage: each merged-mask row's end past
+// which every key is blocked, in `ends`. Only when no score and no value can be NaN or infinite,
+// checked from the largest |q / √d_k|, |k| and |v| (a score is at most d_k times their product):
+// then a blocked key's score plus -inf is -inf and its weight exactly 0, and 0·v adds nothing to a
+// context chain, so leaving those keys out changes no digit. Returns false (nothing skipped) else.
+template <class T>
+bool blocked_key_ends(const Problem<T>& p, const kernels::Args<T>& a, int threads,
+                      std::vector<std::int64_t>& ends) {
+  if (!p.mask || a.scores || a.scores_scaled || a.scores_masked) return false;
+  auto largest = [](const T* x, std::int64_t count) {
+    T m = 0;
+    for (std::int64_t i = 0; i < count; ++i) m = std::max(m, std::abs(x[i]));  // NaN: m stays, caught below
+    for (std::int64_t i = 0; i < count; ++i)
+      if (std::isnan(x[i])) return std::numeric_limits<T>::infinity();
+    return m;
+  };
+  const std::int64_t kv_count = a.N * a.Sp * a.kv;
+  const T q = largest(a.q_scaled, a.N * a.L * a.E), k = largest(a.k, kv_count), v = largest(a.v, kv_count);
+  if (!(std::isfinite(q) && std::isfinite(k) && std::isfinite(v) &&
+        T(a.dk) * q * k < std::numeric_limits<T>::max() / 4))
+    return false;
+  const MergedMask<T>& m = *p.mask;
+  const std::int64_t rows = m.n_size * m.h_size * m.l_size, S = m.s_size;
+  ends.resize(std::size_t(rows));
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  parallel_ranges(threads, rows, [&](int, std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* row = m.values.data() + r * S;
+      std::int64_t e = S;
+      while (e > 0 && row[e - 1] == neg_inf) --e;
+      ends[std::size_t(r)] = e;
+    }
+  });
+  return true;
+}
+
 template <class T>
 void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, StageTimes* times,
                    ForwardControl* control) {
@@ -332,6 +369,8 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   //    With a control, a cancel is looked for before each task.
   plan_fused(a, b, threads);
   pack_operands(a, threads, 0, a.H, true, a.output != nullptr);
+  std::vector<std::int64_t> ends;
+  if (blocked_key_ends(p, a, threads, ends)) a.open_end = ends.data();
   const std::int64_t tasks = N * a.blocks_per_item;
   if (control) control->total = 5 * tasks;
   advance(tasks);

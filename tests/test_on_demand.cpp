@@ -309,3 +309,81 @@ TEST_CASE("a forward with progress and cancel: same values, full progress, Cance
   CHECK(mismatch(r.trace["output"].contiguous(), plain.trace["output"].contiguous(), 0, 0) == "");
   CHECK(mismatch(r.trace["attn_weights"].contiguous(), plain.trace["attn_weights"].contiguous(), 0, 0) == "");
 }
+
+namespace {
+
+// A forward keeping no pre-softmax stage (as the app keeps at large sizes) leaves the keys past each
+// row's last unblocked one out of its products and softmax; the full trace computes them. Every stage
+// the lean forward keeps must equal the full trace's bit for bit, whatever the mask holds.
+template <class T>
+void check_skipping(const char* what, const Config& c, const Weights<T>& w, const Inputs<T>& in,
+                    FullyMasked policy) {
+  INFO(what << (sizeof(T) == 4 ? ", float" : ", double"));
+  for (int threads : {1, 2}) {  // the in-projections' digits may depend on the thread count
+    Options o;
+    o.fully_masked = policy;
+    o.threads = threads;
+    const ForwardResult<T> full = forward(c, w, in, o);
+    o.stages = {"attn_weights", "attn_weights_avg", "output", "context", "concat"};
+    const ForwardResult<T> lean = forward(c, w, in, o);
+    CHECK_FALSE(lean.trace.has("scores_masked"));
+    for (const char* name : {"attn_weights", "attn_weights_avg", "output", "context", "concat"}) {
+      INFO("stage " << name << ", threads " << threads);
+      CHECK(mismatch(lean.trace[name].contiguous(), full.trace[name].contiguous(), 0, 0) == "");
+    }
+    CHECK(lean.fully_masked_rows == full.fully_masked_rows);
+  }
+}
+
+template <class T>
+void skipping_cases() {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  Config c;
+  c.embed_dim = 32;
+  c.num_heads = 4;
+  const std::int64_t L = 150, S = 150;
+  SeededCase<T> sc = torch_seeded_case<T>(c, 9, 2, L, S);
+  Inputs<T> in = sc.inputs;
+  in.attn_mask = causal_mask<T>(L, S);
+  check_skipping("causal, several row blocks", c, sc.weights, in, FullyMasked::nan);
+
+  // Per-head float masks: scattered -inf, whole rows blocked, a NaN where keys are open and a NaN
+  // after the last open key, a huge finite value that is not a block.
+  Mask<T> m;
+  m.dtype = MaskDType::floating;
+  m.values = Tensor<T>({2 * 4, L, S}, T(0));
+  for (std::size_t x = 0; x < m.values.data.size(); ++x)
+    if (x % 5 == 0 || (x / std::size_t(S)) % 3 == 0) m.values.data[x] = neg_inf;
+  auto row = [&](std::int64_t plane, std::int64_t i) { return m.values.data.begin() + (plane * L + i) * S; };
+  for (int plane : {0, 5}) std::fill(row(plane, 7), row(plane, 8), neg_inf);  // every key blocked
+  std::fill(row(1, 20) + 40, row(1, 21), neg_inf);
+  *(row(1, 20) + 12) = std::numeric_limits<T>::quiet_NaN();  // NaN among the open keys
+  std::fill(row(2, 30) + 10, row(2, 31), neg_inf);
+  *(row(2, 30) + 140) = std::numeric_limits<T>::quiet_NaN();  // NaN past the blocked ones
+  *(row(3, 40) + 149) = T(-1e30);                             // finite: not a block
+  in.attn_mask = m;
+  check_skipping("per-head masks, NaN policy", c, sc.weights, in, FullyMasked::nan);
+  check_skipping("per-head masks, zero policy", c, sc.weights, in, FullyMasked::zero);
+
+  // An infinite input: no score is known finite, so nothing is left out.
+  Inputs<T> inf = in;
+  inf.query.data[5] = std::numeric_limits<T>::infinity();
+  check_skipping("an infinite query value", c, sc.weights, inf, FullyMasked::zero);
+
+  // Cross-attention with GQA, key padding, bias_kv and a zero key beside a causal mask.
+  Config g = c;
+  g.num_kv_heads = 2;
+  g.add_zero_attn = true;
+  SeededCase<T> gc = torch_seeded_case<T>(g, 3, 2, 70, 90);
+  Inputs<T> gin = gc.inputs;
+  gin.attn_mask = causal_mask<T>(70, 90);
+  gin.key_padding_mask = key_padding_from_lengths<T>({90, 33}, 90);
+  check_skipping("GQA, key padding, zero key", g, gc.weights, gin, FullyMasked::nan);
+}
+
+}  // namespace
+
+TEST_CASE("a forward that keeps no score leaves blocked keys out with the same digits", "[on_demand]") {
+  skipping_cases<float>();
+  skipping_cases<double>();
+}

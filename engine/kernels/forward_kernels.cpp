@@ -236,7 +236,8 @@ constexpr int kTileRows = 6, kTileVecs = 2, kContextVecs = 2;
 constexpr int kTileRows = 4, kTileVecs = 3, kContextVecs = 3;
 #endif
 
-// R rows of C (row stride ldc), the `cols` (≤ W·n) columns of one panel of B (depth × W·n).
+// R rows of C (row stride ldc), the `cols` (≤ W·n) columns of one panel of B (depth × W·n), over
+// the first `depth` rows of the panel.
 template <class T, int R, int W>
 void tile(const T* A, std::int64_t lda, const T* panel, std::int64_t depth, T* C, std::int64_t ldc,
           std::int64_t cols) {
@@ -263,18 +264,20 @@ void tile(const T* A, std::int64_t lda, const T* panel, std::int64_t depth, T* C
   }
 }
 
-// C (rows, cols) = A (rows, depth) · B (depth, cols), B packed in panels of W·n columns.
+// C (rows, cols) = A (rows, depth) · B (depth, cols), B packed in panels of W·n columns. With
+// `used` < depth, the chains stop after the first `used` rows of B (whose rest A multiplies by 0).
 template <class T, int W>
 void product(const T* A, std::int64_t lda, const T* packed, std::int64_t depth, T* C, std::int64_t ldc,
-             std::int64_t rows, std::int64_t cols) {
+             std::int64_t rows, std::int64_t cols, std::int64_t used = -1) {
   constexpr std::int64_t P = W * Lanes<T>::n;
+  if (used < 0) used = depth;
   for (std::int64_t c0 = 0; c0 < cols; c0 += P) {
     const T* panel = packed + c0 * depth;
     const std::int64_t width = std::min(P, cols - c0);
     std::int64_t r = 0;
     for (; r + kTileRows <= rows; r += kTileRows)
-      tile<T, kTileRows, W>(A + r * lda, lda, panel, depth, C + r * ldc + c0, ldc, width);
-    for (; r < rows; ++r) tile<T, 1, W>(A + r * lda, lda, panel, depth, C + r * ldc + c0, ldc, width);
+      tile<T, kTileRows, W>(A + r * lda, lda, panel, used, C + r * ldc + c0, ldc, width);
+    for (; r < rows; ++r) tile<T, 1, W>(A + r * lda, lda, panel, used, C + r * ldc + c0, ldc, width);
   }
 }
 
@@ -330,17 +333,19 @@ void row_product(const T* a, std::int64_t depth, const T* b, std::int64_t ldb, T
   }
 }
 
-// The context's product, its panel width (a.v_panel) picked for d_k by plan_packing.
+// The context's product over the first `keys` keys, its panel width (a.v_panel) picked for d_k by
+// plan_packing.
 template <class T>
-void context_product(const Args<T>& a, const T* W, const T* packed, T* C, std::int64_t rows) {
+void context_product(const Args<T>& a, const T* W, const T* packed, T* C, std::int64_t rows,
+                     std::int64_t keys) {
   switch (a.v_panel / Lanes<T>::n) {
-    case 1: return product<T, 1>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk);
-    case 2: return product<T, 2>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk);
+    case 1: return product<T, 1>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk, keys);
+    case 2: return product<T, 2>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk, keys);
 #if !defined(__AVX2__) || defined(__AVX512F__)
-    case 3: return product<T, 3>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk);
+    case 3: return product<T, 3>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk, keys);
 #endif
 #if defined(__AVX512F__)
-    case 4: return product<T, 4>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk);
+    case 4: return product<T, 4>(W, a.ld, packed, a.Sp, C, a.dk, rows, a.dk, keys);
 #endif
     default: return;  // plan_packing picks no other width
   }
@@ -431,6 +436,11 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
   const bool want_masked = a.scores_masked || want_weights;
   Tally& mine = *tally;
   const std::int64_t ld = a.ld, G = kv / dk;
+  // x rounded up to a multiple of 64 bytes, at most S'
+  auto rounded = [Sp](std::int64_t x) {
+    constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));
+    return std::min(Sp, (x + line - 1) / line * line);
+  };
   T* sc_block = a.scratch + thread * a.scratch_per_thread;  // (block, S') scaled scores, row stride ld
   T* w_block = sc_block + block * ld;                       // (block, S') weights
   T* avg_block = w_block + block * ld;                      // (block, S') head sum
@@ -454,13 +464,30 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
                                 Sp
                  : nullptr;
       const std::int64_t mask_row_step = a.mask_l > 1 ? Sp : 0;
+      // Where blocked keys are skipped (Args::open_end): each row's end, and the keys the block needs.
+      // A row's softmax runs to its end rounded up to 64 bytes (at most S'), so Eigen's vectorised
+      // exp and max meet each value in the same lane as over the whole row; what lies past it is -inf
+      // and gives weight 0. A NaN in the mask is before the end (it is not -inf): the row is NaN
+      // either way. The scores are computed that far, the context over the block's keys.
+      const std::int64_t* ends =
+          a.open_end ? a.open_end + ((a.mask_n > 1 ? n : 0) * a.mask_h + (a.mask_h > 1 ? h : 0)) * a.mask_l +
+                           (a.mask_l > 1 ? i0 : 0)
+                     : nullptr;
+      const std::int64_t end_step = a.mask_l > 1 ? 1 : 0;
+      std::int64_t block_end = Sp;
+      if (ends) {
+        block_end = 0;
+        for (std::int64_t i = 0; i < rows; ++i) block_end = std::max(block_end, ends[i * end_step]);
+      }
+      const std::int64_t cols = rounded(block_end);
+      std::int64_t keys = ends ? block_end : Sp;  // the context's (all: a row NaN for every key blocked)
 
-      // (rows, S') = (q / √d_k)·kᵀ; a row alone reads k as it is (the same digits, no packing)
+      // (rows, cols) = (q / √d_k)·kᵀ; a row alone reads k as it is (the same digits, no packing)
       const T* k = a.k + n * Sp * kv + g * dk;  // (S', d_k), row stride kv
       if (rows == 1)
-        row_product_transposed(Qs, dk, k, kv, sc_block, Sp);
+        row_product_transposed(Qs, dk, k, kv, sc_block, cols);
       else
-        product<T, kTileVecs>(Qs, E, a.k_packed + (n * G + g) * a.k_group, dk, sc_block, ld, rows, Sp);
+        product<T, kTileVecs>(Qs, E, a.k_packed + (n * G + g) * a.k_group, dk, sc_block, ld, rows, cols);
       if (a.timing) mine.scores += ms_since(t);
 
       for (std::int64_t i = 0; i < rows; ++i) {
@@ -474,32 +501,44 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
           stream_copy(a.scores + off + i * Sp, row_tmp, Sp);
         }
         if (!want_masked) continue;
-        if (mask)
-          Vector<T>(row_tmp, Sp) = ConstVector<T>(s_row, Sp) + ConstVector<T>(mask + i * mask_row_step, Sp);
+        const T* mask_row = mask ? mask + i * mask_row_step : nullptr;
+        const std::int64_t len = ends ? rounded(ends[i * end_step]) : Sp;
+        if (mask) Vector<T>(row_tmp, len) = ConstVector<T>(s_row, len) + ConstVector<T>(mask_row, len);
         const T* x_row = mask ? row_tmp : s_row;  // the masked scores
         if (a.scores_masked) stream_copy(a.scores_masked + off + i * Sp, x_row, Sp);
         if (!want_weights) continue;
 
-        ConstVector<T> x(x_row, Sp);
+        ConstVector<T> x(x_row, len);
         auto w = weights.row(i);
-        const T row_max = x.maxCoeff();
+        const T row_max = len > 0 ? x.maxCoeff() : neg_inf;
         // Every key blocked: torch gives NaN (exp(-inf - -inf)). A NaN score (NaN/Inf inputs) is not
         // a blocked key: the else branch propagates it to the whole row, as torch does.
         if (row_max == neg_inf && !x.hasNaN()) {
           ++mine.fully_masked_rows;
           w.setConstant(a.fully_masked_zero ? T(0) : std::numeric_limits<T>::quiet_NaN());
+          if (!a.fully_masked_zero) keys = Sp;  // NaN weights: NaN context, as without skipping
         } else {
-          w = (x.array() - row_max).exp();  // vectorised; within an ulp or two of std::exp (the reference)
+          // vectorised; within an ulp or two of std::exp (the reference)
+          w.head(len) = (x.array() - row_max).exp();
           // Eigen's vectorised exp clamps its argument (near -88.7 in float), so exp(-inf) would come
           // out ~1e-39 instead of 0. Arguments below exp_floor, blocked keys among them, are redone
           // with std::exp: blocked keys get exactly 0, as torch (SLEEF exp) gives them.
-          if (x.minCoeff() - row_max < exp_floor) {
+          // Looked for 16 values at a time (a vectorised test), redone one by one where one is.
+          if (len > 0 && x.minCoeff() - row_max < exp_floor) {
             T* wp = w.data();
-            for (std::int64_t j = 0; j < Sp; ++j) {
-              const T arg = x_row[j] - row_max;
-              if (arg < exp_floor) wp[j] = arg == neg_inf ? T(0) : std::exp(arg);
+            constexpr std::int64_t chunk = 16;
+            for (std::int64_t j0 = 0; j0 < len; j0 += chunk) {
+              const std::int64_t j1 = std::min(len, j0 + chunk);
+              int low = 0;
+              for (std::int64_t j = j0; j < j1; ++j) low |= x_row[j] - row_max < exp_floor;
+              if (!low) continue;
+              for (std::int64_t j = j0; j < j1; ++j) {
+                const T arg = x_row[j] - row_max;
+                if (arg < exp_floor) wp[j] = arg == neg_inf ? T(0) : std::exp(arg);
+              }
             }
           }
+          w.tail(Sp - len).setZero();
           w *= T(1) / w.sum();
         }
         if (a.weights) stream_copy(a.weights + off + i * Sp, w.data(), Sp);
@@ -516,10 +555,11 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
       }
 
       if (want_context) {
-        if (rows == 1)  // weights·v
-          row_product(w_block, Sp, a.v + n * Sp * kv + g * dk, kv, ctx_block, dk);
+        // weights·v over the keys some row of the block sees: the others add exact zeros
+        if (rows == 1)
+          row_product(w_block, keys, a.v + n * Sp * kv + g * dk, kv, ctx_block, dk);
         else
-          context_product(a, w_block, a.v_packed + (n * G + g) * a.v_group, ctx_block, rows);
+          context_product(a, w_block, a.v_packed + (n * G + g) * a.v_group, ctx_block, rows, keys);
         Map<T> context(ctx_block, rows, dk);  // (rows, d_k)
         if (a.context) Map<T>(a.context + ((n * a.H + h) * L + i0) * dk, rows, dk) = context;
         // concat[n, i, h·d_k + c] = context[n, h, i, c]: transpose(1, 2).contiguous().view

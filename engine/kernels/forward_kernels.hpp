@@ -21,6 +21,11 @@ struct Args {
   // Merged additive mask in its broadcast shape (n_size, h_size, l_size, S'), or null.
   const T* mask = nullptr;
   std::int64_t mask_n = 1, mask_h = 1, mask_l = 1;
+  // Per row of the merged mask (mask_n·mask_h·mask_l rows): 1 + its last column that is not -inf (0:
+  // every key blocked). Set only where no pre-softmax stage is written and every score and value is
+  // finite (forward_eigen.cpp): the fused loop then leaves the blocked keys past that column out of
+  // the products and the softmax, which changes no digit of what it writes. Null: nothing skipped.
+  const std::int64_t* open_end = nullptr;
   bool fully_masked_zero = false;                  // a row with every key blocked gives 0 (else NaN, torch's)
   T *q = nullptr, *q_scaled = nullptr;             // (N, L, E)
   T *k = nullptr, *v = nullptr;                    // (N, S', kv)

@@ -719,10 +719,15 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
   }
   a.head_begin = average ? 0 : h, a.head_end = average ? d.H : h + 1;
   detail::Buffers<T> b;
-  detail::plan_fused(a, b, 1);
-  detail::pack_operands(a, 1, a.head_begin, a.head_end, false, false);
-  // The forward's tasks (blocks of query rows) that hold rows [i0, i0 + rows).
+  // The forward's tasks (blocks of query rows) that hold rows [i0, i0 + rows), on the threads as
+  // they come free when there is work enough (each block alone gives the same values).
+  a.block = detail::rows_per_block(d.L, Sp, sizeof(T));
   const std::int64_t first = i0 / a.block, last = (i0 + rows - 1) / a.block;
+  const double work =
+      2.0 * double((last - first + 1) * a.block) * double(Sp * d.d_k * (a.head_end - a.head_begin));
+  const int threads = int(std::min<std::int64_t>(detail::thread_count(0, work), last - first + 1));
+  detail::plan_fused(a, b, threads);
+  detail::pack_operands(a, threads, a.head_begin, a.head_end, false, false);
   const std::int64_t span0 = first * a.block, span1 = std::min(d.L, (last + 1) * a.block);
   // q / √d_k of those rows, as the in-projection divides (an exact division: the same digits).
   const T scale = r.score_divisor > 0 ? T(r.score_divisor) : std::sqrt(T(d.d_k));
@@ -738,10 +743,14 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
   if (stage == "attn_weights") a.weights = target;
   if (average) a.weights_avg = target;
   a.out_n_stride = 0, a.out_h_stride = 0, a.avg_n_stride = 0, a.out_row0 = span0;
-  for (std::int64_t blk = first; blk <= last; ++blk) {
-    detail::kernels::Tally tally;
-    detail::table<T>().fused(a, 0, n * a.blocks_per_item + blk, n * a.blocks_per_item + blk + 1, &tally);
-  }
+  std::atomic<std::int64_t> next{first};
+  std::vector<detail::kernels::Tally> tally(static_cast<std::size_t>(threads));
+  detail::parallel_ranges(threads, threads, [&](int thread, std::int64_t, std::int64_t) {
+    for (std::int64_t blk; (blk = next.fetch_add(1, std::memory_order_relaxed)) <= last;) {
+      const std::int64_t task = n * a.blocks_per_item + blk;
+      detail::table<T>().fused(a, thread, task, task + 1, &tally[std::size_t(thread)]);
+    }
+  });
   std::copy(span.begin() + (i0 - span0) * Sp, span.begin() + (i0 - span0 + rows) * Sp, out.data.begin());
   return out;
 }

@@ -281,6 +281,15 @@ void out_projection_blocks(const kernels::Table<T>& kernel, const kernels::Args<
                            const std::vector<char>* only) {
   const std::int64_t rows = a.N * a.L;
   std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
+  if (a.out_few_rows) {  // one piece (Args::out_few_rows), from the first flagged row to the last
+    std::int64_t r0 = 0, r1 = rows;
+    if (only) {
+      while (r0 < rows && !(*only)[std::size_t(r0)]) ++r0;
+      while (r1 > r0 && !(*only)[std::size_t(r1 - 1)]) --r1;
+    }
+    if (r1 > r0) kernel.out_projection(a, r0, r1);
+    return;
+  }
   for (std::int64_t r0 = 0; r0 < rows;) {
     if (only && !(*only)[std::size_t(r0)]) {
       ++r0;

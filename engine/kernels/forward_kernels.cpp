@@ -351,6 +351,8 @@ void context_product(const Args<T>& a, const T* W, const T* packed, T* C, std::i
   }
 }
 
+constexpr std::int64_t kFewOutRows = 64;  // see Args::out_few_rows
+
 template <class T>
 void plan_packing(Args<T>& a) {
   constexpr std::int64_t n = Lanes<T>::n;
@@ -360,7 +362,9 @@ void plan_packing(Args<T>& a) {
   a.v_panel = std::min<std::int64_t>(kContextVecs, (a.dk + n - 1) / n) * n;
   a.k_group = up(a.Sp, a.k_panel) * a.dk;
   a.v_group = up(a.dk, a.v_panel) * a.Sp;
-  a.o_size = up(a.E, a.o_panel) * a.E;
+  a.out_few_rows = a.N * a.L <= kFewOutRows;
+  // W_oᵀ; with few rows, the concat rows' panels and outputᵀ (E, rows) beside them
+  a.o_size = a.out_few_rows ? 2 * up(a.N * a.L, a.o_panel) * a.E : up(a.E, a.o_panel) * a.E;
   a.ld = up(a.Sp, 64 / std::int64_t(sizeof(T)));
 }
 
@@ -402,6 +406,7 @@ void pack_group(const Args<T>& a, std::int64_t n, std::int64_t g, bool keys, boo
 
 template <class T>
 void pack_out(const Args<T>& a) {  // W_oᵀ (E, E): W_o is torch's (out, in)
+  if (a.out_few_rows) return;      // out_projection packs the concat rows instead
   const std::int64_t E = a.E;
   const T* w = a.w_o;
   pack_panels(a.w_o_packed, E, E, a.o_panel, [&](std::int64_t r, std::int64_t c) { return w[c * E + r]; });
@@ -583,10 +588,20 @@ template <class T>
 void out_projection(const Args<T>& a, std::int64_t r0, std::int64_t r1) {
   const std::int64_t E = a.E;
   T* y = a.output + r0 * E;
-  if (r1 - r0 == 1)  // W_o as torch stores it, (out, in): no packing for one row
+  const std::int64_t rows = r1 - r0;
+  if (rows == 1) {  // W_o as torch stores it, (out, in): no packing for one row
     row_product_transposed(a.concat + r0 * E, E, a.w_o, E, y, E);
-  else
-    product<T, kTileVecs>(a.concat + r0 * E, E, a.w_o_packed, E, y, E, r1 - r0, E);
+  } else if (a.out_few_rows) {  // outputᵀ (E, rows) = W_o·concatᵀ, then transposed into place
+    const T* x = a.concat + r0 * E;
+    T* panels = a.w_o_packed;
+    T* yt = panels + a.o_size / 2;
+    pack_panels(panels, E, rows, a.o_panel, [&](std::int64_t e, std::int64_t i) { return x[i * E + e]; });
+    product<T, kTileVecs>(a.w_o, E, panels, E, yt, rows, E, rows);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t o = 0; o < E; ++o) y[i * E + o] = yt[o * rows + i];
+  } else {
+    product<T, kTileVecs>(a.concat + r0 * E, E, a.w_o_packed, E, y, E, rows, E);
+  }
   if (a.b_o)
     for (std::int64_t r = 0; r < r1 - r0; ++r)
       for (std::int64_t c = 0; c < E; ++c) y[r * E + c] += a.b_o[c];

@@ -40,6 +40,10 @@ struct Args {
   // (n·G + g)·v_group; W_oᵀ (E, E) in o_panel columns. Set by Table::plan_packing.
   T *k_packed = nullptr, *v_packed = nullptr, *w_o_packed = nullptr;
   std::int64_t k_panel = 0, v_panel = 0, o_panel = 0, k_group = 0, v_group = 0, o_size = 0;
+  // Few query rows (N·L ≤ 64): packing W_o would cost more than its product, so the out-projection
+  // computes outputᵀ = W_o·concatᵀ instead, the concat rows packed into w_o_packed (the same
+  // multiply-adds in the same order), in one piece (Table::out_projection).
+  bool out_few_rows = false;
   // Row stride of the per-thread (rows, S') blocks: S' rounded up to 64 bytes, so every row starts
   // on a 64-byte boundary wherever its block starts (a vectorised row sum peels to that boundary).
   std::int64_t ld = 0;

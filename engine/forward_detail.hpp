@@ -163,13 +163,18 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b);
 template <class T>
 void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads, StageTimes* times,
                    ForwardControl* control = nullptr);
+// The Eigen path's scratch (per-thread blocks and the products' packed operands) sized for a forward
+// of these sizes with Options::threads `threads`, zero-filled now: the first forward faults in no
+// new pages (mha::reserve).
+template <class T>
+void reserve_eigen_scratch(const Dims& d, Buffers<T>& b, int threads);
 // The Eigen path again for the query rows flagged in `rows_changed` ((N·L) flags), into buffers that
-// hold a full Eigen forward of the same problem with other masks (forward_mask_edit): it reruns the
-// fused tasks holding those rows (every head; split by heads between the threads when there are
-// fewer tasks than threads) and the out-projection blocks holding them, so every value equals a
-// full forward's bit for bit. b.q_scaled is not read (the tasks' rows are divided here), and
-// b.scores and b.scores_scaled get their rows rewritten with the same values. Returns the fully
-// masked rows in those tasks.
+// hold a full Eigen forward of the same problem with other masks (forward_mask_edit): it redoes
+// those rows, every head (each alone, or a whole block of the fused loop where many of its rows
+// changed; split by heads between the threads when there are fewer tasks than threads) and their
+// out-projection, so every value equals a full forward's bit for bit. b.q_scaled is not read (the tasks' rows
+// are divided here), and b.scores and b.scores_scaled get their rows rewritten with the same values. Returns
+// the fully masked rows in those tasks.
 template <class T>
 std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
                                 int threads);

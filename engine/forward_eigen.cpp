@@ -222,6 +222,14 @@ void plan_fused(kernels::Args<T>& a, Buffers<T>& b, int threads, std::int64_t bl
   a.scratch = base + packed;
 }
 
+template <class T>
+void reserve_eigen_scratch(const Dims& d, Buffers<T>& b, int threads_requested) {
+  kernels::Args<T> a;
+  a.N = d.N, a.L = d.L, a.S = d.S, a.Sp = d.S_total, a.E = d.E, a.H = d.H, a.dk = d.d_k, a.kv = d.G * d.d_k;
+  a.heads_per_kv = d.H / d.G;
+  plan_fused(a, b, thread_count(threads_requested, forward_flops<T>(d)));
+}
+
 // Packs what the products read into the scratch plan_fused laid out: the keys (and with `values`
 // the values) of the key/value heads of heads [h0, h1) of every batch item, and W_o with `out`;
 // the pieces shared between the threads.
@@ -773,6 +781,8 @@ template Tensor<double> stage_rows<double>(const ForwardResult<double>&, const s
 
 namespace mha::detail {
 
+template void reserve_eigen_scratch<float>(const Dims&, Buffers<float>&, int);
+template void reserve_eigen_scratch<double>(const Dims&, Buffers<double>&, int);
 template void forward_eigen<float>(const Problem<float>&, Buffers<float>&, int, StageTimes*, ForwardControl*);
 template void forward_eigen<double>(const Problem<double>&, Buffers<double>&, int, StageTimes*,
                                     ForwardControl*);

@@ -139,6 +139,7 @@ void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Op
   detail::reuse_or_allocate(st.key, in.key.data.size(), st, rule);
   detail::reuse_or_allocate(st.value, in.value.data.size(), st, rule);
   detail::prepare_buffers(d, backend, st, rule, o.stages);
+  if (backend == Backend::eigen) detail::reserve_eigen_scratch(d, st.buffers, o.threads);
   if (mask) detail::reuse_or_allocate(st.mask, mask->values.size(), st, rule);
 }
 

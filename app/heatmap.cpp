@@ -524,28 +524,43 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     const float v = at(ev.row, ev.col);
     ImGui::BeginTooltip();
     const bool blocked = h.blocked && h.blocked(ev.row, ev.col);
-    ImGui::Text(
-        "query %d%s%s  ->  key %d%s%s", ev.row, h.row_labels ? " " : "",
-        h.row_labels && ev.row < int(h.row_labels->size()) ? (*h.row_labels)[std::size_t(ev.row)].c_str()
-                                                           : "",
-        ev.col, h.col_labels ? " " : "",
-        h.col_labels && ev.col < int(h.col_labels->size()) ? (*h.col_labels)[std::size_t(ev.col)].c_str()
-                                                           : "");
-    if (blocked)
-      ImGui::Text("blocked by the mask (%g)", double(v));
-    else if (std::isnan(v))
-      ImGui::TextWrapped(
-          "NaN: every key of this query is blocked; softmax of all -inf is 0/0. torch gives NaN; "
-          "choose \"fully masked -> 0\" in the controls for zeros.");
-    else
-      ImGui::Text("%.6g", double(v));
-    if (h.zoomable && z.zoom > 1)
-      ImGui::TextDisabled(
-          "zoom %.1fx: Ctrl+wheel; drag with the right button to pan; double right-click: fit",
-          double(z.zoom));
-    else if (h.zoomable)
-      ImGui::TextDisabled("Ctrl+wheel: zoom in (values show once they fit)");
-    ImGui::EndTooltip();
+    if (h.patch_rows > 1 || h.patch_cols > 1) {
+      const std::int64_t i0 = ev.row * h.patch_rows, j0 = ev.col * h.patch_cols;
+      const std::int64_t i1 = std::min(h.stage_rows, i0 + h.patch_rows) - 1;
+      const std::int64_t j1 = std::min(h.stage_cols, j0 + h.patch_cols) - 1;
+      ImGui::Text("queries %lld-%lld  ->  keys %lld-%lld", (long long)i0, (long long)i1, (long long)j0,
+                  (long long)j1);
+      if (std::isnan(v))
+        ImGui::TextWrapped("NaN: a query row of this patch is NaN (every key blocked, or NaN/Inf inputs).");
+      else if (blocked)
+        ImGui::TextUnformatted("every weight in the patch is 0 (its keys blocked by the mask)");
+      else
+        ImGui::Text("largest weight in the patch: %.6g", double(v));
+      ImGui::EndTooltip();
+    } else {
+      ImGui::Text(
+          "query %d%s%s  ->  key %d%s%s", ev.row, h.row_labels ? " " : "",
+          h.row_labels && ev.row < int(h.row_labels->size()) ? (*h.row_labels)[std::size_t(ev.row)].c_str()
+                                                             : "",
+          ev.col, h.col_labels ? " " : "",
+          h.col_labels && ev.col < int(h.col_labels->size()) ? (*h.col_labels)[std::size_t(ev.col)].c_str()
+                                                             : "");
+      if (blocked)
+        ImGui::Text("blocked by the mask (%g)", double(v));
+      else if (std::isnan(v))
+        ImGui::TextWrapped(
+            "NaN: every key of this query is blocked; softmax of all -inf is 0/0. torch gives NaN; "
+            "choose \"fully masked -> 0\" in the controls for zeros.");
+      else
+        ImGui::Text("%.6g", double(v));
+      if (h.zoomable && z.zoom > 1)
+        ImGui::TextDisabled(
+            "zoom %.1fx: Ctrl+wheel; drag with the right button to pan; double right-click: fit",
+            double(z.zoom));
+      else if (h.zoomable)
+        ImGui::TextDisabled("Ctrl+wheel: zoom in (values show once they fit)");
+      ImGui::EndTooltip();
+    }
   }
   if (g_pending_menu.id == h.id && ImGui::GetTime() - g_pending_menu.at > io.MouseDoubleClickTime) {
     g_pending_menu = {};

@@ -61,6 +61,10 @@ struct Heatmap {
   // menu reads them when it copies; unset, the map last under the pointer is copied whenever it
   // changes (at L = 2048, 4M values and 4M blocked checks per result).
   std::shared_ptr<const void> owner;
+  // A zoomed-out map: each cell stands for a patch of this many query rows by keys of a stage with
+  // stage_rows × stage_cols cells, and holds the patch's largest value (the tooltip names the patch).
+  // 1 × 1: cells are the stage's own.
+  std::int64_t patch_rows = 1, patch_cols = 1, stage_rows = 0, stage_cols = 0;
 };
 
 struct HeatmapEvent {

@@ -160,12 +160,12 @@ nlohmann::json stage_difference(const ForwardResult<float>& after, const Forward
 
 const std::vector<std::string>& Script::result_fields() {
   static const std::vector<std::string> fields = {
-      "tab",           "stage",       "hovered",     "selected",
-      "side_panels",   "presenter",   "valid",       "can_undo",
-      "can_redo",      "errors",      "status",      "backend",
-      "visible_heads", "dims",        "computed_by", "gpu_fallback_reason",
-      "query_tokens",  "padded_keys", "next_token",  "pins",
-      "compare"};
+      "tab",           "stage",        "hovered",         "selected",
+      "side_panels",   "presenter",    "valid",           "can_undo",
+      "can_redo",      "errors",       "status",          "backend",
+      "visible_heads", "dims",         "computed_by",     "gpu_fallback_reason",
+      "query_tokens",  "padded_keys",  "next_token",      "pins",
+      "compare",       "attn_weights", "weights_overview"};
   return fields;
 }
 
@@ -446,6 +446,15 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
     r["visible_heads"] = heads;
     r["dims"] = {{"N", d.N}, {"L", d.L}, {"S", d.S_total}, {"E", d.E}, {"H", d.H}};
     r["computed_by"] = backend_name(state.result.forward->backend);
+    // Whether the result holds attn_weights, or a view computed them, or only their overview (the
+    // Heads view's at the largest sizes).
+    const ForwardResult<float>& f = *state.result.forward;
+    r["attn_weights"] = f.trace.has("attn_weights")                       ? "kept"
+                        : find_stage(f, "attn_weights", false) != nullptr ? "computed"
+                        : f.overview.valid()                              ? "overview"
+                                                                          : "left out";
+    if (f.overview.valid())
+      r["weights_overview"] = {{"block", f.overview.block}, {"columns", f.overview.columns}};
     r["gpu_fallback_reason"] = state.result.forward->fallback_reason;  // "" unless the GPU was refused
     r["query_tokens"] = state.result.query_tokens;
     // The keys of the batch item shown that key_padding_mask marks as padding (the views label them).

@@ -67,8 +67,17 @@ struct Buffers {
   Buffer<T> weights_avg;    // (N, L, S')     sum over heads / H
   Buffer<T> q_scaled;       // (N, L, E)      q / √d_k: scratch of the Eigen path, not in the trace
   Buffer<T> scratch;        // the Eigen path's per-thread blocks, sized (and kept) by forward_eigen
+  // Options::weights_overview's (WeightsOverview; null without one): C = ceil(S' / overview_block)
+  Buffer<T> overview_weights;  // (N, H, L, C)
+  Buffer<T> overview_average;  // (N, L, C)
+  Buffer<T> overview_checks;   // (N, H + 1, L, 4)
+  std::int64_t overview_block = 0;
   std::int64_t fully_masked_rows = 0;
 };
+
+// The result's view of b's overview buffers (empty without one).
+template <class T>
+WeightsOverview<T> overview_of(const Buffers<T>& b, const Dims& d);
 
 // What a Workspace keeps between forwards: the trace's buffers (the batch-first input copies and
 // the merged mask included) and the Eigen path's scratch.
@@ -93,9 +102,11 @@ enum class Reuse {
 // element of the reused buffers is overwritten by both forward paths, so old values never leak into a new
 // trace. Backend::gpu with `stages` (Options::stages) non-empty: the buffers of stages not named are
 // left null, and the device path leaves them so.
+// overview_block: Options::weights_overview (the Eigen path only; other backends get none).
 template <class T>
 Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws,
-                            Reuse rule = Reuse::free_only, const std::vector<std::string>& stages = {});
+                            Reuse rule = Reuse::free_only, const std::vector<std::string>& stages = {},
+                            std::int64_t overview_block = 0);
 // The same rule for one buffer of n elements.
 template <class T>
 Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws,

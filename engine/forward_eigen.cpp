@@ -196,6 +196,18 @@ kernels::Args<T> make_args(const Problem<T>& p, Buffers<T>& b) {
   return a;
 }
 
+// The weights overview's buffers (Options::weights_overview), where b has them: the fused loop
+// pools and checks each weights row into them.
+template <class T>
+void attach_overview(kernels::Args<T>& a, const Dims& d, Buffers<T>& b) {
+  if (b.overview_block <= 0 || !b.overview_weights) return;
+  a.overview_weights = b.overview_weights->data();
+  a.overview_average = b.overview_average->data();
+  a.overview_checks = b.overview_checks->data();
+  a.overview_block = b.overview_block;
+  a.overview_columns = (d.S_total + b.overview_block - 1) / b.overview_block;
+}
+
 // The scratch holds the products' packed operands (Args::k_packed, v_packed, w_o_packed; filled by
 // pack_operands), then each thread's blocks. Each part starts on a 64-byte boundary, whatever address
 // malloc gave: Eigen's vectorised sums peel a few elements to reach packet alignment, so the
@@ -386,6 +398,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   //    With a control, a cancel is looked for before each task.
   plan_fused(a, b, threads);
   pack_operands(a, threads, 0, a.H, true, a.output != nullptr);
+  attach_overview(a, d, b);
   std::vector<std::int64_t> ends;
   if (blocked_key_ends(p, a, threads, ends)) a.open_end = ends.data();
   const std::int64_t tasks = N * a.blocks_per_item;
@@ -532,10 +545,12 @@ std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::v
   const kernels::Table<T>& kernel = table<T>();
   ChangedTasks<T> c(p, b, rows_changed, threads_requested);
   // With its heads split, a task's head average (when kept) is summed afterwards from the weights,
-  // in head order and divided by H, as the kernel sums it (the same digits).
-  const std::int64_t parts = c.parts(b.weights || !b.weights_avg);
+  // in head order and divided by H, as the kernel sums it (the same digits). The overview's average
+  // rows come from the kernel's sum: a task then runs every head.
+  const std::int64_t parts = c.parts(!b.overview_weights && (b.weights || !b.weights_avg));
   kernels::Args<T> a = c.a;
   c.plan(a, b, true, &rows_changed);
+  attach_overview(a, p.d, b);
   if (parts > 1) a.weights_avg = nullptr;
   const std::int64_t fully_masked = c.run(kernel, a, parts, [](kernels::Args<T>&, int, std::size_t) {});
   if (parts > 1 && b.weights_avg)

@@ -100,7 +100,7 @@ bool rows_apply(const Config& c, const Options& o, const Dims& d, const MaskMerg
     if (base.trace.has(name) !=
         (o.stages.empty() || std::find(o.stages.begin(), o.stages.end(), name) != o.stages.end()))
       return false;
-  return true;
+  return base.overview.block == std::max<std::int64_t>(o.weights_overview, 0);
 }
 
 template <class T>
@@ -227,6 +227,15 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   b.concat = copy_of("concat", slots.concat);
   b.output = copy_of("output", slots.output);
   b.weights_avg = copy_of("attn_weights_avg", slots.weights_avg);
+  auto copy_buffer = [&](const std::shared_ptr<const std::vector<T>>& from, detail::Buffer<T>& slot) {
+    if (!from) return detail::Buffer<T>();
+    copies.emplace_back(from.get(), detail::reuse_or_allocate(slot, from->size(), st));
+    return copies.back().second;
+  };
+  b.overview_block = base.overview.block;
+  b.overview_weights = copy_buffer(base.overview.weights, slots.overview_weights);
+  b.overview_average = copy_buffer(base.overview.average, slots.overview_average);
+  b.overview_checks = copy_buffer(base.overview.checks, slots.overview_checks);
   copy_all(copies, o.threads);
   b.scratch = slots.scratch;
 
@@ -238,6 +247,7 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   slots.scratch = b.scratch;
   detail::Buffer<T> mask_storage = detail::reuse_or_allocate(st.mask, m.values.size(), st);
   r.trace = detail::make_trace(p, b, std::move(mask_storage));
+  r.overview = detail::overview_of(b, d);
   if (rows_changed) *rows_changed = changed;
   return true;
 }
@@ -270,6 +280,27 @@ void copy_rows(const ForwardResult<T>& from, const std::vector<char>& rows, Forw
         for (std::int64_t h = 0; h < l.heads; ++h) {
           const std::int64_t at = ((n * l.heads + h) * d.L + i) * l.width;
           std::copy(x + at, x + at + l.width, y + at);
+        }
+      }
+  }
+  // The weights overview's rows likewise: (N, H, L, C), (N, L, C), (N, H + 1, L, 4).
+  const WeightsOverview<T>&src = from.overview, &dst = to.overview;
+  if (!src.valid() || !dst.valid()) return;
+  const std::int64_t C = src.columns;
+  const std::pair<const std::vector<T>*, const std::vector<T>*> parts[] = {
+      {src.weights.get(), dst.weights.get()},
+      {src.average.get(), dst.average.get()},
+      {src.checks.get(), dst.checks.get()}};
+  const std::int64_t heads[] = {d.H, 1, d.H + 1}, widths[] = {C, C, 4};
+  for (int k = 0; k < 3; ++k) {
+    const T* x = parts[k].first->data();
+    T* y = const_cast<std::vector<T>*>(parts[k].second)->data();  // held by `to` alone
+    for (std::int64_t n = 0; n < d.N; ++n)
+      for (std::int64_t i = 0; i < d.L; ++i) {
+        if (!rows[std::size_t(n * d.L + i)]) continue;
+        for (std::int64_t h = 0; h < heads[k]; ++h) {
+          const std::int64_t at = ((n * heads[k] + h) * d.L + i) * widths[k];
+          std::copy(x + at, x + at + widths[k], y + at);
         }
       }
   }
@@ -343,6 +374,13 @@ bool held_by_result_alone(const ForwardResult<T>& r, Workspace<T>& ws) {
     for (const detail::Buffer<T>* slot : slots) refs += *slot == stage.storage;
     if (stage.storage.use_count() != refs) return false;
   }
+  // The weights overview's buffers: r's own reference and the workspace's slot.
+  const std::pair<const std::shared_ptr<const std::vector<T>>*, const detail::Buffer<T>*> overview[] = {
+      {&r.overview.weights, &b.overview_weights},
+      {&r.overview.average, &b.overview_average},
+      {&r.overview.checks, &b.overview_checks}};
+  for (const auto& [held, slot] : overview)
+    if (*held && held->use_count() != 1 + long(*slot == *held)) return false;
   return true;
 }
 
@@ -362,6 +400,13 @@ void result_buffers(const ForwardResult<T>& r, Problem<T>& p, Buffers<T>& b) {
   b.scores_masked = result_buffer(r, "scores_masked"), b.weights = result_buffer(r, "attn_weights");
   b.context = result_buffer(r, "context"), b.concat = result_buffer(r, "concat");
   b.output = result_buffer(r, "output"), b.weights_avg = result_buffer(r, "attn_weights_avg");
+  auto writable = [](const std::shared_ptr<const std::vector<T>>& x) {
+    return std::const_pointer_cast<std::vector<T>>(x);
+  };
+  b.overview_block = r.overview.block;
+  b.overview_weights = writable(r.overview.weights);
+  b.overview_average = writable(r.overview.average);
+  b.overview_checks = writable(r.overview.checks);
 }
 
 template bool held_by_result_alone<float>(const ForwardResult<float>&, Workspace<float>&);

@@ -94,7 +94,8 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
                                &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})
       r.nonfinite_inputs += detail::count_nonfinite(*t);
 
-  detail::Buffers<T>* b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages);
+  detail::Buffers<T>* b =
+      &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages, o.weights_overview);
   // The merged mask goes into the workspace's buffer, which the trace keeps, and is lent to the
   // problem while the paths compute (no second L·S array allocated and copied per forward).
   detail::Buffer<T> mask_storage;
@@ -117,7 +118,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   if (backend == Backend::gpu && p.score_divisor > 0) {  // the shaders divide by √d_k
     r.fallback_reason = "the what-if scale (temperature, scale off) is computed on the CPU paths only";
     r.backend = backend = Backend::eigen;
-    b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages);
+    b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages, o.weights_overview);
   }
   if (backend == Backend::gpu) {
     if constexpr (std::is_same_v<T, float>) {
@@ -127,7 +128,8 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
         r.fallback_reason = e.what();
         r.backend = backend = Backend::eigen;
         // The Eigen path's scratch, and the buffers it computes through.
-        b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages);
+        b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages,
+                                     o.weights_overview);
       }
     }
   }
@@ -138,6 +140,7 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   r.fully_masked_rows = b->fully_masked_rows;
   if (lent.from) lent.from->swap(*lent.to), lent.from = nullptr;  // back: the trace's buffer holds it
   r.trace = detail::make_trace(p, *b, std::move(mask_storage));
+  r.overview = detail::overview_of(*b, p.d);
   return r;
 }
 

@@ -171,6 +171,11 @@ struct Options {
   double score_divisor = 0;
   // Progress and cancellation (see ForwardControl); null: neither, at no cost.
   ForwardControl* control = nullptr;
+  // A weights overview (ForwardResult::overview) with this many keys to a column (0: none): what a
+  // view of every head needs at sizes where attn_weights itself is not kept (4·H·L·S' bytes). The
+  // Eigen path computes it from each weights row while the fused loop has it in cache; the
+  // reference and GPU paths leave it empty.
+  std::int64_t weights_overview = 0;
 };
 
 template <class T>
@@ -188,6 +193,24 @@ struct Dims {
   bool batched = true;
 };
 
+// What Options::weights_overview asks of a forward: each attention-weights row pooled to `columns`
+// values and checked, for a view that shows every head without holding (N, H, L, S') values.
+// Every value equals what the same reduction of the full trace's attn_weights and attn_weights_avg
+// gives, bit for bit.
+template <class T>
+struct WeightsOverview {
+  std::int64_t block = 0;    // keys per column: column c is keys [c·block, (c+1)·block) (0: no overview)
+  std::int64_t columns = 0;  // ceil(S' / block)
+  // (N, H, L, columns): the largest weight of row (n, h, i) over column c's keys; NaN for a NaN row.
+  std::shared_ptr<const std::vector<T>> weights;
+  std::shared_ptr<const std::vector<T>> average;  // (N, L, columns): the same of attn_weights_avg
+  // (N, H + 1, L, 4): weights_check::check_row of each row of every head, then of the head average
+  // (checked without the mask, as the average has none): entropy in bits, log2 of the keys the row
+  // may see, |row sum - 1|, and the row's kind (0 ordinary, 1 NaN, 2 all zero).
+  std::shared_ptr<const std::vector<T>> checks;
+  bool valid() const { return block > 0; }
+};
+
 template <class T>
 struct ForwardResult {
   Trace<T> trace;  // every stage, batch-first and batched (N = 1 for unbatched input)
@@ -200,6 +223,7 @@ struct ForwardResult {
   std::int64_t nonfinite_inputs = 0;            // NaN/Inf values found in the inputs and weights
   std::vector<std::string> warnings;            // e.g. torch's uint8-mask deprecation
   std::string fallback_reason;  // the GPU was chosen but failed, so the CPU computed this: why
+  WeightsOverview<T> overview;  // Options::weights_overview's (empty unless asked, on the Eigen path)
 
   // The module's return values, in the input's own layout, as torch returns them.
   Tensor<T> output() const;                                 // like query

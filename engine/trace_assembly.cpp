@@ -185,10 +185,23 @@ const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, b
   return c.stages.back().get();
 }
 
+template <class T>
+WeightsOverview<T> detail::overview_of(const Buffers<T>& b, const Dims& d) {
+  WeightsOverview<T> o;
+  if (b.overview_block <= 0 || !b.overview_weights) return o;
+  o.block = b.overview_block;
+  o.columns = (d.S_total + o.block - 1) / o.block;
+  o.weights = b.overview_weights;
+  o.average = b.overview_average;
+  o.checks = b.overview_checks;
+  return o;
+}
+
 #define MHA_INSTANTIATE(T)                                                                      \
   template const Stage<T>* find_stage<T>(const ForwardResult<T>&, const std::string&, bool);    \
   template Trace<T> detail::make_trace<T>(const detail::Problem<T>&, const detail::Buffers<T>&, \
-                                          detail::Buffer<T>);
+                                          detail::Buffer<T>);                                   \
+  template WeightsOverview<T> detail::overview_of<T>(const detail::Buffers<T>&, const Dims&);
 MHA_INSTANTIATE(float)
 MHA_INSTANTIATE(double)
 #undef MHA_INSTANTIATE

@@ -112,6 +112,8 @@ bool forward_weights_edit_in_place(const Config& c, const Weights<T>& w, const W
       return false;
   // The head average is summed again from every head's weights.
   if (r.trace.has("attn_weights_avg") && !r.trace.has("attn_weights")) return false;
+  // The overview's average rows sum every head's weights, which are not kept: a full forward.
+  if (r.overview.valid() || o.weights_overview > 0) return false;
   // The masks must be r's: merged row by row and compared with r's merged mask, which then stands
   // in for them.
   const MaskMerger<T> merger(d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, nullptr);

@@ -40,7 +40,7 @@ Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& w
 
 template <class T>
 Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws, Reuse rule,
-                            const std::vector<std::string>& stages) {
+                            const std::vector<std::string>& stages, std::int64_t overview_block) {
   const std::size_t kv = std::size_t(d.G * d.d_k), NL = std::size_t(d.N * d.L),
                     NSp = std::size_t(d.N * d.S_total);
   const std::size_t E = std::size_t(d.E), scores = std::size_t(d.N * d.H * d.L * d.S_total);
@@ -76,6 +76,16 @@ Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& w
     b.q_scaled = reuse_or_allocate(b.q_scaled, NL * E, ws, rule);
   else
     b.q_scaled.reset();
+  b.overview_block = backend == Backend::eigen && overview_block > 0 ? overview_block : 0;
+  if (b.overview_block > 0) {
+    const std::size_t C = std::size_t((d.S_total + b.overview_block - 1) / b.overview_block);
+    b.overview_weights = reuse_or_allocate(b.overview_weights, std::size_t(d.N * d.H * d.L) * C, ws, rule);
+    b.overview_average = reuse_or_allocate(b.overview_average, NL * C, ws, rule);
+    b.overview_checks =
+        reuse_or_allocate(b.overview_checks, std::size_t(d.N * (d.H + 1) * d.L) * 4, ws, rule);
+  } else {
+    b.overview_weights.reset(), b.overview_average.reset(), b.overview_checks.reset();
+  }
   b.fully_masked_rows = 0;
   return b;
 }
@@ -138,7 +148,7 @@ void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Op
   detail::reuse_or_allocate(st.query, in.query.data.size(), st, rule);
   detail::reuse_or_allocate(st.key, in.key.data.size(), st, rule);
   detail::reuse_or_allocate(st.value, in.value.data.size(), st, rule);
-  detail::prepare_buffers(d, backend, st, rule, o.stages);
+  detail::prepare_buffers(d, backend, st, rule, o.stages, o.weights_overview);
   if (backend == Backend::eigen) detail::reserve_eigen_scratch(d, st.buffers, o.threads);
   if (mask) detail::reuse_or_allocate(st.mask, mask->values.size(), st, rule);
 }
@@ -162,7 +172,8 @@ detail::WorkspaceState<T>& Workspace<T>::state() {
   template detail::Buffer<T> detail::reuse_or_allocate<T>(detail::Buffer<T>&, std::size_t,                  \
                                                           detail::WorkspaceState<T>&, detail::Reuse);       \
   template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&, \
-                                                          detail::Reuse, const std::vector<std::string>&);  \
+                                                          detail::Reuse, const std::vector<std::string>&,   \
+                                                          std::int64_t);                                    \
   template detail::Buffer<T> detail::to_batch_first<T>(const Tensor<T>&, bool, bool, detail::Buffer<T>&,    \
                                                        detail::WorkspaceState<T>&);
 MHA_INSTANTIATE(float)

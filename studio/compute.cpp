@@ -201,14 +201,28 @@ double forward_work(const Scenario& s) {
 
 namespace {
 
+double stage_cells(const Scenario& s) {  // cells of one (N, H, L, S) stage
+  return double(s.batch) * double(s.num_heads) * double(s.L()) * double(s.S());
+}
+
 // The stages a worker forward keeps. From 2^20 cells per (N, H, L, S') stage on, the raw, scaled and
 // masked scores are left out: views compute the one on screen when asked (mha::find_stage), and
-// every edit saves writing three such arrays. The weights and their average stay: the Heads,
-// Overview and Token lines views read every head of them.
+// every edit saves writing three such arrays. The weights and their average stay up to
+// kOverviewCells: the Heads, Overview and Token lines views read every head of them. Past it (L = S
+// = 2048 at 4 heads) they go too, and the Heads view draws the weights overview (overview_block).
+constexpr double kOverviewCells = double(1 << 24);
 std::vector<std::string> kept_stages(const Scenario& s, Backend backend) {
-  const double cells = double(s.batch) * double(s.num_heads) * double(s.L()) * double(s.S());
+  const double cells = stage_cells(s);
   if (backend != Backend::eigen || cells < double(1 << 20)) return {};
+  if (cells >= kOverviewCells) return {"output"};
   return {"attn_weights", "attn_weights_avg", "output"};
+}
+
+// The weights overview's keys per column where kept_stages leaves the weights out: at most 256
+// columns (a map of 256 texels is as wide as the Heads view draws one at 1920 pixels); else 0.
+std::int64_t overview_block(const Scenario& s, Backend backend) {
+  if (backend != Backend::eigen || stage_cells(s) < kOverviewCells) return 0;
+  return std::max<std::int64_t>(1, (s.S() + 255) / 256);
 }
 
 // What decides the shape of a forward's result: a request that changes any of these cancels the
@@ -315,6 +329,7 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
         b.options.backend = device_ && device_->prefers(d) ? Backend::gpu : Backend::eigen;
       }
       b.options.stages = kept_stages(s, b.options.backend);
+      b.options.weights_overview = overview_block(s, b.options.backend);
       b.options.control = &control_;
       // The inputs (but for masks and weights) and the weights, each with an id that stays while
       // they equal the last job's: whether a slot's kept result was computed from the same ones is
@@ -608,6 +623,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
     Built b = build_forward(s);
     b.options.backend = shown.backend;
     b.options.stages = kept_stages(s, shown.backend);
+    b.options.weights_overview = overview_block(s, shown.backend);
     for (int k = 0; k < 2; ++k) {
       {
         std::lock_guard<std::mutex> lock(mutex_);

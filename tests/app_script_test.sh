@@ -29,6 +29,24 @@ json.dump(s, open(sys.argv[1], 'w'))" "$out/hidden_heads.json"
 for s in every_view.txt padded_batch.txt mask_drag_compare_undo.txt; do
   run "$s" || { cat "$out/$s.log"; exit 1; }
 done
+# L = 2048: the Heads view draws the weights overview; the weights themselves are never computed.
+cat >"$out/large.json" <<'JSON'
+{"format": "mha-studio-scenario", "version": 1, "name": "large causal",
+ "sizes": {"batch": 1, "tgt_len": 2048, "src_len": 2048, "embed_dim": 64, "num_heads": 8},
+ "mask": {"preset": "causal"}, "view": {"tab": "heads"}}
+JSON
+run large_heads.txt || { cat "$out/large_heads.txt.log"; exit 1; }
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+for n in ("large_0.json", "large_1.json"):
+    r = json.load(open(f"{out}/{n}"))["result"]
+    assert r["valid"] and r["tab"] == "Heads" and r["stage"] == "attn_weights", r
+    assert r["attn_weights"] == "overview", (n, r["attn_weights"])
+    assert r["weights_overview"] == {"block": 8, "columns": 256}, r["weights_overview"]
+assert not json.load(open(f"{out}/large_0.json"))["result"]["errors"]
+print("scripted UI: at L = 2048 the Heads view draws every head from the weights overview")
+PY
 # The scripts' open goes through File > Open's path: what they opened is in Recent, newest first.
 python3 - "$out" <<'PY'
 import json, os, sys

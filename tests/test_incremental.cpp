@@ -125,6 +125,30 @@ void run_edit(const Edit& e) {
     }
     CHECK(lean.fully_masked_rows == want.fully_masked_rows);
   }
+  // The app's largest sizes: the output alone and a weights overview (3 keys a column: the last one
+  // ragged), edited in place, into new buffers, and two edits behind.
+  Options ov = o;
+  ov.stages = {"output"};
+  ov.weights_overview = 3;
+  Workspace<T> ws_ov, ws_ov2;
+  ForwardResult<T> lean, fresh, newer;
+  forward(c, sc.weights, before, ov, ws_ov, lean);
+  check_overview(lean, want_base, 3);
+  CHECK(forward_mask_edit(c, sc.weights, after, ov, lean, ws_ov2, fresh));
+  check_overview(fresh, want, 3);
+  check_overview(lean, want_base, 3);  // only read
+  CHECK(forward_mask_edit_in_place(c, sc.weights, after, ov, ws_ov, lean));
+  check_overview(lean, want, 3);
+  CHECK(forward_mask_edit_in_place(c, sc.weights, before, ov, ws_ov, lean));
+  check_overview(lean, want_base, 3);
+  CHECK(forward_mask_edit_in_place(c, sc.weights, third, ov, ws_ov, lean, &fresh));
+  check_overview(lean, want_third, 3);
+  check_overview(fresh, want, 3);
+  // A weights edit does not apply (the average needs every head's weights): a full forward instead.
+  Weights<T> moved = sc.weights;
+  moved.out_proj_weight.data[0] += T(1);
+  CHECK_FALSE(forward_weights_edit_in_place(c, moved, sc.weights, third, ov, ws_ov, lean));
+  check_overview(lean, want_third, 3);
 }
 
 const FullyMasked nan_ = FullyMasked::nan, zero = FullyMasked::zero;

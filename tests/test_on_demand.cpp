@@ -92,6 +92,17 @@ void run_fixture(const std::string& name) {
     o.stages = {"output"};
     const ForwardResult<T> od = forward(f.config, f.weights, f.inputs, o);
     check_on_demand(od, full);
+    CHECK_FALSE(od.overview.valid());
+    // The weights overview beside the output, at a few widths of column; and with every stage kept.
+    for (std::int64_t block : {1, 3, 16}) {
+      INFO("overview block " << block);
+      Options ov = o;
+      ov.weights_overview = block;
+      check_overview(forward(f.config, f.weights, f.inputs, ov), full, block);
+      ov.stages.clear();
+      const ForwardResult<T> both = forward(f.config, f.weights, f.inputs, ov);
+      check_overview(both, full, block);
+    }
   }
 }
 
@@ -134,6 +145,9 @@ void run_case(const Case& k) {
   o.stages = {"attn_mask"};  // a stage that is not left out: the inputs' own
   const ForwardResult<T> od = forward(c, sc.weights, in, o);
   check_on_demand(od, full);
+  Options ov = o;
+  ov.weights_overview = 8;  // rows longer than a few columns, a ragged last one
+  check_overview(forward(c, sc.weights, in, ov), full, 8);
 
   // A mask edit on the on-demand result keeps its stages out and equals a full forward's.
   Inputs<T> after = in;

@@ -432,11 +432,71 @@ float map_height(const LabelSpace& l, float cell, int rows) {
   return std::max(top, l.col_w) + cell * float(rows) + 1.0f;
 }
 
-void row_check_lines(const RowCheck& c) {
+// The lines under the grid: what hatched cells and NaN rows mean, fully masked rows, GQA's sharing.
+std::vector<std::string> footer_lines(const ForwardResult<float>& f, bool blocks, bool nan_rows,
+                                      std::int64_t masked_rows) {
+  const Dims& d = f.dims;
+  const int H = int(d.H);
+  std::vector<std::string> footer;
+  if (blocks || nan_rows)
+    footer.push_back(std::string(blocks ? "Grey hatched cells: blocked by the mask (not low values). " : "") +
+                     (!nan_rows ? ""
+                      : f.nonfinite_inputs > 0
+                          ? "Rows flagged NaN: a query with no visible key, or NaN/Inf inputs."
+                          : "Rows flagged NaN: a query with no visible key."));
+  if (f.fully_masked_rows > 0) {
+    char buf[512];
+    if (f.fully_masked == FullyMasked::nan)
+      std::snprintf(buf, sizeof buf,
+                    "Every key is blocked for %lld (head, query) rows, %lld of them in this batch item: "
+                    "softmax of a row of all -inf is 0/0, so torch gives NaN, and the NaN flows into context "
+                    "and output. Choose \"fully masked -> 0\" in the controls to get zeros instead.",
+                    (long long)f.fully_masked_rows, (long long)masked_rows);
+    else
+      std::snprintf(buf, sizeof buf,
+                    "Every key is blocked for %lld (head, query) rows, %lld of them in this batch item: "
+                    "their weights are set to 0 (the course notebook's masked_fill(isnan, 0)); torch "
+                    "itself would give NaN there.",
+                    (long long)f.fully_masked_rows, (long long)masked_rows);
+    footer.push_back(buf);
+  }
+  if (d.G < d.H) {
+    const int per = int(d.H / d.G);
+    footer.push_back("Grouped-query attention: " + std::to_string(H) + " query heads share " +
+                     std::to_string(d.G) + " key/value heads; heads 0-" + std::to_string(per - 1) +
+                     " use kv head 0, and so on (kv head = h / " + std::to_string(per) + ").");
+  }
+  return footer;
+}
+
+// A map's title: the head, its key/value head under GQA or its measured role, or the average.
+void head_title(const Dims& d, const RoleTable* roles, std::int64_t layer, int k, bool weights) {
+  const int H = int(d.H);
+  if (k == H) {
+    ImGui::TextUnformatted("head average");
+    if (weights && ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "attn_weights_avg = attn_weights.sum(dim=1) / num_heads:\nwhat torch returns by "
+          "default (average_attn_weights=True)");
+  } else if (d.G < d.H) {
+    ImGui::Text("head %d %s kv %lld", k, "\xC2\xB7", (long long)(k / (d.H / d.G)));
+  } else if (const std::string tag = roles && roles->n_head == H ? role_tag(roles->at(layer, k)) : "";
+             !tag.empty()) {
+    ImGui::Text("head %d %s %s", k, "\xC2\xB7", tag.c_str());
+  } else {
+    ImGui::Text("head %d", k);
+  }
+}
+
+// compact: two short lines for a narrow map (every head on screen at once).
+void row_check_lines(const RowCheck& c, bool compact = false) {
   // Beside its maximum, log2 of the keys a row may see (log2 S without a mask): where the head sits
   // between "one key" (0) and "uniform" (the maximum).
   ImGui::PushTextWrapPos(0);
-  ImGui::Text("entropy %.2f bits (max %.2f)", c.entropy, c.entropy_max);
+  if (compact)
+    ImGui::Text("H %.2f / %.2f bits", c.entropy, c.entropy_max);
+  else
+    ImGui::Text("entropy %.2f bits (max %.2f)", c.entropy, c.entropy_max);
   ImGui::PopTextWrapPos();
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
@@ -446,7 +506,7 @@ void row_check_lines(const RowCheck& c) {
         c.entropy_max);
   const bool ok = c.max_err < 1e-4;
   ImGui::TextColored(ok ? ImGui::GetStyleColorVec4(ImGuiCol_Text) : ImVec4(1.0f, 0.55f, 0.2f, 1.0f),
-                     "row sums 1 %s %.0e", "\xC2\xB1", c.max_err);
+                     compact ? "sums 1%s%.0e" : "row sums 1 %s %.0e", "\xC2\xB1", c.max_err);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("max |row sum - 1| over the rows that have a visible key (softmax rows sum to 1).");
   if (c.nan_rows > 0 || c.zero_rows > 0) {
@@ -456,10 +516,85 @@ void row_check_lines(const RowCheck& c) {
   }
 }
 
+// The weights as a zoomed-out map per head, from the result's weights overview (the app's largest
+// sizes keep no attn_weights: 4·H·L·S' bytes a result). Each texel is the largest weight of a patch
+// of query rows × keys; the row checks are the engine's, made while each row was in cache.
+struct OverviewCache {
+  std::weak_ptr<const ForwardResult<float>> source;
+  int batch = -1, k = 0;                    // k: the overview's columns per texel
+  int R = 0, C = 0;                         // texels
+  std::int64_t rows_per = 0, keys_per = 0;  // query rows and keys a texel covers
+  std::vector<float> maps;                  // (H + 1, R, C): every head's, then the average's
+  // (H + 1, R, C): -inf where every weight of the patch is 0 (its keys blocked), else 0: the map's
+  // hatching, as an additive mask.
+  std::vector<float> empty;
+  float hi = 0;                  // the largest finite weight of every head
+  std::vector<RowCheck> checks;  // per head, then the average
+  std::int64_t masked_rows = 0;  // NaN or all-zero (h, i) rows of this batch item
+  bool nan_rows = false;
+};
+
+void build_overview(OverviewCache& c, const std::shared_ptr<const ForwardResult<float>>& source, int b,
+                    int k) {
+  const ForwardResult<float>& f = *source;
+  const WeightsOverview<float>& o = f.overview;
+  const int H = int(f.dims.H), L = int(f.dims.L), Ce = int(o.columns);
+  c.source = source, c.batch = b, c.k = k;
+  c.rows_per = o.block * k, c.keys_per = o.block * k;
+  c.R = int((L + c.rows_per - 1) / c.rows_per), c.C = (Ce + k - 1) / k;
+  const std::size_t plane = std::size_t(c.R) * std::size_t(c.C);
+  c.maps.assign(std::size_t(H + 1) * plane, -std::numeric_limits<float>::infinity());
+  c.checks.assign(std::size_t(H) + 1, RowCheck{});
+  // Each texel: the largest of its patch's overview values, NaN when one is (a NaN row).
+  auto pool = [&](int h) {
+    const float* src = h < H ? o.weights->data() + (std::size_t(b) * H + std::size_t(h)) * std::size_t(L) * Ce
+                             : o.average->data() + std::size_t(b) * std::size_t(L) * Ce;
+    float* dst = c.maps.data() + std::size_t(h) * plane;
+    for (int i = 0; i < L; ++i) {
+      float* row = dst + std::size_t(i / c.rows_per) * std::size_t(c.C);
+      const float* x = src + std::size_t(i) * Ce;
+      for (int j = 0; j < Ce; ++j) {
+        float& t = row[j / k];
+        if (std::isnan(x[j]) || std::isnan(t))
+          t = std::numeric_limits<float>::quiet_NaN();
+        else
+          t = std::max(t, x[j]);
+      }
+    }
+    std::vector<RowPart> parts(static_cast<std::size_t>(L));
+    const float* chk = o.checks->data() + (std::size_t(b) * (H + 1) + std::size_t(h)) * std::size_t(L) * 4;
+    for (int i = 0; i < L; ++i) {
+      RowPart& p = parts[std::size_t(i)];
+      p.ent = chk[4 * i], p.ent_max = chk[4 * i + 1], p.err = chk[4 * i + 2];
+      p.kind = RowPart::Kind(int(chk[4 * i + 3]));
+    }
+    c.checks[std::size_t(h)] = sum_rows(parts.data(), L);
+  };
+  both_halves(double(H + 1) * L * Ce, [&](int half) {
+    for (int h = half; h <= H; h += 2) pool(h);
+  });
+  c.empty.resize(c.maps.size());
+  for (std::size_t x = 0; x < c.maps.size(); ++x)
+    c.empty[x] = c.maps[x] == 0.0f ? -std::numeric_limits<float>::infinity() : 0.0f;
+  Range all;
+  for (std::size_t x = 0; x < std::size_t(H) * plane; ++x)
+    if (std::isfinite(c.maps[x])) all.hi = std::max(all.hi, c.maps[x]);
+  c.hi = all.hi > 0 ? all.hi : 1.0f;
+  c.masked_rows = 0;
+  c.nan_rows = false;
+  for (int h = 0; h < H; ++h) {
+    c.masked_rows += c.checks[std::size_t(h)].nan_rows + c.checks[std::size_t(h)].zero_rows;
+    c.nan_rows = c.nan_rows || c.checks[std::size_t(h)].nan_rows > 0;
+  }
+}
+
 }  // namespace
 
 struct HeadsPanel {
   HeadsCache cache;
+  OverviewCache overview;
+  void draw_overview(AppState& state, Textures& tex, const std::vector<int>& order, const RoleTable* roles,
+                     std::int64_t layer);
   std::vector<std::string> feature_labels;
   void draw(Panels& panels, AppState& state, Textures& tex);
 };
@@ -532,6 +667,11 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   same_line_if_fits(ImGui::CalcTextSize("Export...").x + font);
   export_button(state, kStages[si].name, std::clamp(view.sel_head, 0, int(f.dims.H) - 1));
 
+  // At the largest sizes the result keeps no weights, only their overview: every head zoomed out.
+  if (si == kWeights && f.overview.valid() && !f.trace.has("attn_weights")) {
+    draw_overview(state, tex, order, roles, layer);
+    return;
+  }
   // A stage the forward left out (large sizes) is computed here, once per result.
   const Stage<float>* sp = find_stage(f, kStages[si].name);
   if (!sp || sp->shape.size() != 4 || !find_stage(f, "attn_weights") || !find_stage(f, "attn_weights_avg")) {
@@ -588,37 +728,8 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       si == kContext ? &numbered(feature_labels, C) : &state.result.key_tokens;
 
   // The footer is measured first so the grid knows the height it may use.
-  std::vector<std::string> footer;
   const bool blocks = mask && (si == kMasked || si == kWeights);
-  const bool nan_rows = cache.nan_rows;
-  if (blocks || nan_rows)
-    footer.push_back(std::string(blocks ? "Grey hatched cells: blocked by the mask (not low values). " : "") +
-                     (!nan_rows ? ""
-                      : f.nonfinite_inputs > 0
-                          ? "Rows flagged NaN: a query with no visible key, or NaN/Inf inputs."
-                          : "Rows flagged NaN: a query with no visible key."));
-  if (f.fully_masked_rows > 0) {
-    char buf[512];
-    if (f.fully_masked == FullyMasked::nan)
-      std::snprintf(buf, sizeof buf,
-                    "Every key is blocked for %lld (head, query) rows, %lld of them in this batch item: "
-                    "softmax of a row of all -inf is 0/0, so torch gives NaN, and the NaN flows into context "
-                    "and output. Choose \"fully masked -> 0\" in the controls to get zeros instead.",
-                    (long long)f.fully_masked_rows, (long long)cache.masked_rows);
-    else
-      std::snprintf(buf, sizeof buf,
-                    "Every key is blocked for %lld (head, query) rows, %lld of them in this batch item: "
-                    "their weights are set to 0 (the course notebook's masked_fill(isnan, 0)); torch "
-                    "itself would give NaN there.",
-                    (long long)f.fully_masked_rows, (long long)cache.masked_rows);
-    footer.push_back(buf);
-  }
-  if (d.G < d.H) {
-    const int per = int(d.H / d.G);
-    footer.push_back("Grouped-query attention: " + std::to_string(H) + " query heads share " +
-                     std::to_string(d.G) + " key/value heads; heads 0-" + std::to_string(per - 1) +
-                     " use kv head 0, and so on (kv head = h / " + std::to_string(per) + ").");
-  }
+  const std::vector<std::string> footer = footer_lines(f, blocks, cache.nan_rows, cache.masked_rows);
   const float wrap_w = ImGui::GetContentRegionAvail().x;
   float footer_h = 0;
   for (const std::string& line : footer)
@@ -672,20 +783,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       const bool avg = slot == H;
       const int k = avg ? H : order[std::size_t(slot)];  // the head drawn in this slot
       const float w = ImGui::GetContentRegionAvail().x;
-      if (avg) {
-        ImGui::TextUnformatted("head average");
-        if (si == kWeights && ImGui::IsItemHovered())
-          ImGui::SetTooltip(
-              "attn_weights_avg = attn_weights.sum(dim=1) / num_heads:\nwhat torch returns by "
-              "default (average_attn_weights=True)");
-      } else if (d.G < d.H) {
-        ImGui::Text("head %d %s kv %lld", k, "\xC2\xB7", (long long)(k / (d.H / d.G)));
-      } else if (const std::string tag = roles && roles->n_head == H ? role_tag(roles->at(layer, k)) : "";
-                 !tag.empty()) {
-        ImGui::Text("head %d %s %s", k, "\xC2\xB7", tag.c_str());
-      } else {
-        ImGui::Text("head %d", k);
-      }
+      head_title(d, roles, layer, k, si == kWeights);
 
       Heatmap hm;
       hm.id = std::string("heads/") + kStages[si].name + "/" + std::to_string(k);
@@ -779,6 +877,137 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   if (row_scale) ImGui::TextDisabled("x row max");
   ImGui::EndGroup();
 
+  for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());
+}
+
+void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector<int>& order,
+                               const RoleTable* roles, std::int64_t layer) {
+  ViewState& view = state.view();
+  const ForwardResult<float>& f = *state.result.forward;
+  const Dims& d = f.dims;
+  const WeightsOverview<float>& o = f.overview;
+  const float font = ImGui::GetFontSize();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const int H = int(d.H), n_maps = H + 1;
+  const int b = std::clamp(view.batch_index, 0, int(d.N) - 1);
+  const std::int64_t R0 = (d.L + o.block - 1) / o.block, C0 = o.columns;  // texels at the overview's own size
+
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+
+  // Footer first (the grid takes what is left), from the last cache of this result when there is
+  // one: the counts it shows do not depend on the zoom.
+  const bool cached = same_owner(overview.source, state.result.forward) && overview.batch == b;
+  const std::int64_t shown_patch = cached ? overview.rows_per : o.block;  // until this frame's layout
+  ImGui::TextWrapped(
+      "%s attn_weights, zoomed out: each cell is the largest weight of a %lld x %lld patch "
+      "(query rows x keys)",
+      shape_str({d.N, d.H, d.L, d.S_total}).c_str(), (long long)shown_patch, (long long)shown_patch);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "At this size the weights themselves (%.0f MiB) are not kept: the forward pools and checks each\n"
+        "row as it computes it. Hover a cell for its patch; the Inspector and the other views compute\n"
+        "exact rows on demand.",
+        double(d.N) * double(d.H) * double(d.L) * double(d.S_total) * 4.0 / (1 << 20));
+  ImGui::PopStyleColor();
+  std::vector<std::string> footer =
+      footer_lines(f, false, cached && overview.nan_rows, cached ? overview.masked_rows : 0);
+  footer.insert(footer.begin(),
+                "Grey hatched cells: every weight of the patch is 0 (its keys blocked by the mask).");
+  const float wrap_w = ImGui::GetContentRegionAvail().x;
+  float footer_h = 0;
+  for (const std::string& line : footer)
+    footer_h += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap_w).y + style.ItemSpacing.y;
+
+  // Every map on screen: the column count that gives the largest cells, then texels of a pixel or
+  // more (k overview columns to a texel).
+  const float colorbar_w = font * 5.0f;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float grid_w = std::max(font * 10, avail.x - colorbar_w - style.ItemSpacing.x);
+  const float grid_h = std::max(font * 8, avail.y - footer_h);
+  const float pad = style.CellPadding.x * 2;
+  const float text_h = 3.0f * ImGui::GetTextLineHeightWithSpacing();  // title, then two check lines
+  const float row_extra = text_h + style.CellPadding.y * 2 + style.ItemSpacing.y * 2;
+  const float min_w = ImGui::CalcTextSize("H 10.00 / 10.00 bits").x;  // the check lines fit
+  int cols = 1;
+  float px = 0;  // pixels per overview texel
+  for (int c = 1; c <= n_maps; ++c) {
+    const int rows = (n_maps + c - 1) / c;
+    const float w = grid_w / float(c) - pad, h = grid_h / float(rows) - row_extra;
+    if (c > 1 && w < min_w) break;
+    const float fit = std::min(w / float(C0), h / float(R0));
+    if (fit >= px) cols = c, px = fit;
+  }
+  // No room for every map at a legible size (a large font, a small window): maps of side_min, as
+  // many to a row as fit, and the grid scrolls.
+  const float side_min = font * 4;
+  if (px * float(std::max(R0, C0)) < side_min) {
+    const float w = std::max(side_min, min_w);
+    cols = std::clamp(int((grid_w - style.ScrollbarSize) / (w + pad)), 1, n_maps);
+    px = side_min / float(std::max(R0, C0));
+  }
+  const int k = std::clamp(int(std::ceil(1.0f / std::max(px, 1e-3f))), 1, int(std::max(R0, C0)));
+  if (!cached || overview.k != k) build_overview(overview, state.result.forward, b, k);
+  const OverviewCache& c = overview;
+  const float cell = std::max(1.0f, px * float(k));
+  const float map_w = cell * float(c.C), map_h = cell * float(c.R);
+
+  Colormap cmap = view.colormap == Colormap::diverging ? Colormap::viridis : view.colormap;
+  const bool row_scale = view.weights_row_scale;
+  const float vmin = 0, vmax = row_scale ? 1.0f : c.hi;
+  const std::uint64_t gen = state.result.generation;
+  const std::size_t plane = std::size_t(c.R) * std::size_t(c.C);
+  const float child_h = std::min(grid_h, float((n_maps + cols - 1) / cols) * (map_h + row_extra));
+  ImGui::BeginChild("heads_grid", ImVec2(grid_w, child_h), false);
+  if (ImGui::BeginTable("heads_table", cols, ImGuiTableFlags_SizingStretchSame)) {
+    for (int slot = 0; slot < n_maps; ++slot) {
+      ImGui::TableNextColumn();
+      const int h = slot == H ? H : order[std::size_t(slot)];
+      head_title(d, roles, layer, h, true);
+      Heatmap hm;
+      hm.id = std::string("heads/overview/") + std::to_string(h);
+      hm.values = c.maps.data() + std::size_t(h) * plane;
+      hm.rows = c.R, hm.cols = c.C, hm.row_stride = c.C, hm.col_stride = 1;
+      hm.vmin = vmin, hm.vmax = vmax;
+      hm.colormap = cmap;
+      hm.row_scale = row_scale;
+      hm.show_values = false;
+      hm.margins = false;
+      hm.max_cell = cell;
+      hm.size = ImVec2(map_w, map_h);
+      hm.version = mix({gen, std::uint64_t(b), std::uint64_t(k), std::uint64_t(cmap),
+                        std::uint64_t(row_scale), float_bits(vmax), 0x6f76u});
+      hm.blocked_mask = c.empty.data() + std::size_t(h) * plane;
+      hm.blocked_row_stride = c.C, hm.blocked_col_stride = 1;
+      const float* empty = hm.blocked_mask;
+      const int C = c.C;
+      hm.blocked = [empty, C](int i, int j) {
+        return std::isinf(empty[std::size_t(i) * std::size_t(C) + std::size_t(j)]);
+      };
+      hm.patch_rows = c.rows_per, hm.patch_cols = c.keys_per;
+      hm.stage_rows = d.L, hm.stage_cols = d.S_total;
+      if (h < H && h == view.sel_head && view.sel_query >= 0) {
+        hm.selected_row = int(view.sel_query / c.rows_per);
+        hm.selected_col = view.sel_key >= 0 ? int(view.sel_key / c.keys_per) : -1;
+      }
+      hm.hover_row = view.hover_query >= 0 ? int(view.hover_query / c.rows_per) : -1;
+      hm.hover_col = view.hover_key >= 0 ? int(view.hover_key / c.keys_per) : -1;
+      const HeatmapEvent ev = draw_heatmap(tex, hm);
+      if (ev.hovered) report_hover(int(ev.row * c.rows_per), int(ev.col * c.keys_per));
+      if (ev.clicked) {  // the patch's first cell, for the inspector
+        view.sel_query = int(ev.row * c.rows_per);
+        view.sel_key = int(ev.col * c.keys_per);
+        if (h < H) view.sel_head = h;
+      }
+      row_check_lines(c.checks[std::size_t(h)], true);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  draw_colorbar(tex, cmap, vmin, vmax, std::clamp(child_h - font * 2, font * 4, font * 16));
+  if (row_scale) ImGui::TextDisabled("x row max");
+  ImGui::EndGroup();
   for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());
 }
 

@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "forward_kernels.hpp"
+#include "weights_check.hpp"
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -424,6 +425,48 @@ void in_projection(const Args<T>& a, int t) {
   linear_batched_rows(a.value, k0, k1, S, a.Sp, a.vdim, a.w_v, a.b_v, a.kv, a.v);
 }
 
+// Row i of head h of item n (h = H: the head average) into the weights overview: its first `len`
+// values (the rest are 0) pooled into columns of overview_block keys, and checked. The check reads
+// only as far as len, whose zeros after it would change no digit, and every key past len is blocked,
+// so the visible keys are all counted (weights_check.hpp).
+// scores, x_max, z: the masked scores the row's softmax read, their largest and its sum of
+// exponentials, for the check without a log per value (null for the head average and rows that are
+// not an ordinary softmax: check_row then).
+template <class T>
+void overview_row(const Args<T>& a, std::int64_t n, std::int64_t h, std::int64_t i, const T* row,
+                  std::int64_t len, const T* mask_row, const T* scores = nullptr, T x_max = 0, T z = 0) {
+  const std::int64_t Sp = a.Sp, block = a.overview_block, C = a.overview_columns;
+  const weights_check::PlaneOf<T> w{row, Sp, 1, 1, int(len)};
+  const weights_check::PlaneOf<T> m{mask_row, Sp, 1, 1, int(len)};
+  // With a mask every key past len is blocked; without one all S' are visible.
+  const int keys = mask_row ? -1 : int(Sp);
+  const bool fast = scores && std::isfinite(z) && z > 0;
+  const weights_check::RowPart part =
+      fast ? weights_check::check_softmax_row(row, scores, x_max, z, int(len), mask_row, int(Sp))
+           : weights_check::check_row(w, mask_row ? &m : nullptr, 0, keys);
+  T* c = a.overview_checks + ((n * (a.H + 1) + h) * a.L + i) * 4;
+  c[0] = T(part.ent), c[1] = T(part.ent_max), c[2] = T(part.err), c[3] = T(part.kind);
+  T* out =
+      h < a.H ? a.overview_weights + ((n * a.H + h) * a.L + i) * C : a.overview_average + (n * a.L + i) * C;
+  if (part.kind == weights_check::RowPart::nan) {  // a NaN weight makes the whole row NaN
+    std::fill(out, out + C, std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
+  const std::int64_t used = std::min(C, (len + block - 1) / block);
+  // Whole columns 8 keys at a time where the block allows (a vector max each), the rest one by one.
+  const std::int64_t whole = block % 8 == 0 ? std::min(used, Sp / block) : 0;
+  using Eight = Eigen::Array<T, 8, 1>;
+  for (std::int64_t col = 0; col < whole; ++col) {
+    const T* x = row + col * block;
+    Eight top = Eigen::Map<const Eight>(x);
+    for (std::int64_t k = 8; k < block; k += 8) top = top.max(Eigen::Map<const Eight>(x + k));
+    out[col] = top.maxCoeff();
+  }
+  for (std::int64_t col = whole; col < used; ++col)
+    out[col] = *std::max_element(row + col * block, row + std::min(Sp, (col + 1) * block));
+  std::fill(out + used, out + C, T(0));  // past len every weight is 0
+}
+
 // Tasks [task0, task1) of the fused loop. A task is (batch item n, query rows i0 .. i0+rows); it runs
 // every head over its rows, so each task owns disjoint rows of every buffer, and the head average
 // accumulates in cache instead of re-reading all weights afterwards. The blocks are computed in the
@@ -437,7 +480,8 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
   // Softmax arguments below this are left to std::exp (see the loop): well above where Eigen's exp clamps.
   const T exp_floor = sizeof(T) == 4 ? T(-80) : T(-700);
   const bool want_context = a.context || a.concat;
-  const bool want_weights = a.weights || a.weights_avg || want_context;
+  const bool want_average = a.weights_avg || a.overview_weights;
+  const bool want_weights = a.weights || want_average || want_context;
   const bool want_masked = a.scores_masked || want_weights;
   Tally& mine = *tally;
   const std::int64_t ld = a.ld, G = kv / dk;
@@ -518,7 +562,9 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
         const T row_max = len > 0 ? x.maxCoeff() : neg_inf;
         // Every key blocked: torch gives NaN (exp(-inf - -inf)). A NaN score (NaN/Inf inputs) is not
         // a blocked key: the else branch propagates it to the whole row, as torch does.
-        if (row_max == neg_inf && !x.hasNaN()) {
+        const bool fully_masked_row = row_max == neg_inf && !x.hasNaN();
+        T z = 0;  // the row's sum of exponentials
+        if (fully_masked_row) {
           ++mine.fully_masked_rows;
           w.setConstant(a.fully_masked_zero ? T(0) : std::numeric_limits<T>::quiet_NaN());
           if (!a.fully_masked_zero) keys = Sp;  // NaN weights: NaN context, as without skipping
@@ -544,14 +590,17 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
             }
           }
           w.tail(Sp - len).setZero();
-          w *= T(1) / w.sum();
+          z = w.sum();
+          w *= T(1) / z;
         }
         if (a.weights) stream_copy(a.weights + off + i * Sp, w.data(), Sp);
+        if (a.overview_weights)
+          overview_row(a, n, h, i0 + i, w.data(), fully_masked_row ? Sp : len, mask_row, x_row, row_max, z);
       }
       if (a.timing) mine.mask_softmax += ms_since(t);
 
       // torch: attn_weights.sum(dim=1) / num_heads; summed here in head order, divided below.
-      if (a.weights_avg) {
+      if (want_average) {
         if (h == a.head_begin)
           avg = weights;
         else
@@ -573,10 +622,28 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
         if (a.timing) mine.context += ms_since(t);
       }
     }
-    if (a.weights_avg) {
+    if (want_average) {
       avg /= T(a.H);
-      for (std::int64_t i = 0; i < rows; ++i)
-        stream_copy(a.weights_avg + n * a.avg_n_stride + (i0 - a.out_row0 + i) * Sp, avg_block + i * ld, Sp);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        if (a.weights_avg)
+          stream_copy(a.weights_avg + n * a.avg_n_stride + (i0 - a.out_row0 + i) * Sp, avg_block + i * ld,
+                      Sp);
+        if (a.overview_weights) {
+          // The average's values end where the last of its heads' rows does.
+          std::int64_t len = Sp;
+          if (a.open_end) {
+            len = 0;
+            for (std::int64_t h = a.head_begin; h < a.head_end; ++h)
+              len = std::max(
+                  len,
+                  rounded(a.open_end[((a.mask_n > 1 ? n : 0) * a.mask_h + (a.mask_h > 1 ? h : 0)) * a.mask_l +
+                                     (a.mask_l > 1 ? i0 + i : 0)]));
+          }
+          // A head's NaN row (every key blocked) makes the average NaN over every key.
+          if (std::isnan(avg_block[i * ld])) len = Sp;
+          overview_row(a, n, a.H, i0 + i, avg_block + i * ld, len, static_cast<const T*>(nullptr));
+        }
+      }
       if (a.timing) mine.average += ms_since(t);
     }
   }

@@ -56,6 +56,13 @@ struct Args {
   std::int64_t out_n_stride = 0, out_h_stride = 0, avg_n_stride = 0, out_row0 = 0;
   std::int64_t head_begin = 0, head_end = 0;  // the heads the fused loop runs: [head_begin, head_end)
   std::int64_t q_row0 = 0;  // q_scaled holds rows q_row0.. of the (N·L, E) q / √d_k (0: all of them)
+  // The weights overview (Options::weights_overview; null: none): each weights row the fused loop
+  // finishes, and each row of the head average after every head of its task (which must run every
+  // head), pooled to overview_columns values of overview_block keys (their largest; NaN for a NaN
+  // row) and checked (weights_check.hpp) while it is in cache: (N, H, L, C), (N, L, C) and
+  // (N, H + 1, L, 4) of entropy, its maximum, |row sum - 1| and the row's kind.
+  T *overview_weights = nullptr, *overview_average = nullptr, *overview_checks = nullptr;
+  std::int64_t overview_block = 0, overview_columns = 0;
   int threads = 1;
   bool timing = false;
   double score_divisor = 0;  // q is divided by this (0: √d_k, torch); see Options::score_divisor

@@ -52,9 +52,10 @@ struct BenchArgs {
   std::string size = "all", backend = "cpu";
   int repeats = 0, threads = 0, sgemm = 0;
   bool json = false, fresh = false, export_grid = false, quiet = false;
-  std::string model_dir;  // --model: a GPT-2 folder, timed at --tokens
-  std::string stages;     // --stages: comma-separated trace names to read back (Options::stages)
-  int head_weights = -1;  // --head-weights H: also compute head H's attn_weights on demand (stage_rows)
+  std::string model_dir;      // --model: a GPT-2 folder, timed at --tokens
+  std::string stages;         // --stages: comma-separated trace names to read back (Options::stages)
+  int head_weights = -1;      // --head-weights H: also compute head H's attn_weights on demand (stage_rows)
+  std::int64_t overview = 0;  // --weights-overview B: Options::weights_overview
   std::int64_t tokens = 256;
   std::string edit;  // --edit mask|token: time the recompute after one edit instead
 };
@@ -116,6 +117,7 @@ nlohmann::json bench_edit(const BenchSize& s, const BenchArgs& a) {
   Options o;
   o.threads = a.threads;
   o.stages = stage_list(a.stages);
+  o.weights_overview = a.overview;
   Workspace<float> ws[3];
   ForwardResult<float> r[3];
   Weights<float> weights_of[3];  // the weights each result was computed with
@@ -170,6 +172,7 @@ nlohmann::json bench_edit(const BenchSize& s, const BenchArgs& a) {
           {"E", s.E},
           {"H", s.H},
           {"stages", a.stages.empty() ? "all" : a.stages},
+          {"weights_overview", a.overview},
           {"cpu_kernels", cpu_kernels()},
           {"repeats", repeats},
           {"rows_only", rows_only},
@@ -192,6 +195,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
   if (o.backend == Backend::gpu) o.device = gpu_device();
   o.threads = a.threads;
   o.stages = stage_list(a.stages);
+  o.weights_overview = a.overview;
   StageTimes st;
   if (o.backend == Backend::eigen || o.backend == Backend::gpu)
     o.stage_times = &st;  // gpu: glFinish per phase
@@ -264,6 +268,7 @@ nlohmann::json bench_size(const BenchSize& s, const BenchArgs& a) {
       {"cpu_kernels", o.backend == Backend::eigen ? cpu_kernels() : "none"},
       {"workspace_reuse", !a.fresh},
       {"stages", a.stages.empty() ? "all" : a.stages},
+      {"weights_overview", a.overview},
       {"head_weights", a.head_weights},
       {"repeats", repeats},
       {"median_ms", median},
@@ -488,6 +493,10 @@ std::function<int()> add_bench(CLI::App& app) {
       "comma-separated stage names the caller reads (e.g. output or attn_weights,output); the cpu "
       "backend then keeps no (N, H, L, S) stage that is not named, the gpu backend reads back only "
       "those (default: every stage)");
+  cmd->add_option("--weights-overview", a->overview,
+                  "cpu: also pool and check every attn_weights row as the forward makes it, B keys to a "
+                  "column (Options::weights_overview: what the app's Heads view draws at L = 2048 and more)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--head-weights", a->head_weights,
                   "cpu: also compute head H's attn_weights on demand after each forward (mha::stage_rows), "
                   "as a view of one head does; with --stages output that is the on-demand forward")

@@ -58,20 +58,22 @@ bool AppState::apply(const Action& a) {
   const std::string& key = a.key.empty() ? a.what : a.key;
   const bool coalesce =
       a.gesture ? a.gesture == last_gesture : key == last_edit && now - last_edit_time < kCoalesceSeconds;
+  if (!coalesce && result.valid()) previous = result;  // what was on screen before this edit began
+  last_edit = key;
+  last_gesture = a.gesture;
+  last_edit_time = now;
+  autosave_pending = true;
+  // The forward first: at large sizes the history's copy of the last state (the mask packed to bits,
+  // the scenario copied) then runs beside it instead of before it.
+  recompute();
   if (!coalesce) {
     // The last state goes to the history as it is (no copy); the mask storage it hands back, when
     // it keeps the mask as bits, takes the copy below.
     std::vector<float> storage = history.push(std::move(committed), a.what);
     committed = Scenario{};
     committed.mask.cells = std::move(storage);
-    if (result.valid()) previous = result;  // what was on screen before this edit began
   }
   committed = scenario_;
-  last_edit = key;
-  last_gesture = a.gesture;
-  last_edit_time = now;
-  autosave_pending = true;
-  recompute();
   return true;
 }
 

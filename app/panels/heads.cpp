@@ -550,17 +550,29 @@ void build_overview(OverviewCache& c, const std::shared_ptr<const ForwardResult<
     const float* src = h < H ? o.weights->data() + (std::size_t(b) * H + std::size_t(h)) * std::size_t(L) * Ce
                              : o.average->data() + std::size_t(b) * std::size_t(L) * Ce;
     float* dst = c.maps.data() + std::size_t(h) * plane;
+    std::vector<char> nan_texels(std::size_t(c.R), 0);  // texel rows holding a NaN row
     for (int i = 0; i < L; ++i) {
-      float* row = dst + std::size_t(i / c.rows_per) * std::size_t(c.C);
+      const std::size_t r = std::size_t(i / c.rows_per);
+      float* row = dst + r * std::size_t(c.C);
       const float* x = src + std::size_t(i) * Ce;
-      for (int j = 0; j < Ce; ++j) {
-        float& t = row[j / k];
-        if (std::isnan(x[j]) || std::isnan(t))
-          t = std::numeric_limits<float>::quiet_NaN();
-        else
-          t = std::max(t, x[j]);
+      if (std::isnan(x[0])) {  // the overview makes a NaN row NaN in every column
+        nan_texels[r] = 1;
+        continue;
+      }
+      if (k == 1) {
+        for (int j = 0; j < Ce; ++j) row[j] = std::max(row[j], x[j]);
+      } else {
+        for (int j0 = 0, t = 0; j0 < Ce; j0 += k, ++t) {
+          float m = row[t];
+          for (int j = j0; j < std::min(Ce, j0 + k); ++j) m = std::max(m, x[j]);
+          row[t] = m;
+        }
       }
     }
+    for (int r = 0; r < c.R; ++r)
+      if (nan_texels[std::size_t(r)])
+        std::fill(dst + std::size_t(r) * c.C, dst + std::size_t(r + 1) * c.C,
+                  std::numeric_limits<float>::quiet_NaN());
     std::vector<RowPart> parts(static_cast<std::size_t>(L));
     const float* chk = o.checks->data() + (std::size_t(b) * (H + 1) + std::size_t(h)) * std::size_t(L) * 4;
     for (int i = 0; i < L; ++i) {

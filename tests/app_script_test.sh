@@ -45,6 +45,8 @@ for n in ("large_0.json", "large_1.json"):
     assert r["attn_weights"] == "overview", (n, r["attn_weights"])
     assert r["weights_overview"] == {"block": 8, "columns": 256}, r["weights_overview"]
 assert not json.load(open(f"{out}/large_0.json"))["result"]["errors"]
+r = json.load(open(f"{out}/large_2.json"))["result"]
+assert r["valid"] and r["tab"] == "Token lines" and r["attn_weights"] == "computed", r
 print("scripted UI: at L = 2048 the Heads view draws every head from the weights overview")
 PY
 # The scripts' open goes through File > Open's path: what they opened is in Recent, newest first.

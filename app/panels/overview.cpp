@@ -43,7 +43,7 @@ float LargestWeight::of(const std::vector<const ForwardResult<float>*>& layers, 
   if (gen == seen_gen && n == seen_n && layers.size() == seen_count) return top;
   top = 0;
   for (const ForwardResult<float>* f : layers) {
-    const Stage<float>& w = f->trace["attn_weights"];
+    const Stage<float>& w = *find_stage(*f, "attn_weights");  // checked by the caller
     for (std::int64_t h = 0; h < w.shape[1]; ++h)
       for (std::int64_t i = 0; i < w.shape[2]; ++i)
         for (std::int64_t j = 0; j < w.shape[3]; ++j) {
@@ -161,6 +161,16 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
     ImGui::PopStyleColor();
   }
 
+  // At the largest sizes a result keeps no attn_weights: computed here once per result (the Heads
+  // view draws from the weights overview instead), unless they would not fit in memory.
+  for (const ForwardResult<float>* lf : shown)
+    if (!find_stage(*lf, "attn_weights")) {
+      ImGui::TextWrapped(
+          "attn_weights (%lld x %lld x %lld values a batch item) do not fit in memory here; the Heads view "
+          "shows every head zoomed out.",
+          (long long)d.H, (long long)d.L, (long long)d.S_total);
+      return;
+    }
   const Stage<float>* mask_stage = all_layers ? nullptr : f.trace.find("attn_mask");
   const int R = int(d.L), C = int(d.S_total);
   const int layers = int(shown.size());
@@ -243,7 +253,7 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
 
   for (int li = 0; li < layers; ++li) {
     const ForwardResult<float>& lf = *shown[std::size_t(li)];
-    const Stage<float>& w = lf.trace["attn_weights"];
+    const Stage<float>& w = *find_stage(lf, "attn_weights");  // checked above
     const int layer = shown_layer[std::size_t(li)];
     const bool current = !model || layer == model->layer;
     if (all_layers) {

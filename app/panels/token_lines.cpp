@@ -80,7 +80,18 @@ void TokenLinesPanel::draw(AppState& state) {
   const ImGuiStyle& style = ImGui::GetStyle();
   const int N = int(d.N), H = int(d.H), L = int(d.L), S = int(d.S_total);
   const int b = std::clamp(view.batch_index, 0, N - 1);
-  const Stage<float>& w = f.trace["attn_weights"];  // (N, H, L, S')
+  // At the largest sizes a result keeps no attn_weights: computed here once per result, unless they
+  // would not fit in memory.
+  const Stage<float>* weights = find_stage(f, "attn_weights");
+  if (!weights) {
+    ImGui::TextWrapped(
+        "attn_weights (%d x %d x %d values a batch item) do not fit in memory here; the Heads view shows "
+        "every "
+        "head zoomed out.",
+        H, L, S);
+    return;
+  }
+  const Stage<float>& w = *weights;  // (N, H, L, S')
 
   what_if_banner(state);
   // Controls: batch item, then one coloured toggle per head.

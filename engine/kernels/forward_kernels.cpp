@@ -452,9 +452,11 @@ void overview_row(const Args<T>& a, std::int64_t n, std::int64_t h, std::int64_t
     std::fill(out, out + C, std::numeric_limits<T>::quiet_NaN());
     return;
   }
+  // Columns up to len: the weights after it are 0, and a column's largest weight is at least 0 (what
+  // lies past len may not be written at all: see `width` in fused).
   const std::int64_t used = std::min(C, (len + block - 1) / block);
   // Whole columns 8 keys at a time where the block allows (a vector max each), the rest one by one.
-  const std::int64_t whole = block % 8 == 0 ? std::min(used, Sp / block) : 0;
+  const std::int64_t whole = block % 8 == 0 ? std::min(used, len / block) : 0;
   using Eight = Eigen::Array<T, 8, 1>;
   for (std::int64_t col = 0; col < whole; ++col) {
     const T* x = row + col * block;
@@ -463,7 +465,7 @@ void overview_row(const Args<T>& a, std::int64_t n, std::int64_t h, std::int64_t
     out[col] = top.maxCoeff();
   }
   for (std::int64_t col = whole; col < used; ++col)
-    out[col] = *std::max_element(row + col * block, row + std::min(Sp, (col + 1) * block));
+    out[col] = *std::max_element(row + col * block, row + std::min(len, (col + 1) * block));
   std::fill(out + used, out + C, T(0));  // past len every weight is 0
 }
 
@@ -499,8 +501,29 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
   for (std::int64_t task = task0; task < task1; ++task) {
     const std::int64_t n = task / a.blocks_per_item, i0 = (task % a.blocks_per_item) * block;
     const std::int64_t rows = std::min(block, L - i0);
-    StridedMap<T> weights(w_block, rows, Sp, Eigen::OuterStride<>(ld));  // (rows, S') each
-    StridedMap<T> avg(avg_block, rows, Sp, Eigen::OuterStride<>(ld));
+    // Where no (N, H, L, S') stage nor the head average is written out and blocked keys are skipped,
+    // a weights row is needed only as far as the last key some head of the task sees: the rows are
+    // zeroed, and the head sum made, over those `width` columns only (not under the NaN policy with a
+    // row of the task fully blocked: its NaN spans every key, and so does the context's product).
+    // width is a multiple of 128 bytes: Eigen's vectorised row sum pairs its packets, so the zeros
+    // after it would only have added +0 to each of its two running sums (the same digits).
+    std::int64_t width = Sp;
+    if (a.open_end && !a.weights && !a.weights_avg) {
+      std::int64_t last = 0;
+      for (std::int64_t h = a.head_begin; h < a.head_end && last < Sp; ++h) {
+        const std::int64_t* e = a.open_end +
+                                ((a.mask_n > 1 ? n : 0) * a.mask_h + (a.mask_h > 1 ? h : 0)) * a.mask_l +
+                                (a.mask_l > 1 ? i0 : 0);
+        for (std::int64_t i = 0; i < rows; ++i) {
+          const std::int64_t end = e[a.mask_l > 1 ? i : 0];
+          last = std::max(last, end == 0 && !a.fully_masked_zero ? Sp : end);
+        }
+      }
+      constexpr std::int64_t pair = 128 / std::int64_t(sizeof(T));
+      width = std::min(Sp, (last + pair - 1) / pair * pair);
+    }
+    StridedMap<T> weights(w_block, rows, width, Eigen::OuterStride<>(ld));  // (rows, width) each
+    StridedMap<T> avg(avg_block, rows, width, Eigen::OuterStride<>(ld));
     for (std::int64_t h = a.head_begin; h < a.head_end; ++h) {
       const std::int64_t g = h / a.heads_per_kv;
       const T* Qs = a.q_scaled + (n * L + i0 - a.q_row0) * E + h * dk;  // (rows, d_k), row stride E
@@ -589,13 +612,14 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
               }
             }
           }
-          w.tail(Sp - len).setZero();
+          w.tail(width - len).setZero();
           z = w.sum();
           w *= T(1) / z;
         }
         if (a.weights) stream_copy(a.weights + off + i * Sp, w.data(), Sp);
         if (a.overview_weights)
-          overview_row(a, n, h, i0 + i, w.data(), fully_masked_row ? Sp : len, mask_row, x_row, row_max, z);
+          overview_row(a, n, h, i0 + i, w.data(), fully_masked_row ? width : len, mask_row, x_row, row_max,
+                       z);
       }
       if (a.timing) mine.mask_softmax += ms_since(t);
 

@@ -699,6 +699,9 @@ std::int64_t fully_masked_in_heads(const Problem<T>& p, Buffers<T>& b, const std
 
 namespace mha {
 
+// Up to this many rows stage_rows computes each row alone instead of the blocks that hold them.
+constexpr std::int64_t kFewStageRows = 4;
+
 const std::vector<std::string>& on_demand_stages() {
   static const std::vector<std::string> names = {"scores", "scores_scaled", "scores_masked", "attn_weights",
                                                  "attn_weights_avg"};
@@ -750,6 +753,35 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
     a.mask_l = m->strides[2] ? d.L : 1;
   }
   a.head_begin = average ? 0 : h, a.head_end = average ? d.H : h + 1;
+  const T scale = r.score_divisor > 0 ? T(r.score_divisor) : std::sqrt(T(d.d_k));
+  if (rows <= kFewStageRows) {
+    // A task per row, on this thread: the products give a row the digits it has in its block, and a
+    // row alone reads k as it is (no packing; the Inspector asks for one row of each stage).
+    detail::table<T>().plan_packing(a);
+    a.block = 1, a.blocks_per_item = d.L;
+    constexpr std::int64_t line = 64 / sizeof(T);
+    a.scratch_per_thread = (4 * a.ld + d.d_k + line - 1) / line * line;
+    std::vector<T> scratch(std::size_t(a.scratch_per_thread + line));
+    a.scratch =
+        scratch.data() +
+        (line - std::int64_t(reinterpret_cast<std::uintptr_t>(scratch.data()) % 64 / sizeof(T))) % line;
+    std::vector<T> q_scaled(static_cast<std::size_t>(E));
+    detail::kernels::Tally tally;
+    for (std::int64_t i = i0; i < i0 + rows; ++i) {
+      const T* q_row = q + (n * d.L + i) * E;
+      for (std::int64_t x = 0; x < E; ++x) q_scaled[std::size_t(x)] = q_row[x] / scale;
+      a.q_scaled = q_scaled.data(), a.q_row0 = n * d.L + i;
+      T* target = out.data.data() + (i - i0) * Sp;
+      a.scores = stage == "scores" ? target : nullptr;
+      a.scores_scaled = stage == "scores_scaled" ? target : nullptr;
+      a.scores_masked = stage == "scores_masked" ? target : nullptr;
+      a.weights = stage == "attn_weights" ? target : nullptr;
+      a.weights_avg = average ? target : nullptr;
+      a.out_n_stride = 0, a.out_h_stride = 0, a.avg_n_stride = 0, a.out_row0 = i;
+      detail::table<T>().fused(a, 0, n * d.L + i, n * d.L + i + 1, &tally);
+    }
+    return out;
+  }
   detail::Buffers<T> b;
   // The forward's tasks (blocks of query rows) that hold rows [i0, i0 + rows), on the threads as
   // they come free when there is work enough (each block alone gives the same values).
@@ -762,7 +794,6 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
   detail::pack_operands(a, threads, a.head_begin, a.head_end, false, false);
   const std::int64_t span0 = first * a.block, span1 = std::min(d.L, (last + 1) * a.block);
   // q / √d_k of those rows, as the in-projection divides (an exact division: the same digits).
-  const T scale = r.score_divisor > 0 ? T(r.score_divisor) : std::sqrt(T(d.d_k));
   std::vector<T> q_scaled(std::size_t((span1 - span0) * E));
   const T* q_rows = q + (n * d.L + span0) * E;
   for (std::size_t x = 0; x < q_scaled.size(); ++x) q_scaled[x] = q_rows[x] / scale;

@@ -139,7 +139,9 @@ template <class T>
 void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o, Workspace<T>& ws) {
   const Dims d = check_inputs(c, w, in, o);
   std::vector<std::string> warnings;
-  const auto mask = merge_masks(d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
+  // The merged mask's sizes only (checked as forward checks them): nothing merged, no L·S array made.
+  const MaskMerger<T> merger(d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &warnings);
+  const MergedMask<T> shape = merger.shape();
   // The buffers forward would prepare. Backend::automatic is resolved as eigen: the GPU path uses
   // the same buffers less q_scaled, which a later GPU forward then simply lets go of.
   const Backend backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
@@ -150,7 +152,9 @@ void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Op
   detail::reuse_or_allocate(st.value, in.value.data.size(), st, rule);
   detail::prepare_buffers(d, backend, st, rule, o.stages, o.weights_overview);
   if (backend == Backend::eigen) detail::reserve_eigen_scratch(d, st.buffers, o.threads);
-  if (mask) detail::reuse_or_allocate(st.mask, mask->values.size(), st, rule);
+  if (merger.any())
+    detail::reuse_or_allocate(st.mask, std::size_t(shape.n_size * shape.h_size * shape.l_size * shape.s_size),
+                              st, rule);
 }
 
 template <class T>

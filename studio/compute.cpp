@@ -620,7 +620,20 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
   drop_kept(d);
   if (key == presized_ || shown.backend == Backend::gpu || s.has_model()) return;
   try {
-    Built b = build_forward(s);
+    // Built into the Built the next job uses, with the spare mask storage, as run() does: no second
+    // copy of the inputs and the mask (at L = 4096, 64 MiB of mask) is made to size the buffers.
+    Built& b = builts_[last_built_ == 0 ? 1 : 0];
+    if (spare_mask_) b.inputs.attn_mask = std::move(spare_mask_), spare_mask_.reset();
+    struct GiveBack {  // the mask storage waits for the next job again, whatever happens
+      Built& b;
+      std::optional<Mask<float>>& spare;
+      ~GiveBack() {
+        if (b.inputs.attn_mask) spare = std::move(b.inputs.attn_mask);
+        b.inputs.attn_mask.reset();
+        b.inputs.key_padding_mask.reset();
+      }
+    } give_back{b, spare_mask_};
+    build_forward_into(s, b);
     b.options.backend = shown.backend;
     b.options.stages = kept_stages(s, shown.backend);
     b.options.weights_overview = overview_block(s, shown.backend);

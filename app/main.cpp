@@ -355,6 +355,7 @@ int main(int argc, char** argv) {
   float font_px = 0;
   bool presenter = !state.scenario().view.presenter;  // forces the first apply_theme
   int frame = 0;
+  int settled_frames = 0;  // frames drawn in a row with nothing computing
   while (!glfwWindowShouldClose(window) && !env.quit_requested) {
     // Sleep unless something needs frames: an animation, or a scripted run with nothing computing.
     // A background forward wakes the loop itself when it lands (on_done), so waiting costs no latency
@@ -417,9 +418,11 @@ int main(int argc, char** argv) {
         env.quit_requested = true;
       }
     }
-    // A screenshot waits for a background compute (and the Large L view's) to land: a real result.
-    if (!screenshot.empty() && ++frame >= frames && !state.computer.busy() &&
-        !large_view_info(env.panels).computing) {
+    // A screenshot waits for a background compute (and the Large L view's) to land: a real result,
+    // drawn twice (ImGui sizes a table that appears in one frame from what it measured there, in the
+    // next).
+    settled_frames = state.computer.busy() || large_view_info(env.panels).computing ? 0 : settled_frames + 1;
+    if (!screenshot.empty() && ++frame >= frames && settled_frames >= 2) {
       const bool ok = save_screenshot(screenshot, fb_w, fb_h);
       std::fprintf(ok ? stdout : stderr, ok ? "wrote %s (%dx%d)\n" : "mha-studio: cannot write %s\n",
                    screenshot.c_str(), fb_w, fb_h);

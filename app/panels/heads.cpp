@@ -469,6 +469,19 @@ std::vector<std::string> footer_lines(const ForwardResult<float>& f, bool blocks
   return footer;
 }
 
+// The room the grid of maps may take: what is left beside the colorbar (5 text heights wide) and
+// above the footer's lines, wrapped.
+std::pair<float, float> grid_area(const std::vector<std::string>& footer) {
+  const float font = ImGui::GetFontSize();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  float footer_h = 0;
+  for (const std::string& line : footer)
+    footer_h += ImGui::CalcTextSize(line.c_str(), nullptr, false, avail.x).y + style.ItemSpacing.y;
+  return {std::max(font * 10, avail.x - font * 5.0f - style.ItemSpacing.x),
+          std::max(font * 8, avail.y - footer_h)};
+}
+
 // A map's title: the head, its key/value head under GQA or its measured role, or the average.
 void head_title(const Dims& d, const RoleTable* roles, std::int64_t layer, int k, bool weights) {
   const int H = int(d.H);
@@ -742,18 +755,10 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // The footer is measured first so the grid knows the height it may use.
   const bool blocks = mask && (si == kMasked || si == kWeights);
   const std::vector<std::string> footer = footer_lines(f, blocks, cache.nan_rows, cache.masked_rows);
-  const float wrap_w = ImGui::GetContentRegionAvail().x;
-  float footer_h = 0;
-  for (const std::string& line : footer)
-    footer_h += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap_w).y + style.ItemSpacing.y;
-
   // Grid geometry, the colorbar to its right. All maps on screen at the largest cell that fits, unless
   // that makes cells too small to label every row; then the grid scrolls, with as many columns as
   // keep cells legible (and at large L, where none are, as many as the minimum width allows).
-  const float colorbar_w = font * 5.0f;
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float grid_w = std::max(font * 10, avail.x - colorbar_w - style.ItemSpacing.x);
-  const float grid_h = std::max(font * 8, avail.y - footer_h);
+  const auto [grid_w, grid_h] = grid_area(footer);
   const int n_maps = H + 1;
   const float max_cell = font * 4.0f, pad = style.CellPadding.x * 2;
   const float text_h = float(si == kWeights ? 3 : 1) * ImGui::GetTextLineHeightWithSpacing();
@@ -925,17 +930,9 @@ void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector
       footer_lines(f, false, cached && overview.nan_rows, cached ? overview.masked_rows : 0);
   footer.insert(footer.begin(),
                 "Grey hatched cells: every weight of the patch is 0 (its keys blocked by the mask).");
-  const float wrap_w = ImGui::GetContentRegionAvail().x;
-  float footer_h = 0;
-  for (const std::string& line : footer)
-    footer_h += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap_w).y + style.ItemSpacing.y;
-
   // Every map on screen: the column count that gives the largest cells, then texels of a pixel or
   // more (k overview columns to a texel).
-  const float colorbar_w = font * 5.0f;
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float grid_w = std::max(font * 10, avail.x - colorbar_w - style.ItemSpacing.x);
-  const float grid_h = std::max(font * 8, avail.y - footer_h);
+  const auto [grid_w, grid_h] = grid_area(footer);
   const float pad = style.CellPadding.x * 2;
   const float text_h = 3.0f * ImGui::GetTextLineHeightWithSpacing();  // title, then two check lines
   const float row_extra = text_h + style.CellPadding.y * 2 + style.ItemSpacing.y * 2;

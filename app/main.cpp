@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
   if (env.select_tab < 0) env.select_tab = state.scenario().view.tab;
   if (stats) env.select_tab = FrameStats::kTab;  // the tab the replay measures, whatever was open
   if (!model_folder.empty()) state.apply(choose_model(model_folder));  // a load error shows by the control
-  state.committed = state.scenario();
+  state.commit();
   state.recompute();
   std::unique_ptr<Soak> soak;
   if (soak_seconds > 0 || soak_edits > 0) soak = std::make_unique<Soak>(soak_seconds, soak_edits, soak_seed);

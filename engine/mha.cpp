@@ -83,8 +83,15 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   p.fully_masked = o.fully_masked;
   p.score_divisor = o.score_divisor;
   p.query = detail::to_batch_first(in.query, p.d.batched, c.batch_first, st.query, st);
-  p.key = detail::to_batch_first(in.key, p.d.batched, c.batch_first, st.key, st);
-  p.value = detail::to_batch_first(in.value, p.d.batched, c.batch_first, st.value, st);
+  // Self-attention passes one tensor three times: key and value then share the query's batch-first
+  // copy instead of two more (the workspace lets go of their own buffers).
+  auto copy_or_share = [&](const Tensor<T>& t, detail::Buffer<T>& slot) {
+    if (!t.identical(in.query)) return detail::to_batch_first(t, p.d.batched, c.batch_first, slot, st);
+    slot.reset();
+    return p.query;
+  };
+  p.key = copy_or_share(in.key, st.key);
+  p.value = copy_or_share(in.value, st.value);
   detail::set_weights(p, c, w);
 
   for (const Tensor<T>* t : {&in.query, &in.key, &in.value})

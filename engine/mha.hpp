@@ -277,6 +277,13 @@ class Workspace {
   std::unique_ptr<detail::WorkspaceState<T>> state_;  // null until the first forward
 };
 
+// Hands `from`'s scratch (the Eigen path's per-thread blocks and the products' packed operands,
+// which no result holds) to `to`, which lets go of its own. Workspaces that never compute at the same
+// time (the app's worker's three) can so keep one scratch between them, moved to the one about to
+// compute.
+template <class T>
+void move_scratch(Workspace<T>& from, Workspace<T>& to);
+
 // Whether nothing but `r` and `ws` (the workspace r was computed into) holds any of r's buffers:
 // the next forward into `ws` then allocates nothing, and an edit in place may change them.
 template <class T>

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct Tensor {
   std::int64_t numel() const { return std::int64_t(data.size()); }
   T* ptr() { return data.data(); }
   const T* ptr() const { return data.data(); }
+  // The same shape and the same bits, NaN included (self-attention's one tensor passed three times).
+  bool identical(const Tensor& o) const {
+    return shape == o.shape && data.size() == o.data.size() &&
+           (data.empty() || data.data() == o.data.data() ||
+            std::memcmp(data.data(), o.data.data(), data.size() * sizeof(T)) == 0);
+  }
 };
 
 // An array as a file holds it: dtype, shape and the raw little-endian bytes in C order.

@@ -148,13 +148,24 @@ void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Op
   detail::WorkspaceState<T>& st = ws.state();
   const detail::Reuse rule = detail::Reuse::fitting;
   detail::reuse_or_allocate(st.query, in.query.data.size(), st, rule);
-  detail::reuse_or_allocate(st.key, in.key.data.size(), st, rule);
-  detail::reuse_or_allocate(st.value, in.value.data.size(), st, rule);
+  // Key and value the query's (self-attention): forward shares its copy; no buffers of their own.
+  for (const auto& [t, slot] : {std::pair{&in.key, &st.key}, std::pair{&in.value, &st.value}})
+    if (t->identical(in.query))
+      slot->reset();
+    else
+      detail::reuse_or_allocate(*slot, t->data.size(), st, rule);
   detail::prepare_buffers(d, backend, st, rule, o.stages, o.weights_overview);
   if (backend == Backend::eigen) detail::reserve_eigen_scratch(d, st.buffers, o.threads);
   if (merger.any())
     detail::reuse_or_allocate(st.mask, std::size_t(shape.n_size * shape.h_size * shape.l_size * shape.s_size),
                               st, rule);
+}
+
+template <class T>
+void move_scratch(Workspace<T>& from, Workspace<T>& to) {
+  if (&from == &to) return;
+  to.state().buffers.scratch = std::move(from.state().buffers.scratch);
+  from.state().buffers.scratch.reset();
 }
 
 template <class T>
@@ -173,6 +184,7 @@ detail::WorkspaceState<T>& Workspace<T>::state() {
   template void reserve<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&,              \
                            Workspace<T>&);                                                                  \
   template bool held_alone<T>(const ForwardResult<T>&, Workspace<T>&);                                      \
+  template void move_scratch<T>(Workspace<T>&, Workspace<T>&);                                              \
   template detail::Buffer<T> detail::reuse_or_allocate<T>(detail::Buffer<T>&, std::size_t,                  \
                                                           detail::WorkspaceState<T>&, detail::Reuse);       \
   template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&, \

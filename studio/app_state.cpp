@@ -41,7 +41,7 @@ bool AppState::apply(const Action& a) {
   } catch (const NoChange&) {
     return false;
   } catch (const Error& e) {
-    scenario_ = committed;  // nothing half-applied
+    History::restore(committed, scenario_);  // nothing half-applied
     scenario_.view = view_before;
     errors[a.slot] = e.what();
     return false;
@@ -63,17 +63,11 @@ bool AppState::apply(const Action& a) {
   last_gesture = a.gesture;
   last_edit_time = now;
   autosave_pending = true;
-  // The forward first: at large sizes the history's copy of the last state (the mask packed to bits,
-  // the scenario copied) then runs beside it instead of before it.
+  // The forward first: at large sizes the undo step and the new committed state (the mask packed to
+  // bits) are then made beside it instead of before it.
   recompute();
-  if (!coalesce) {
-    // The last state goes to the history as it is (no copy); the mask storage it hands back, when
-    // it keeps the mask as bits, takes the copy below.
-    std::vector<float> storage = history.push(std::move(committed), a.what);
-    committed = Scenario{};
-    committed.mask.cells = std::move(storage);
-  }
-  committed = scenario_;
+  if (!coalesce) history.push(std::move(committed), a.what);  // the last state, already packed
+  commit();
   return true;
 }
 
@@ -106,14 +100,14 @@ const Pin* AppState::find_pin(const std::string& name) const {
 
 void AppState::start(Scenario s) {
   scenario_ = std::move(s);
-  committed = scenario_;
+  commit();
 }
 
 void AppState::undo() {
   const std::string what = history.undo(scenario_);
   if (what.empty()) return;
   if (result.valid()) previous = result;
-  committed = scenario_;
+  commit();
   last_edit.clear();
   last_gesture = 0;
   status = "undid: " + what;
@@ -125,7 +119,7 @@ void AppState::redo() {
   const std::string what = history.redo(scenario_);
   if (what.empty()) return;
   if (result.valid()) previous = result;
-  committed = scenario_;
+  commit();
   last_edit.clear();
   last_gesture = 0;
   status = "redid: " + what;
@@ -137,7 +131,7 @@ void AppState::load(Scenario s, const std::string& what) {
   history.push(std::move(committed), what);
   if (result.valid()) previous = result;
   scenario_ = std::move(s);
-  committed = scenario_;
+  commit();
   last_edit.clear();
   last_gesture = 0;
   autosave_pending = true;

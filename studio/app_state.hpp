@@ -46,7 +46,10 @@ class AppState {
   double last_edit_time = 0;  // seconds (ImGui::GetTime) of the last edit, for the debounce
   ViewState autosaved_view;   // the view as last autosaved: a view change is saved like an edit
   Computer computer;
-  Scenario committed;     // the scenario as of the last edit: what undo returns to
+  // The scenario as of the last edit, as a history step keeps it (a mask of 0 and -inf cells as
+  // bits): what undo returns to, and what a refused edit restores.
+  History::Entry committed;
+  void commit() { committed = History::snapshot(scenario_); }  // the scenario as it is now
   std::string last_edit;  // consecutive edits of the same control within a moment coalesce
   std::uint64_t last_gesture = 0;
   double now = 0;             // seconds, updated by tick()

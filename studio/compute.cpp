@@ -232,11 +232,6 @@ std::vector<std::int64_t> result_sizes(const Scenario& s) {
           s.cross_attention, s.separate_qkv};
 }
 
-bool same_tensor(const Tensor<float>& a, const Tensor<float>& b) {  // bit for bit, NaN included
-  return a.shape == b.shape && a.data.size() == b.data.size() &&
-         (a.data.empty() || std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0);
-}
-
 // Whether `a` and `b` ask for the same forward but for their masks and weights.
 bool same_inputs(const Built& a, const Built& b) {
   const Config &x = a.config, &y = b.config;
@@ -248,8 +243,8 @@ bool same_inputs(const Built& a, const Built& b) {
       a.options.fully_masked != b.options.fully_masked || a.options.backend != b.options.backend ||
       a.options.score_divisor != b.options.score_divisor)
     return false;
-  return same_tensor(a.inputs.query, b.inputs.query) && same_tensor(a.inputs.key, b.inputs.key) &&
-         same_tensor(a.inputs.value, b.inputs.value);
+  return a.inputs.query.identical(b.inputs.query) && a.inputs.key.identical(b.inputs.key) &&
+         a.inputs.value.identical(b.inputs.value);
 }
 
 // Whether `a` and `b` hold the same weights.
@@ -259,7 +254,7 @@ bool same_weights(const Built& a, const Built& b) {
   const auto db = state_dict(const_cast<Weights<float>&>(b.weights));
   if (da.size() != db.size()) return false;
   for (std::size_t i = 0; i < da.size(); ++i)
-    if (da[i].first != db[i].first || !same_tensor(*da[i].second, *db[i].second)) return false;
+    if (da[i].first != db[i].first || !da[i].second->identical(*db[i].second)) return false;
   return true;
 }
 
@@ -557,6 +552,7 @@ void Computer::worker_loop() {
     }
     Slot& slot = slots_[pick];
     next_slot_ = (pick + 1) % 3;
+    take_scratch(pick);
     Outcome o = run(job.scenario, &slot);
     lock.lock();
     running_ = false;
@@ -593,6 +589,11 @@ void Computer::worker_loop() {
     }
     spare_job_ = std::move(job.scenario);
   }
+}
+
+void Computer::take_scratch(int slot) {
+  if (scratch_slot_ >= 0) move_scratch(slots_[scratch_slot_].ws, slots_[slot].ws);
+  scratch_slot_ = slot;
 }
 
 void Computer::drop_kept(const Dims& d) {
@@ -642,6 +643,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (job_ || quit_) return;  // the next job wants the worker; its forward sizes its own buffers
       }
+      take_scratch((next_slot_ + k) % 3);
       reserve(b.config, b.weights, b.inputs, b.options, slots_[(next_slot_ + k) % 3].ws);
     }
     presized_ = key;

@@ -208,6 +208,10 @@ class Computer {
   std::vector<std::int64_t> running_sizes_;
   Slot slots_[3];
   int next_slot_ = 0;  // worker thread only
+  // The slots compute one at a time, so they keep one scratch between them (mha::move_scratch): it is
+  // in slots_[scratch_slot_] (-1: none yet). Worker thread only.
+  int scratch_slot_ = -1;
+  void take_scratch(int slot);  // moves the scratch to that slot before it computes
   // The worker's last result and the engine inputs it came from, masks left out: a job whose
   // inputs differ from those in the masks only (a mask cell or key padding edit) recomputes just
   // the query rows its mask changed: in place in its slot's kept result, the rows of the edits in

@@ -50,10 +50,22 @@ std::size_t History::bytes() const {
   return total;
 }
 
-History::Entry History::make_entry(Scenario s, const std::string& what, std::vector<float>* freed) {
-  Entry e{std::move(s), what, {}, 0};
-  std::vector<float>& cells = e.scenario.mask.cells;
-  if (cells.size() < kPackFrom || !all_blocked_or_open(cells)) return e;
+History::Entry History::snapshot(Scenario& s) {
+  Entry e;
+  if (s.mask.cells.size() < kPackFrom || !all_blocked_or_open(s.mask.cells)) {
+    e.scenario = s;
+    return e;
+  }
+  {  // every field but the cells, which are lent out meanwhile (and back whatever happens)
+    struct Lent {
+      std::vector<float>& home;
+      std::vector<float> cells;
+      ~Lent() { home.swap(cells); }
+    } lent{s.mask.cells, {}};
+    lent.cells.swap(s.mask.cells);
+    e.scenario = s;
+  }
+  const std::vector<float>& cells = s.mask.cells;
   e.cells = cells.size();
   e.blocked.assign((cells.size() + 63) / 64, 0);
   for (std::size_t w = 0; w < e.blocked.size(); ++w) {
@@ -63,18 +75,32 @@ History::Entry History::make_entry(Scenario s, const std::string& what, std::vec
       bits |= std::uint64_t(bits_of(cells[i]) == kBlockedBits) << (i - i0);
     e.blocked[w] = bits;
   }
-  if (freed) *freed = std::move(cells);
-  cells = std::vector<float>();
   return e;
 }
 
-void History::restore(Entry& e, Scenario& current) {
-  std::vector<float> storage = std::move(current.mask.cells);
-  current = std::move(e.scenario);
-  if (e.cells == 0) return;
+namespace {
+
+void unpack(const History::Entry& e, std::vector<float>& storage) {
   storage.resize(e.cells);
   for (std::size_t i = 0; i < e.cells; ++i)
     storage[i] = (e.blocked[i / 64] >> (i % 64)) & 1 ? kMaskBlocked : 0.0f;
+}
+
+}  // namespace
+
+void History::restore(const Entry& e, Scenario& current) {
+  std::vector<float> storage = std::move(current.mask.cells);
+  current = e.scenario;  // its cells are empty when the bits hold them
+  if (e.cells == 0) return;
+  unpack(e, storage);
+  current.mask.cells = std::move(storage);
+}
+
+void History::restore(Entry&& e, Scenario& current) {
+  std::vector<float> storage = std::move(current.mask.cells);
+  current = std::move(e.scenario);
+  if (e.cells == 0) return;
+  unpack(e, storage);
   current.mask.cells = std::move(storage);
 }
 
@@ -86,30 +112,35 @@ void History::trim() {
   undo_.erase(undo_.begin(), undo_.begin() + std::ptrdiff_t(drop));
 }
 
-std::vector<float> History::push(Scenario before, const std::string& what) {
-  std::vector<float> freed;
-  undo_.push_back(make_entry(std::move(before), what, &freed));
+void History::push(Entry before, const std::string& what) {
+  before.what = what;
+  undo_.push_back(std::move(before));
   redo_.clear();
   trim();
-  return freed;
 }
 
 std::string History::undo(Scenario& current) {
   if (undo_.empty()) return "";
   Entry e = std::move(undo_.back());
   undo_.pop_back();
-  redo_.push_back(make_entry(current, e.what, nullptr));
-  restore(e, current);
-  return e.what;
+  Entry now = snapshot(current);
+  now.what = e.what;
+  redo_.push_back(std::move(now));
+  const std::string what = e.what;
+  restore(std::move(e), current);
+  return what;
 }
 
 std::string History::redo(Scenario& current) {
   if (redo_.empty()) return "";
   Entry e = std::move(redo_.back());
   redo_.pop_back();
-  undo_.push_back(make_entry(current, e.what, nullptr));
-  restore(e, current);
-  return e.what;
+  Entry now = snapshot(current);
+  now.what = e.what;
+  undo_.push_back(std::move(now));
+  const std::string what = e.what;
+  restore(std::move(e), current);
+  return what;
 }
 
 }  // namespace mha::studio

@@ -6,6 +6,7 @@
 // first, and the last step is always kept.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,23 @@ namespace mha::studio {
 
 class History {
  public:
+  // A scenario as a step keeps it: its mask cells as bits where they are all 0 or -inf.
+  struct Entry {
+    Scenario scenario;  // mask.cells empty when `blocked` holds them
+    std::string what;
+    std::vector<std::uint64_t> blocked;  // bit i: cell i is -inf (else 0); with cells > 0
+    std::size_t cells = 0;               // the mask's cell count when kept as bits, else 0
+  };
+  // `s` as a step would keep it, its cells packed straight from s (no float copy of them is made);
+  // s is left as it was.
+  static Entry snapshot(Scenario& s);
+  // The snapshot's scenario into `current`, its cells unpacked into current's cell storage.
+  static void restore(const Entry& e, Scenario& current);
+
   explicit History(std::size_t limit = 200, std::size_t byte_limit = std::size_t(256) << 20)
       : limit_(limit), byte_limit_(byte_limit) {}
-  // Records `before` as the state to return to on undo; clears redo. Returns the storage of
-  // before's mask cells when the step keeps them as bits (empty otherwise): the caller's next copy
-  // of a scenario can reuse it instead of allocating (and faulting in) as much again.
-  std::vector<float> push(Scenario before, const std::string& what);
+  // Records `before` (a snapshot) as the state to return to on undo; clears redo.
+  void push(Entry before, const std::string& what);
   bool can_undo() const { return !undo_.empty(); }
   bool can_redo() const { return !redo_.empty(); }
   // Swap `current` with the previous/next snapshot; returns the edit's name ("" if none).
@@ -38,16 +50,8 @@ class History {
   std::size_t bytes() const;
 
  private:
-  struct Entry {
-    Scenario scenario;  // mask.cells empty when `blocked` holds them
-    std::string what;
-    std::vector<std::uint64_t> blocked;  // bit i: cell i is -inf (else 0); with cells > 0
-    std::size_t cells = 0;               // the mask's cell count when kept as bits, else 0
-  };
-  // `s` as a step; its cells as bits where they are all 0 or -inf (their storage into `freed`).
-  static Entry make_entry(Scenario s, const std::string& what, std::vector<float>* freed);
-  // The step's scenario into `current`, its cells unpacked into current's old cell storage.
-  static void restore(Entry& e, Scenario& current);
+  // The step's scenario moved into `current`, its cells unpacked into current's old cell storage.
+  static void restore(Entry&& e, Scenario& current);
   static std::size_t bytes(const Entry& e);
   // Drops the oldest undo steps past the count or the bytes (undo and redo together), keeping the
   // newest undo step.

@@ -54,7 +54,7 @@ TEST_CASE("undo keeps the newest steps within its bytes, and always the last one
   REQUIRE(History::bytes(s) == 1048576);
   for (int k = 0; k < 10; ++k) {
     s.seed = std::uint64_t(k);
-    h.push(s, "edit " + std::to_string(k));
+    h.push(History::snapshot(s), "edit " + std::to_string(k));
   }
   CHECK(h.undo_steps() == 3);
   Scenario now = s;
@@ -66,9 +66,9 @@ TEST_CASE("undo keeps the newest steps within its bytes, and always the last one
   CHECK_FALSE(h.can_undo());
   // One snapshot over the bytes on its own: still kept, so the last edit can always be undone.
   History tiny(200, 1024);
-  tiny.push(s, "big");
+  tiny.push(History::snapshot(s), "big");
   CHECK(tiny.undo_steps() == 1);
-  tiny.push(s, "bigger");
+  tiny.push(History::snapshot(s), "bigger");
   CHECK(tiny.undo_steps() == 1);
   CHECK(tiny.undo(now) == "bigger");
 }
@@ -80,12 +80,13 @@ TEST_CASE("undo keeps a mask of 0 and -inf cells as bits and restores it bit for
   s.mask.cells_shape = {512, 512};
   const Scenario before = s;
   History h(200, std::size_t(3.5 * 1048576));
-  // The step keeps one bit a cell, and hands the floats' storage back.
-  const std::vector<float> freed = h.push(s, "paint");
-  CHECK(freed.size() == 512 * 512);
+  // The step keeps one bit a cell, packed from the scenario, which stays as it was.
+  h.push(History::snapshot(s), "paint");
   CHECK(h.bytes() == 512 * 512 / 8);
+  REQUIRE(s.mask.cells.size() == before.mask.cells.size());
+  CHECK(std::memcmp(s.mask.cells.data(), before.mask.cells.data(), before.mask.cells.size() * 4) == 0);
   // Ten such steps fit where three float masks did.
-  for (int k = 0; k < 9; ++k) h.push(s, "paint " + std::to_string(k));
+  for (int k = 0; k < 9; ++k) h.push(History::snapshot(s), "paint " + std::to_string(k));
   CHECK(h.undo_steps() == 10);
   Scenario now;
   now.mask.cells.assign(7, 0.25f);  // its storage is reused for the unpacked cells
@@ -100,7 +101,7 @@ TEST_CASE("undo keeps a mask of 0 and -inf cells as bits and restores it bit for
     Scenario t = before;
     t.mask.cells[5] = odd;
     History one;
-    CHECK(one.push(t, "odd").empty());
+    one.push(History::snapshot(t), "odd");
     CHECK(one.bytes() == 512 * 512 * sizeof(float));
     Scenario back;
     one.undo(back);

@@ -195,3 +195,40 @@ TEST_CASE("the threaded Eigen path in float32 holds the table test's tolerance",
   }
   CHECK(fast.fully_masked_rows == ref.fully_masked_rows);
 }
+
+TEST_CASE("self-attention's key and value share the query's copy; workspaces hand one scratch on",
+          "[workspace]") {
+  BigCase<float> c = big_case<float>(7, false);
+  c.inputs.key = c.inputs.query;  // one tensor passed three times, as self-attention does
+  c.inputs.value = c.inputs.query;
+  c.inputs.attn_mask = causal_mask<float>(150, 150);
+  c.inputs.key_padding_mask.reset();
+  const ForwardResult<float> fresh = forward(c.config, c.weights, c.inputs, Options{});
+  const Stage<float>& q = fresh.trace["query"];
+  CHECK(fresh.trace["key"].storage == q.storage);
+  CHECK(fresh.trace["value"].storage == q.storage);
+  // The same values as distinct tensors of those values give, and a key that differs gets its own.
+  Inputs<float> apart = c.inputs;
+  apart.value.data[5] += 1.0f;
+  const ForwardResult<float> other = forward(c.config, c.weights, apart, Options{});
+  CHECK(other.trace["key"].storage == other.trace["query"].storage);
+  CHECK(other.trace["value"].storage != other.trace["query"].storage);
+
+  // Three workspaces taking turns with one scratch: the same results, and after the first
+  // forward of each, nothing allocated.
+  Workspace<float> ws[3];
+  ForwardResult<float> r[3];
+  std::int64_t allocated[3] = {};
+  int at = 0;
+  for (int round = 0; round < 2; ++round)
+    for (int k = 0; k < 3; ++k) {
+      move_scratch(ws[at], ws[k]);
+      at = k;
+      r[k] = ForwardResult<float>();
+      forward(c.config, c.weights, c.inputs, Options{}, ws[k], r[k]);
+      check_identical(r[k], fresh);
+      if (round == 0) allocated[k] = ws[k].allocations();
+      CHECK(allocated[k] > 0);
+      CHECK(ws[k].allocations() == allocated[k]);
+    }
+}

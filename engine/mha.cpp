@@ -94,8 +94,11 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   p.value = copy_or_share(in.value, st.value);
   detail::set_weights(p, c, w);
 
-  for (const Tensor<T>* t : {&in.query, &in.key, &in.value})
-    r.nonfinite_inputs += detail::count_nonfinite(*t);
+  // Each input counted, a key or value that shares the query's copy (the same bits) as the query.
+  const std::int64_t in_query = detail::count_nonfinite(in.query);
+  r.nonfinite_inputs = in_query;
+  r.nonfinite_inputs += p.key == p.query ? in_query : detail::count_nonfinite(in.key);
+  r.nonfinite_inputs += p.value == p.query ? in_query : detail::count_nonfinite(in.value);
   if (o.count_nonfinite_weights)
     for (const Tensor<T>* t : {&w.in_proj_weight, &w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight,
                                &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})

@@ -119,28 +119,24 @@ void History::push(Entry before, const std::string& what) {
   trim();
 }
 
-std::string History::undo(Scenario& current) {
-  if (undo_.empty()) return "";
-  Entry e = std::move(undo_.back());
-  undo_.pop_back();
+std::string History::step(std::vector<Entry>& from, std::vector<Entry>& to, Scenario& current) {
+  if (from.empty()) return "";
+  Entry e = std::move(from.back());
+  from.pop_back();
   Entry now = snapshot(current);
   now.what = e.what;
-  redo_.push_back(std::move(now));
+  to.push_back(std::move(now));
   const std::string what = e.what;
   restore(std::move(e), current);
   return what;
 }
 
+std::string History::undo(Scenario& current) {
+  return step(undo_, redo_, current);
+}
+
 std::string History::redo(Scenario& current) {
-  if (redo_.empty()) return "";
-  Entry e = std::move(redo_.back());
-  redo_.pop_back();
-  Entry now = snapshot(current);
-  now.what = e.what;
-  undo_.push_back(std::move(now));
-  const std::string what = e.what;
-  restore(std::move(e), current);
-  return what;
+  return step(redo_, undo_, current);
 }
 
 }  // namespace mha::studio

@@ -52,6 +52,8 @@ class History {
  private:
   // The step's scenario moved into `current`, its cells unpacked into current's old cell storage.
   static void restore(Entry&& e, Scenario& current);
+  // Undo and redo: the newest step of `from` into `current`, current's state onto `to`.
+  static std::string step(std::vector<Entry>& from, std::vector<Entry>& to, Scenario& current);
   static std::size_t bytes(const Entry& e);
   // Drops the oldest undo steps past the count or the bytes (undo and redo together), keeping the
   // newest undo step.

@@ -482,6 +482,18 @@ std::pair<float, float> grid_area(const std::vector<std::string>& footer) {
           std::max(font * 8, avail.y - footer_h)};
 }
 
+// What follows the grid of maps: the colorbar beside it, then the footer's lines.
+void grid_end(Textures& tex, Colormap cmap, float vmin, float vmax, float grid_h, bool row_scale,
+              const std::vector<std::string>& footer) {
+  const float font = ImGui::GetFontSize();
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  draw_colorbar(tex, cmap, vmin, vmax, std::clamp(grid_h - font * 2, font * 4, font * 16));
+  if (row_scale) ImGui::TextDisabled("x row max");
+  ImGui::EndGroup();
+  for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());
+}
+
 // A map's title: the head, its key/value head under GQA or its measured role, or the average.
 void head_title(const Dims& d, const RoleTable* roles, std::int64_t layer, int k, bool weights) {
   const int H = int(d.H);
@@ -887,14 +899,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
     ImGui::EndTable();
   }
   ImGui::EndChild();
-
-  ImGui::SameLine();
-  ImGui::BeginGroup();
-  draw_colorbar(tex, cmap, vmin, vmax, std::clamp(child_h - font * 2, font * 4, font * 16));
-  if (row_scale) ImGui::TextDisabled("x row max");
-  ImGui::EndGroup();
-
-  for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());
+  grid_end(tex, cmap, vmin, vmax, child_h, row_scale, footer);
 }
 
 void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector<int>& order,
@@ -1012,12 +1017,7 @@ void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector
     ImGui::EndTable();
   }
   ImGui::EndChild();
-  ImGui::SameLine();
-  ImGui::BeginGroup();
-  draw_colorbar(tex, cmap, vmin, vmax, std::clamp(child_h - font * 2, font * 4, font * 16));
-  if (row_scale) ImGui::TextDisabled("x row max");
-  ImGui::EndGroup();
-  for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());
+  grid_end(tex, cmap, vmin, vmax, child_h, row_scale, footer);
 }
 
 }  // namespace mha::app

@@ -205,23 +205,33 @@ double stage_cells(const Scenario& s) {  // cells of one (N, H, L, S) stage
   return double(s.batch) * double(s.num_heads) * double(s.L()) * double(s.S());
 }
 
+// Whether the view on screen reads every weight of a result (Overview, Token lines, Compare): the
+// worker then keeps them, where computing them for each result would stall its frame (about 230 ms
+// at L = 2048).
+bool view_reads_weights(const Scenario& s) {
+  const auto tab = ViewTab(s.view.tab);
+  return tab == ViewTab::overview || tab == ViewTab::token_lines || tab == ViewTab::compare;
+}
+
 // The stages a worker forward keeps. From 2^20 cells per (N, H, L, S') stage on, the raw, scaled and
 // masked scores are left out: views compute the one on screen when asked (mha::find_stage), and
 // every edit saves writing three such arrays. The weights and their average stay up to
-// kOverviewCells: the Heads, Overview and Token lines views read every head of them. Past it (L = S
-// = 2048 at 4 heads) they go too, and the Heads view draws the weights overview (overview_block).
+// kOverviewCells. Past it (L = S = 2048 at 4 heads) they go too, and the Heads view draws the
+// weights overview (overview_block), unless the view on screen reads every weight.
 constexpr double kOverviewCells = double(1 << 24);
+bool keeps_overview(const Scenario& s, Backend backend) {
+  return backend == Backend::eigen && stage_cells(s) >= kOverviewCells && !view_reads_weights(s);
+}
 std::vector<std::string> kept_stages(const Scenario& s, Backend backend) {
-  const double cells = stage_cells(s);
-  if (backend != Backend::eigen || cells < double(1 << 20)) return {};
-  if (cells >= kOverviewCells) return {"output"};
+  if (backend != Backend::eigen || stage_cells(s) < double(1 << 20)) return {};
+  if (keeps_overview(s, backend)) return {"output"};
   return {"attn_weights", "attn_weights_avg", "output"};
 }
 
 // The weights overview's keys per column where kept_stages leaves the weights out: at most 256
 // columns (a map of 256 texels is as wide as the Heads view draws one at 1920 pixels); else 0.
 std::int64_t overview_block(const Scenario& s, Backend backend) {
-  if (backend != Backend::eigen || stage_cells(s) < kOverviewCells) return 0;
+  if (!keeps_overview(s, backend)) return 0;
   return std::max<std::int64_t>(1, (s.S() + 255) / 256);
 }
 

@@ -47,6 +47,8 @@ for n in ("large_0.json", "large_1.json"):
 assert not json.load(open(f"{out}/large_0.json"))["result"]["errors"]
 r = json.load(open(f"{out}/large_2.json"))["result"]
 assert r["valid"] and r["tab"] == "Token lines" and r["attn_weights"] == "computed", r
+r = json.load(open(f"{out}/large_3.json"))["result"]
+assert r["valid"] and r["attn_weights"] == "kept" and "weights_overview" not in r, r
 print("scripted UI: at L = 2048 the Heads view draws every head from the weights overview")
 PY
 # The scripts' open goes through File > Open's path: what they opened is in Recent, newest first.

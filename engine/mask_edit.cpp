@@ -61,9 +61,9 @@ void copy_all(const std::vector<std::pair<const std::vector<T>*, detail::Buffer<
 }
 
 // What both mask edits share: the checked problem, whether `base`'s rows can be recomputed alone,
-// and which query rows and merged-mask rows changed. merge_whole: p.mask holds the whole new merged
-// mask (a new result needs it); otherwise only the rows that changed are merged into `new_rows`, and
-// p.mask holds the sizes alone (a result edited in place keeps its own mask and takes those rows).
+// and which query rows and merged-mask rows changed. Only the rows that changed are merged, into
+// `new_rows`, and p.mask holds the sizes alone: the result takes those rows into its own copy of
+// the old mask.
 // `newest` (in place only, may be null): a result of the same problem computed after `base`. Rows
 // are then recomputed where the new mask differs from newest's, and copied from newest where only
 // base's differs: base catches up on the edits in between without computing them again.
@@ -76,7 +76,7 @@ struct MaskEditPlan {
   std::vector<char> changed;           // (N·L) flags: query rows (n, i) to recompute
   std::vector<char> copied;            // (N·L) flags: query rows (n, i) to copy from newest
   std::vector<std::size_t> mask_rows;  // offsets of base's merged-mask rows that differ from the new
-  std::vector<T> new_rows;             // without merge_whole: those rows' new values, in that order
+  std::vector<T> new_rows;             // those rows' new values, in that order
 };
 
 // Whether base's rows can be recomputed for this problem: the same path, config, sizes, policy and
@@ -105,8 +105,7 @@ bool rows_apply(const Config& c, const Options& o, const Dims& d, const MaskMerg
 
 template <class T>
 MaskEditPlan<T> plan_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
-                               const ForwardResult<T>& base, bool merge_whole,
-                               const ForwardResult<T>* newest = nullptr) {
+                               const ForwardResult<T>& base, const ForwardResult<T>* newest = nullptr) {
   MaskEditPlan<T> plan;
   detail::Problem<T>& p = plan.p;
   p.d = check_inputs(c, w, in, o);
@@ -117,7 +116,6 @@ MaskEditPlan<T> plan_mask_edit(const Config& c, const Weights<T>& w, const Input
   const Dims& d = p.d;
   const MergedMask<T> m = merger.shape();
   p.mask = m;
-  if (merge_whole) merger.merge_into(p.mask->values);
   const Stage<T>* base_mask = base.trace.find("attn_mask");
   plan.old_mask = newest ? newest->trace.find("attn_mask") : base_mask;
   // Compared bit for bit (NaN included), row by row.
@@ -142,17 +140,17 @@ MaskEditPlan<T> plan_mask_edit(const Config& c, const Weights<T>& w, const Input
   std::vector<Found> found(static_cast<std::size_t>(threads));
   detail::parallel_ranges(threads, rows, [&](int t, std::int64_t r0, std::int64_t r1) {
     Found& f = found[std::size_t(t)];
-    std::vector<T> row(merge_whole ? 0 : std::size_t(m.s_size));
+    std::vector<T> row(std::size_t(m.s_size));
     for (std::int64_t x = r0; x < r1; ++x) {
       const std::int64_t n = x / (m.h_size * d.L), h = x / d.L % m.h_size, i = x % d.L;
       const std::size_t at = std::size_t(x * m.s_size);
-      const T* now = merge_whole ? p.mask->values.data() + at : row.data();
-      if (!merge_whole) merger.row(n, h, i, row.data());
+      const T* now = row.data();
+      merger.row(n, h, i, row.data());
       const bool recompute = std::memcmp(old_values + at, now, row_bytes) != 0;
       if (!recompute && (!newest || std::memcmp(base_values + at, now, row_bytes) == 0)) continue;
       f.at.push_back(at);
       f.recompute.push_back(recompute);
-      if (!merge_whole) f.new_rows.insert(f.new_rows.end(), row.begin(), row.end());
+      f.new_rows.insert(f.new_rows.end(), row.begin(), row.end());
     }
   });
   for (const Found& f : found) {
@@ -175,14 +173,13 @@ template <class T>
 bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
                        const ForwardResult<T>& base, Workspace<T>& ws, ForwardResult<T>& r,
                        std::vector<char>* rows_changed) {
-  MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, base, true);
+  MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, base);
   if (!plan.rows) {
     forward(c, w, in, o, ws, r);
     return false;
   }
   detail::Problem<T>& p = plan.p;
   const Dims d = p.d;
-  const MergedMask<T>& m = *p.mask;
   const std::vector<char>& changed = plan.changed;
   const T* old_values = plan.old_mask->storage->data();
   std::vector<std::string> warnings = std::move(plan.warnings);
@@ -236,17 +233,33 @@ bool forward_mask_edit(const Config& c, const Weights<T>& w, const Inputs<T>& in
   b.overview_weights = copy_buffer(base.overview.weights, slots.overview_weights);
   b.overview_average = copy_buffer(base.overview.average, slots.overview_average);
   b.overview_checks = copy_buffer(base.overview.checks, slots.overview_checks);
+  // The new merged mask: base's, copied with the rest, then the rows that changed. (No whole merge
+  // into a mask of its own: at L = S = 4096 that was 64 MiB more per edit.)
+  const detail::Buffer<T> mask_storage = copy_buffer(plan.old_mask->storage, st.mask);
   copy_all(copies, o.threads);
+  const std::int64_t S = p.mask->s_size;
+  for (std::size_t k = 0; k < plan.mask_rows.size(); ++k)
+    std::copy(plan.new_rows.begin() + std::ptrdiff_t(k) * S,
+              plan.new_rows.begin() + std::ptrdiff_t(k + 1) * S,
+              mask_storage->begin() + std::ptrdiff_t(plan.mask_rows[k]));
   b.scratch = slots.scratch;
 
   // The rows base fully masked in the tasks redone (none to count when it masked none).
   const std::int64_t before =
       base.fully_masked_rows > 0 ? detail::fully_masked_in_tasks(p, b, changed, old_values, o.threads) : 0;
-  r.fully_masked_rows =
-      base.fully_masked_rows - before + detail::forward_eigen_rows(p, b, changed, o.threads);
+  // The mask is lent to the problem (a swap: nothing is copied) while the rows are recomputed.
+  p.mask->values.swap(*mask_storage);
+  std::int64_t after = 0;
+  try {
+    after = detail::forward_eigen_rows(p, b, changed, o.threads);
+  } catch (...) {
+    p.mask->values.swap(*mask_storage);
+    throw;
+  }
+  p.mask->values.swap(*mask_storage);
+  r.fully_masked_rows = base.fully_masked_rows - before + after;
   slots.scratch = b.scratch;
-  detail::Buffer<T> mask_storage = detail::reuse_or_allocate(st.mask, m.values.size(), st);
-  r.trace = detail::make_trace(p, b, std::move(mask_storage));
+  r.trace = detail::make_trace(p, b, mask_storage);
   r.overview = detail::overview_of(b, d);
   if (rows_changed) *rows_changed = changed;
   return true;
@@ -313,7 +326,7 @@ bool forward_mask_edit_in_place(const Config& c, const Weights<T>& w, const Inpu
                                 Workspace<T>& ws, ForwardResult<T>& r, const ForwardResult<T>* newest,
                                 std::vector<char>* rows_changed) {
   if (newest == &r) newest = nullptr;
-  MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, r, false, newest);
+  MaskEditPlan<T> plan = plan_mask_edit(c, w, in, o, r, newest);
   if (!plan.rows || !detail::held_by_result_alone(r, ws)) return false;
   if (plan.copied.empty()) newest = nullptr;  // newest did not qualify: compared with r's own mask
   detail::Problem<T>& p = plan.p;

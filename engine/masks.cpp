@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "errors.hpp"
 
@@ -147,6 +151,7 @@ void mask_from_additive(const Shape& shape, const std::vector<float>& cells, Mas
     has_values = any != 0;
   }
   std::vector<float> values = std::move(out.values.data);  // its storage is reused where it fits
+  std::vector<std::uint64_t>().swap(out.blocked);          // held as values, not bits
   if (convention == MaskConvention::additive || has_values) {
     out.dtype = MaskDType::floating;
     values.assign(cells.begin(), cells.end());
@@ -158,6 +163,91 @@ void mask_from_additive(const Shape& shape, const std::vector<float>& cells, Mas
     for (std::size_t i = 0; i < cells.size(); ++i) values[i] = float(is_blocked(cells[i]));
   }
   out.values = Tensor<float>(shape, std::move(values));
+}
+
+namespace {
+
+constexpr std::uint32_t kOpenBits = 0x00000000u, kBlockedBits = 0xff800000u;  // +0 and -inf
+
+// The scalar loops, for the tail words (and the whole where SSE2 is missing).
+bool pack_words(const float* cells, std::size_t n, std::uint64_t* blocked) {
+  unsigned other = 0;
+  for (std::size_t w = 0; w * 64 < n; ++w) {
+    std::uint64_t bits = 0;
+    for (std::size_t i = w * 64; i < std::min(n, w * 64 + 64); ++i) {
+      std::uint32_t b;
+      std::memcpy(&b, &cells[i], sizeof b);
+      other |= unsigned(b != kOpenBits) & unsigned(b != kBlockedBits);
+      bits |= std::uint64_t(b == kBlockedBits) << (i % 64);
+    }
+    blocked[w] = bits;
+  }
+  return other == 0;
+}
+
+}  // namespace
+
+bool pack_blocked(const float* cells, std::size_t n, std::uint64_t* blocked) {
+  std::size_t done = 0;
+#if defined(__SSE2__)
+  // Four cells a compare: 64 MiB of cells (L = S = 4096) in about 3 ms, half a memcpy of them.
+  const __m128i open = _mm_setzero_si128(), blocked_bits = _mm_set1_epi32(int(kBlockedBits));
+  __m128i other = _mm_setzero_si128();
+  for (; done + 64 <= n; done += 64) {
+    std::uint64_t bits = 0;
+    for (int k = 0; k < 16; ++k) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cells + done + 4 * k));
+      const __m128i is_blocked = _mm_cmpeq_epi32(x, blocked_bits);
+      const __m128i either = _mm_or_si128(is_blocked, _mm_cmpeq_epi32(x, open));
+      other = _mm_or_si128(other, _mm_andnot_si128(either, _mm_set1_epi32(-1)));
+      bits |= std::uint64_t(_mm_movemask_ps(_mm_castsi128_ps(is_blocked))) << (4 * k);
+    }
+    blocked[done / 64] = bits;
+  }
+  if (_mm_movemask_epi8(other) != 0) return false;
+#endif
+  return pack_words(cells + done, n - done, blocked + done / 64);
+}
+
+namespace {
+
+// Cells first .. first + n - 1 of `blocked` as values: `blocked_value` where a bit is set.
+template <class T>
+void unpack_bits(const std::uint64_t* blocked, std::size_t first, std::size_t n, T blocked_value,
+                 T open_value, T* out) {
+  auto one = [&](std::size_t i) { return (blocked[i / 64] >> (i % 64)) & 1 ? blocked_value : open_value; };
+  std::size_t j = 0;
+  for (; j < n && (first + j) % 64 != 0; ++j) out[j] = one(first + j);
+  // Whole words, four cells a store from a table of the 16 nibbles.
+  T table[16][4];
+  for (int m = 0; m < 16; ++m)
+    for (int k = 0; k < 4; ++k) table[m][k] = (m >> k) & 1 ? blocked_value : open_value;
+  for (; j + 64 <= n; j += 64) {
+    const std::uint64_t bits = blocked[(first + j) / 64];
+    for (int k = 0; k < 16; ++k) std::memcpy(out + j + 4 * k, table[(bits >> (4 * k)) & 15], sizeof table[0]);
+  }
+  for (; j < n; ++j) out[j] = one(first + j);
+}
+
+}  // namespace
+
+void unpack_blocked(const std::uint64_t* blocked, std::size_t n, float blocked_value, float open_value,
+                    float* out) {
+  unpack_bits(blocked, 0, n, blocked_value, open_value, out);
+}
+
+void mask_from_blocked(const Shape& shape, const std::vector<std::uint64_t>& blocked,
+                       MaskConvention convention, Mask<float>& out) {
+  const std::size_t n = std::size_t(numel(shape));
+  if (blocked.size() != (n + 63) / 64)
+    throw ShapeError("attn_mask", "the mask's bits hold " + std::to_string(blocked.size() * 64) +
+                                      " cells but " + shape_str(shape) + " needs " + std::to_string(n));
+  // As mask_from_additive converts cells of 0 and -inf: additive keeps them (a floating mask), the
+  // other two conventions give torch's bool mask of the blocked cells.
+  out.dtype = convention == MaskConvention::additive ? MaskDType::floating : MaskDType::boolean;
+  out.values.shape = shape;
+  std::vector<float>().swap(out.values.data);          // floats of an earlier use let go
+  out.blocked.assign(blocked.begin(), blocked.end());  // its storage is reused where it fits
 }
 
 Mask<float> mask_from_additive(const Shape& shape, const std::vector<float>& cells,
@@ -215,7 +305,13 @@ MaskMerger<T>::MaskMerger(const Dims& d, const std::optional<Mask<T>>& attn_mask
   if (!attn_mask && !key_padding_mask) return;
   if (attn_mask) {
     const Shape& sh = attn_mask->values.shape;
-    if (attn_mask->values.data.size() != std::size_t(numel(sh)))
+    const bool bits = !attn_mask->blocked.empty();
+    if (bits && (!attn_mask->values.data.empty() || attn_mask->dtype == MaskDType::uint8 ||
+                 attn_mask->blocked.size() != (std::size_t(numel(sh)) + 63) / 64))
+      throw ShapeError("attn_mask", "attn_mask: held as bits, it needs " +
+                                        std::to_string((numel(sh) + 63) / 64) + " words for its shape " +
+                                        shape_str(sh) + ", a bool or float dtype and no values besides");
+    if (!bits && attn_mask->values.data.size() != std::size_t(numel(sh)))
       throw ShapeError("attn_mask", "attn_mask: holds " + std::to_string(attn_mask->values.data.size()) +
                                         " values but its shape " + shape_str(sh) + " needs " +
                                         std::to_string(numel(sh)));
@@ -262,7 +358,10 @@ MaskMerger<T>::MaskMerger(const Dims& d, const std::optional<Mask<T>>& attn_mask
                                         ", got a " + std::to_string(sh.size()) + "-D tensor " +
                                         shape_str(sh));
     }
-    am_ = attn_mask->values.ptr();
+    if (bits)
+      am_bits_ = attn_mask->blocked.data();
+    else
+      am_ = attn_mask->values.ptr();
   }
 
   if (key_padding_mask) {
@@ -285,15 +384,16 @@ MaskMerger<T>::MaskMerger(const Dims& d, const std::optional<Mask<T>>& attn_mask
   // key_padding_mask, that call reads each float's lowest byte as the bool: 0.0, 1.0 and -inf all
   // read as False, so the padding is silently ignored, and other values raise "Mask tensor can take
   // 0 and 1 values only" (pytorch#92554). Neither is worth reproducing: refuse, and say why.
-  if (am_ && kpm_ && !am_bool_ && !kpm_bool_)
+  const bool am = am_ || am_bits_;
+  if (am && kpm_ && !am_bool_ && !kpm_bool_)
     throw DtypeError("key_padding_mask",
                      "key_padding_mask: a float key_padding_mask cannot be combined with a float "
                      "attn_mask: torch 1.13 merges them with masked_fill, which silently ignores a "
                      "0/1 float key_padding_mask and rejects other values. Use a bool "
                      "key_padding_mask (True = padding), or add the padding into the float attn_mask");
-  shape_.n_size = std::max(am_ ? am_n_ : 1, kpm_ ? kpm_n_ : 1);
-  shape_.h_size = am_ ? am_h_ : 1;
-  shape_.l_size = am_ ? d.L : 1;
+  shape_.n_size = std::max(am ? am_n_ : 1, kpm_ ? kpm_n_ : 1);
+  shape_.h_size = am ? am_h_ : 1;
+  shape_.l_size = am ? d.L : 1;
   shape_.s_size = d.S_total;
 }
 
@@ -303,10 +403,14 @@ void MaskMerger<T>::row(std::int64_t n, std::int64_t h, std::int64_t i, T* o) co
   const std::int64_t S = S_;
   // Rows read straight from the masks, in loops the compiler vectorises (at L = S = 2048 the mask
   // is 4M cells, merged again on every mask edit).
-  const T* a =
-      am_ ? am_ + (((am_n_ > 1 ? n : 0) * am_h_ + (am_h_ > 1 ? h : 0)) * shape_.l_size + i) * S : nullptr;
+  const std::int64_t am_row = ((am_n_ > 1 ? n : 0) * am_h_ + (am_h_ > 1 ? h : 0)) * shape_.l_size + i;
+  const T* a = am_ ? am_ + am_row * S : nullptr;
   const T* k = kpm_ ? kpm_ + (kpm_n_ > 1 ? n : 0) * S : nullptr;
-  if (a && k && am_bool_) {  // logical_or, then bool -> -inf (a float padding mask reads non-zero)
+  if (am_bits_) {  // blocked (True, or -inf) or not: either dtype merges to -inf or 0, then the padding
+    unpack_bits(am_bits_, std::size_t(am_row * S), std::size_t(S), neg_inf, T(0), o);
+    if (k)
+      for (std::int64_t j = 0; j < S; ++j) o[j] = k[j] != T(0) ? neg_inf : o[j];
+  } else if (a && k && am_bool_) {  // logical_or, then bool -> -inf (a float padding mask reads non-zero)
     for (std::int64_t j = 0; j < S; ++j) o[j] = (a[j] != T(0) || k[j] != T(0)) ? neg_inf : T(0);
   } else if (a && k) {  // masked_fill(key_padding_mask, -inf)
     for (std::int64_t j = 0; j < S; ++j) o[j] = k[j] != T(0) ? neg_inf : a[j];

@@ -67,6 +67,19 @@ Mask<float> mask_from_additive(const Shape& shape, const std::vector<float>& cel
 void mask_from_additive(const Shape& shape, const std::vector<float>& cells, MaskConvention convention,
                         Mask<float>& out);
 
+// Cells as one bit each, where every cell is +0 or -inf bit for bit (a -0 or a NaN is not): bit i of
+// word i / 64 set when cell i is -inf. What the app keeps beside the mask it edits (the state a
+// forward computes, each undo step): 1/32 of the floats. pack_blocked returns false, its bits then
+// unusable, when some cell is neither; `blocked` holds (n + 63) / 64 words.
+bool pack_blocked(const float* cells, std::size_t n, std::uint64_t* blocked);
+// The n cells back from their bits: `blocked_value` where a bit is set, `open_value` elsewhere.
+void unpack_blocked(const std::uint64_t* blocked, std::size_t n, float blocked_value, float open_value,
+                    float* out);
+// mask_from_additive for cells held as bits, into `out` (its storage reused where the size fits): a
+// mask held as bits too (Mask::blocked), of the dtype mask_from_additive gives.
+void mask_from_blocked(const Shape& shape, const std::vector<std::uint64_t>& blocked,
+                       MaskConvention convention, Mask<float>& out);
+
 // The other half of the course writes masks as 1 = attend, 0 = blocked (`masked_fill(mask == 0, -inf)`).
 // torch reads True as blocked. This converts explicitly: blocked = (keep == 0). It is never guessed.
 template <class T>
@@ -99,7 +112,7 @@ class MaskMerger {
   MaskMerger(const Dims& d, const std::optional<Mask<T>>& attn_mask,
              const std::optional<Mask<T>>& key_padding_mask, MaskLayout layout,
              std::vector<std::string>* warnings);
-  bool any() const { return am_ || kpm_; }  // false: neither mask was given
+  bool any() const { return am_ || am_bits_ || kpm_; }  // false: neither mask was given
   // The merged mask's broadcast sizes, values empty.
   MergedMask<T> shape() const { return shape_; }
   // Merged row (n, h, i) of the broadcast shape (each index 0 where that size is 1): s_size values.
@@ -111,6 +124,7 @@ class MaskMerger {
   MergedMask<T> shape_;
   std::int64_t S_ = 0;     // the masks' own key count (S_total less the bias_k and zero columns)
   const T* am_ = nullptr;  // attn_mask values: (am_n_, am_h_, L, S)
+  const std::uint64_t* am_bits_ = nullptr;  // or its cells as bits (Mask::blocked)
   std::int64_t am_n_ = 1, am_h_ = 1;
   bool am_bool_ = true;
   const T* kpm_ = nullptr;  // key_padding_mask values: (kpm_n_, S)

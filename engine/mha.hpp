@@ -78,6 +78,11 @@ template <class T>
 struct Mask {
   MaskDType dtype = MaskDType::boolean;
   Tensor<T> values;  // boolean/uint8: 0 or 1 (non-zero = blocked); floating: added to the scores
+  // Or, for a boolean mask or a floating one of 0 and -inf cells only, the cells as bits (bit i of
+  // word i / 64 set: cell i blocked, see pack_blocked): values.shape is then the mask's shape and
+  // values.data is empty. 1/32 of the floats (at L = S = 4096, 2 MiB for 64); the merge with
+  // key_padding_mask reads them a row at a time.
+  std::vector<std::uint64_t> blocked;
 };
 
 // torch's only 3-D attn_mask layout is (N·num_heads, L, S), batch-major and head-minor. The course
@@ -277,9 +282,9 @@ class Workspace {
   std::unique_ptr<detail::WorkspaceState<T>> state_;  // null until the first forward
 };
 
-// Hands `from`'s scratch (the Eigen path's per-thread blocks and the products' packed operands,
-// which no result holds) to `to`, which lets go of its own. Workspaces that never compute at the same
-// time (the app's worker's three) can so keep one scratch between them, moved to the one about to
+// Hands `from`'s scratch (the Eigen path's per-thread blocks, the products' packed operands and
+// q / √d_k, which no result holds) to `to`, which lets go of its own. Workspaces that never compute at the
+// same time (the app's worker's three) can so keep one scratch between them, moved to the one about to
 // compute.
 template <class T>
 void move_scratch(Workspace<T>& from, Workspace<T>& to);

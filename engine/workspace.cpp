@@ -164,8 +164,11 @@ void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Op
 template <class T>
 void move_scratch(Workspace<T>& from, Workspace<T>& to) {
   if (&from == &to) return;
-  to.state().buffers.scratch = std::move(from.state().buffers.scratch);
-  from.state().buffers.scratch.reset();
+  detail::Buffers<T>&a = from.state().buffers, &b = to.state().buffers;
+  b.scratch = std::move(a.scratch);
+  b.q_scaled = std::move(a.q_scaled);
+  a.scratch.reset();
+  a.q_scaled.reset();
 }
 
 template <class T>

@@ -41,7 +41,7 @@ bool AppState::apply(const Action& a) {
   } catch (const NoChange&) {
     return false;
   } catch (const Error& e) {
-    History::restore(committed, scenario_);  // nothing half-applied
+    committed->restore(scenario_);  // nothing half-applied
     scenario_.view = view_before;
     errors[a.slot] = e.what();
     return false;
@@ -63,11 +63,11 @@ bool AppState::apply(const Action& a) {
   last_gesture = a.gesture;
   last_edit_time = now;
   autosave_pending = true;
-  // The forward first: at large sizes the undo step and the new committed state (the mask packed to
-  // bits) are then made beside it instead of before it.
+  // The new state packed and handed to the worker first; the undo step (the last state, already
+  // packed) is made beside the forward.
+  std::shared_ptr<Snapshot> before = std::move(committed);
   recompute();
-  if (!coalesce) history.push(std::move(committed), a.what);  // the last state, already packed
-  commit();
+  if (!coalesce) history.push(std::move(before), a.what);
   return true;
 }
 
@@ -107,7 +107,6 @@ void AppState::undo() {
   const std::string what = history.undo(scenario_);
   if (what.empty()) return;
   if (result.valid()) previous = result;
-  commit();
   last_edit.clear();
   last_gesture = 0;
   status = "undid: " + what;
@@ -119,7 +118,6 @@ void AppState::redo() {
   const std::string what = history.redo(scenario_);
   if (what.empty()) return;
   if (result.valid()) previous = result;
-  commit();
   last_edit.clear();
   last_gesture = 0;
   status = "redid: " + what;
@@ -131,7 +129,6 @@ void AppState::load(Scenario s, const std::string& what) {
   history.push(std::move(committed), what);
   if (result.valid()) previous = result;
   scenario_ = std::move(s);
-  commit();
   last_edit.clear();
   last_gesture = 0;
   autosave_pending = true;
@@ -139,7 +136,8 @@ void AppState::load(Scenario s, const std::string& what) {
 }
 
 void AppState::recompute() {
-  computer.request(scenario_);
+  commit();
+  computer.request(committed);
   asked_worker = computer.busy();
   tick(now);  // a synchronous result is ready now: show it this frame
 }

@@ -46,10 +46,10 @@ class AppState {
   double last_edit_time = 0;  // seconds (ImGui::GetTime) of the last edit, for the debounce
   ViewState autosaved_view;   // the view as last autosaved: a view change is saved like an edit
   Computer computer;
-  // The scenario as of the last edit, as a history step keeps it (a mask of 0 and -inf cells as
-  // bits): what undo returns to, and what a refused edit restores.
-  History::Entry committed;
-  void commit() { committed = History::snapshot(scenario_); }  // the scenario as it is now
+  // The scenario as of the last edit, packed (a mask of 0 and -inf cells as bits): what the worker
+  // computes, what a refused edit restores, and the undo step the next edit pushes.
+  std::shared_ptr<Snapshot> committed = std::make_shared<Snapshot>();
+  void commit() { committed = std::make_shared<Snapshot>(Snapshot::of(scenario_)); }  // as it is now
   std::string last_edit;  // consecutive edits of the same control within a moment coalesce
   std::uint64_t last_gesture = 0;
   double now = 0;             // seconds, updated by tick()
@@ -79,7 +79,7 @@ class AppState {
   void load(Scenario s, const std::string& what);
   // Called once per frame: takes finished results, runs the debounced autosave.
   void tick(double now);
-  // Recompute now (at start, after load).
+  // Commits the scenario as it is now and recomputes it (at start, after load).
   void recompute();
   // Frame pacing, called once a frame is built and before it is drawn, `budget_ms` before the frame
   // would have lasted kHeldFrameMs. When this frame gave the worker a forward that took at most

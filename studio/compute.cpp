@@ -29,15 +29,21 @@ void require_shape(const char* name, const Tensor<float>& t, const Shape& want) 
                                     ": reset it (Inputs → Reset) or change the sizes back");
 }
 
-// The scenario's mask cells as the engine's mask, into `out` (its storage reused where it fits).
-void mask_from_spec(const Scenario& s, std::int64_t N, std::int64_t L, std::int64_t S, Mask<float>& out) {
+// The scenario's mask cells as the engine's mask, into `out` (its storage reused where it fits):
+// from `packed`'s bits where it holds them (s is then its scenario), else from s's cells.
+void mask_from_spec(const Scenario& s, const Snapshot* packed, std::int64_t N, std::int64_t L, std::int64_t S,
+                    Mask<float>& out) {
   const MaskSpec& m = s.mask;
   const Shape want = attn_mask_shape(m.scope, N, s.num_heads, L, S);
-  if (m.cells_shape != want || m.cells.size() != std::size_t(numel(want)))
+  const std::size_t cells = packed ? packed->mask_cells() : m.cells.size();
+  if (m.cells_shape != want || cells != std::size_t(numel(want)))
     throw ShapeError("attn_mask", "the mask is " + shape_str(m.cells_shape) +
                                       " but the sizes and scope need " + shape_str(want) +
                                       ": pick a preset again or reset the mask");
-  mask_from_additive(want, m.cells, m.convention, out);
+  if (packed && packed->cells)
+    mask_from_blocked(want, packed->blocked, m.convention, out);
+  else
+    mask_from_additive(want, m.cells, m.convention, out);
 }
 
 }  // namespace
@@ -97,9 +103,12 @@ Built build_forward(const Scenario& s, bool check_trace) {
   return b;
 }
 
-void build_forward_into(const Scenario& s, Built& b, bool check_trace) {
+namespace {
+
+// build_forward_into, the mask from `packed`'s bits where it holds them (s is then its scenario).
+void build_into(const Scenario& s, const Snapshot* packed, Built& b, bool check_trace) {
   if (s.has_model()) {
-    b = build_model_layer(s);
+    b = build_model_layer(packed && packed->cells ? packed->unpacked() : s);
     return;
   }
   // The mask's storage is set aside while the inputs are assigned (they carry none of their own).
@@ -116,7 +125,8 @@ void build_forward_into(const Scenario& s, Built& b, bool check_trace) {
   if (N <= 0 || L <= 0 || S <= 0)
     throw ConfigError("sizes", "batch, query length and key length must be positive (N=" + std::to_string(N) +
                                    ", L=" + std::to_string(L) + ", S=" + std::to_string(S) + ")");
-  const bool has_mask = !s.mask.cells.empty() || !s.mask.key_padding.empty();
+  const bool has_mask =
+      (packed ? packed->mask_cells() : s.mask.cells.size()) > 0 || !s.mask.key_padding.empty();
   if (check_trace) check_trace_fits(dims_for(c, N, L, S), sizeof(float), has_mask, 0);
 
   // torch.manual_seed(seed), then the inputs, then nn.MultiheadAttention's default init. The draws
@@ -155,9 +165,9 @@ void build_forward_into(const Scenario& s, Built& b, bool check_trace) {
   if (s.value) require_shape("value", *s.value, {N, S, s.embed_dim}), b.inputs.value = *s.value;
   // s.weights: the engine checks their shapes and names them.
 
-  if (!s.mask.cells.empty()) {
+  if ((packed ? packed->mask_cells() : s.mask.cells.size()) > 0) {
     if (!mask) mask.emplace();
-    mask_from_spec(s, N, L, S, *mask);
+    mask_from_spec(s, packed, N, L, S, *mask);
     b.inputs.attn_mask = std::move(mask);
     if (s.mask.scope == MaskScope::per_batch) b.options.attn_mask_layout = MaskLayout::per_batch;
   }
@@ -178,10 +188,20 @@ void build_forward_into(const Scenario& s, Built& b, bool check_trace) {
   if (s.what_if.active()) b.options.score_divisor = s.what_if.divisor(s.embed_dim / s.num_heads);
 }
 
+}  // namespace
+
+void build_forward_into(const Scenario& s, Built& b, bool check_trace) {
+  build_into(s, nullptr, b, check_trace);
+}
+
+void build_forward_into(const Snapshot& s, Built& b, bool check_trace) {
+  build_into(s.scenario, &s, b, check_trace);
+}
+
 Mask<float> model_layer_mask(const Scenario& s, std::int64_t T) {
   if (s.mask.cells.empty()) return causal_mask<float>(T, T);
   Mask<float> m;
-  mask_from_spec(s, 1, T, T, m);
+  mask_from_spec(s, nullptr, 1, T, T, m);
   return m;
 }
 
@@ -295,13 +315,14 @@ Computer::BackendTimes Computer::times() const {
   return times_;
 }
 
-Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
+Computer::Outcome Computer::run(const Snapshot& packed, Slot* slot) {
+  const Scenario& s = packed.scenario;
   Workspace<float>* ws = slot ? &slot->ws : nullptr;
   Outcome out;
   try {
     const auto t0 = std::chrono::steady_clock::now();
     if (s.has_model()) {
-      Result r = run_model(s);
+      Result r = run_model(packed.cells ? packed.unpacked() : s);
       r.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::lock_guard<std::mutex> lock(times_mutex_);
       times_.cpu_ms = r.compute_ms;
@@ -312,7 +333,7 @@ Computer::Outcome Computer::run(const Scenario& s, Slot* slot) {
     Built local;
     Built& b = ws ? builts_[last_built_ == 0 ? 1 : 0] : local;
     if (ws && spare_mask_) b.inputs.attn_mask = std::move(spare_mask_), spare_mask_.reset();
-    build_forward_into(s, b);
+    build_forward_into(packed, b);
     const BackendChoice choice = choice_;
     if (ws && choice == BackendChoice::gpu) {
       b.options.backend = Backend::gpu;
@@ -464,14 +485,15 @@ Result Computer::run_model(const Scenario& s) {
   return r;
 }
 
-void Computer::request(const Scenario& s) {
+void Computer::request(std::shared_ptr<const Snapshot> state) {
+  const Scenario& s = state->scenario;
   const std::uint64_t seq = ++requested_;
   if (forward_work(s) <= kSyncWorkLimit && choice_ != BackendChoice::gpu) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (running_) control_.cancel = true;  // a small problem now: the worker's is of other sizes
     }
-    Outcome o = run(s, nullptr);
+    Outcome o = run(*state, nullptr);
     std::lock_guard<std::mutex> lock(mutex_);
     job_.reset();      // a queued larger job is older than this edit
     busy_ = running_;  // still busy only if the worker is mid-job (its result will be dropped)
@@ -479,17 +501,10 @@ void Computer::request(const Scenario& s) {
     return;
   }
   {
-    // Copied into the storage of a job the worker is done with: at large sizes the scenario holds
-    // the whole mask, and a fresh copy would fault in its pages on this thread, in the frame.
-    std::unique_lock<std::mutex> lock(mutex_);
-    Scenario copy = std::move(spare_job_);
-    lock.unlock();
-    copy = s;
-    lock.lock();
-    if (job_) spare_job_ = std::move(job_->scenario);  // a queued job this one replaces
-    job_ = Job{std::move(copy), seq};
-    busy_ = true;
+    std::lock_guard<std::mutex> lock(mutex_);
     if (running_ && result_sizes(s) != running_sizes_) control_.cancel = true;
+    job_ = Job{std::move(state), seq};
+    busy_ = true;
   }
   cv_.notify_all();
 }
@@ -545,7 +560,7 @@ void Computer::worker_loop() {
     Job job = std::move(*job_);
     job_.reset();
     running_ = true;
-    running_sizes_ = result_sizes(job.scenario);
+    running_sizes_ = result_sizes(job.state->scenario);
     control_.cancel = false;
     control_.total = 0;
     lock.unlock();
@@ -563,15 +578,15 @@ void Computer::worker_loop() {
     Slot& slot = slots_[pick];
     next_slot_ = (pick + 1) % 3;
     take_scratch(pick);
-    Outcome o = run(job.scenario, &slot);
+    Outcome o = run(*job.state, &slot);
     lock.lock();
     running_ = false;
     std::shared_ptr<const ForwardResult<float>> shown;
     if (o.result) {
       shown = o.result->forward;
       const Result& r = *o.result;
-      if (!r.in_place && !r.mask_rows_only && !r.heads_only && !job.scenario.has_model())
-        ms_per_work_ = r.compute_ms / forward_work(job.scenario);
+      if (!r.in_place && !r.mask_rows_only && !r.heads_only && !job.state->scenario.has_model())
+        ms_per_work_ = r.compute_ms / forward_work(job.state->scenario);
     }
     if (o.cancelled)
       ++cancelled_;
@@ -587,7 +602,7 @@ void Computer::worker_loop() {
     }
     if (presizing_) {
       lock.unlock();
-      presize(job.scenario, *shown);
+      presize(*job.state, *shown);
       shown.reset();
       lock.lock();
       presizing_ = false;
@@ -597,7 +612,6 @@ void Computer::worker_loop() {
         lock.lock();
       }
     }
-    spare_job_ = std::move(job.scenario);
   }
 }
 
@@ -615,7 +629,8 @@ void Computer::drop_kept(const Dims& d) {
     if (slot.kept && !same(slot.kept->dims, d)) slot.kept.reset(), slot.weights.reset();
 }
 
-void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
+void Computer::presize(const Snapshot& packed, const ForwardResult<float>& shown) {
+  const Scenario& s = packed.scenario;
   const Dims& d = shown.dims;
   const std::vector<std::int64_t> key = {d.N,
                                          d.L,
@@ -626,7 +641,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
                                          d.kdim,
                                          d.vdim,
                                          std::int64_t(shown.backend),
-                                         std::int64_t(s.mask.cells.size()),
+                                         std::int64_t(packed.mask_cells()),
                                          std::int64_t(s.mask.key_padding.size())};
   drop_kept(d);
   if (key == presized_ || shown.backend == Backend::gpu || s.has_model()) return;
@@ -644,7 +659,7 @@ void Computer::presize(const Scenario& s, const ForwardResult<float>& shown) {
         b.inputs.key_padding_mask.reset();
       }
     } give_back{b, spare_mask_};
-    build_forward_into(s, b);
+    build_forward_into(packed, b);
     b.options.backend = shown.backend;
     b.options.stages = kept_stages(s, shown.backend);
     b.options.weights_overview = overview_block(s, shown.backend);

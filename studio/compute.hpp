@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "history.hpp"
 #include "model/gpt2.hpp"
 #include "model/roles.hpp"
 #include "scenario.hpp"
@@ -69,6 +70,9 @@ Built build_forward(const Scenario& s, bool check_trace = true);
 // job into one of two Builts in turn, so an edit at large sizes copies its inputs, weights and mask
 // into memory already faulted in instead of allocating (and zeroing) 30 MB or more.
 void build_forward_into(const Scenario& s, Built& b, bool check_trace = true);
+// The same from a snapshot: its mask unpacked from bits straight into b's (no float copy of the
+// scenario's cells is made).
+void build_forward_into(const Snapshot& s, Built& b, bool check_trace = true);
 
 // Above this many multiply-adds a recompute goes to the worker thread (a 60 Hz frame is 16 ms;
 // the Eigen path does ≥ 1 GFLOP/s even on a slow core, so 2·10^6 MACs stay well inside a frame).
@@ -94,9 +98,11 @@ class Computer {
   Computer(const Computer&) = delete;
   Computer& operator=(const Computer&) = delete;
 
-  // Starts a forward of `s`. Small ones finish before this returns; large ones replace any queued
-  // job on the worker (the newest edit wins).
-  void request(const Scenario& s);
+  // Starts a forward of `state` (AppState's committed snapshot: the worker reads it while the UI
+  // goes on editing its own scenario, and at large sizes holds its mask as bits, not floats). Small
+  // ones finish before this returns; large ones replace any queued job on the worker (the newest
+  // edit wins).
+  void request(std::shared_ptr<const Snapshot> state);
   // A finished result or error, once; nullopt while nothing new is ready.
   struct Outcome {
     std::optional<Result> result;
@@ -145,7 +151,7 @@ class Computer {
 
  private:
   struct Job {
-    Scenario scenario;
+    std::shared_ptr<const Snapshot> state;
     std::uint64_t seq;
   };
   // One of the worker's three sets of trace buffers, used in turn: while one result is on screen
@@ -169,7 +175,7 @@ class Computer {
   };
   // `slot` is null on the UI thread (small problems: allocation is cheap there), where the GPU
   // device is never used.
-  Outcome run(const Scenario& s, Slot* slot);
+  Outcome run(const Snapshot& s, Slot* slot);
   // Lets go of the kept results of other sizes (their buffers would stay alive beside the new ones).
   void drop_kept(const Dims& d);
   Result run_model(const Scenario& s);
@@ -179,7 +185,7 @@ class Computer {
   // result's buffers (mha::reserve) while it waits, the one the next job uses first; a queued job
   // stops it between workspaces. Without it the first two edits after a size change allocated and
   // faulted in a whole trace each (at L = 2048, twice as slow as later edits).
-  void presize(const Scenario& s, const ForwardResult<float>& shown);
+  void presize(const Snapshot& s, const ForwardResult<float>& shown);
 
   DeviceForward* device_ = nullptr;
   std::string device_description_ = "not built into this program";
@@ -193,7 +199,6 @@ class Computer {
   // Milliseconds per unit of forward_work of the worker's last whole forward (under mutex_).
   double ms_per_work_ = -1;
   std::optional<Job> job_;
-  Scenario spare_job_;  // a finished job's scenario: request() copies the next one into its storage
   std::optional<Outcome> done_;
   std::atomic<bool> busy_{false};
   bool quit_ = false;

@@ -54,7 +54,7 @@ TEST_CASE("undo keeps the newest steps within its bytes, and always the last one
   REQUIRE(History::bytes(s) == 1048576);
   for (int k = 0; k < 10; ++k) {
     s.seed = std::uint64_t(k);
-    h.push(History::snapshot(s), "edit " + std::to_string(k));
+    h.push(std::make_shared<Snapshot>(Snapshot::of(s)), "edit " + std::to_string(k));
   }
   CHECK(h.undo_steps() == 3);
   Scenario now = s;
@@ -66,9 +66,9 @@ TEST_CASE("undo keeps the newest steps within its bytes, and always the last one
   CHECK_FALSE(h.can_undo());
   // One snapshot over the bytes on its own: still kept, so the last edit can always be undone.
   History tiny(200, 1024);
-  tiny.push(History::snapshot(s), "big");
+  tiny.push(std::make_shared<Snapshot>(Snapshot::of(s)), "big");
   CHECK(tiny.undo_steps() == 1);
-  tiny.push(History::snapshot(s), "bigger");
+  tiny.push(std::make_shared<Snapshot>(Snapshot::of(s)), "bigger");
   CHECK(tiny.undo_steps() == 1);
   CHECK(tiny.undo(now) == "bigger");
 }
@@ -81,12 +81,13 @@ TEST_CASE("undo keeps a mask of 0 and -inf cells as bits and restores it bit for
   const Scenario before = s;
   History h(200, std::size_t(3.5 * 1048576));
   // The step keeps one bit a cell, packed from the scenario, which stays as it was.
-  h.push(History::snapshot(s), "paint");
+  h.push(std::make_shared<Snapshot>(Snapshot::of(s)), "paint");
   CHECK(h.bytes() == 512 * 512 / 8);
   REQUIRE(s.mask.cells.size() == before.mask.cells.size());
   CHECK(std::memcmp(s.mask.cells.data(), before.mask.cells.data(), before.mask.cells.size() * 4) == 0);
   // Ten such steps fit where three float masks did.
-  for (int k = 0; k < 9; ++k) h.push(History::snapshot(s), "paint " + std::to_string(k));
+  for (int k = 0; k < 9; ++k)
+    h.push(std::make_shared<Snapshot>(Snapshot::of(s)), "paint " + std::to_string(k));
   CHECK(h.undo_steps() == 10);
   Scenario now;
   now.mask.cells.assign(7, 0.25f);  // its storage is reused for the unpacked cells
@@ -101,12 +102,91 @@ TEST_CASE("undo keeps a mask of 0 and -inf cells as bits and restores it bit for
     Scenario t = before;
     t.mask.cells[5] = odd;
     History one;
-    one.push(History::snapshot(t), "odd");
+    one.push(std::make_shared<Snapshot>(Snapshot::of(t)), "odd");
     CHECK(one.bytes() == 512 * 512 * sizeof(float));
     Scenario back;
     one.undo(back);
     CHECK(std::memcmp(back.mask.cells.data(), t.mask.cells.data(), t.mask.cells.size() * 4) == 0);
   }
+}
+
+namespace {
+// Whether two scenarios hold the same edit state: every field saved, the mask cells and edited
+// tensors bit for bit.
+void check_same_state(const Scenario& a, const Scenario& b, const std::string& when) {
+  INFO(when);
+  CHECK(to_json(a) == to_json(b));
+  REQUIRE(a.mask.cells.size() == b.mask.cells.size());
+  CHECK(std::memcmp(a.mask.cells.data(), b.mask.cells.data(), a.mask.cells.size() * sizeof(float)) == 0);
+  for (auto [x, y] : {std::pair{&a.query, &b.query}, {&a.key, &b.key}, {&a.value, &b.value}}) {
+    REQUIRE(x->has_value() == y->has_value());
+    if (*x) CHECK((*x)->identical(**y));
+  }
+  REQUIRE(a.weights.has_value() == b.weights.has_value());
+  if (a.weights) {
+    const auto wa = mha::state_dict(const_cast<mha::Weights<float>&>(*a.weights));
+    const auto wb = mha::state_dict(const_cast<mha::Weights<float>&>(*b.weights));
+    REQUIRE(wa.size() == wb.size());
+    for (std::size_t i = 0; i < wa.size(); ++i) CHECK(wa[i].second->identical(*wb[i].second));
+  }
+}
+}  // namespace
+
+TEST_CASE("undo steps below the newest keep only the rows they change, and restore every state", "[state]") {
+  // L = S = 128, E = 64: a 128 × 128 mask (kept as bits) and a (2, 128, 64) query of 64 KiB.
+  AppState s;
+  Scenario start;
+  start.batch = 2;
+  start.tgt_len = 128;
+  start.embed_dim = 64;
+  start.num_heads = 4;
+  start.mask.preset = MaskPreset::causal;
+  apply_mask_preset(start);
+  start.query = build_forward(start).inputs.query;
+  s.start(start);
+  s.recompute();
+  std::vector<Scenario> states{s.scenario()};  // the state after each edit
+  auto step = [&](const mha::studio::Action& a) {
+    s.now += 1;  // no coalescing with the edit before
+    REQUIRE(s.apply(a));
+    wait_idle(s);
+    states.push_back(s.scenario());
+  };
+  // Value edits (one row each), then a painted gesture of many cells in rows far apart (one step:
+  // the step below it is kept only once the gesture is over), then a weights edit and a preset.
+  for (int k = 0; k < 12; ++k) step(set_tensor_value("query", 64 * (17 * k % 256) + k, float(k) - 3.5f));
+  const std::uint64_t gesture = new_gesture();
+  for (int k = 0; k < 6; ++k) {
+    s.now += 0.01;
+    REQUIRE(s.apply(paint_mask_cells({{20 * k, 100 - k}, {20 * k + 1, 3}}, k % 2 == 0, gesture)));
+  }
+  wait_idle(s);
+  states.push_back(s.scenario());
+  step(set_tensor_value("out_proj.weight", 5, 0.25f));
+  step(set_tensor_value("query", 3, 1.0f));
+  step(set_mask_preset("sliding_window"));
+  step(set_tensor_value("query", 64 * 200, -2.0f));
+  // Thirteen one-row steps, a gesture and the rest hold far less than one query each.
+  const std::size_t query_bytes = 2 * 128 * 64 * sizeof(float);
+  CHECK(s.history.undo_steps() == states.size() - 1);
+  CHECK(s.history.bytes() < 3 * query_bytes);
+  for (std::size_t k = states.size() - 1; k-- > 0;) {
+    s.undo();
+    check_same_state(s.scenario(), states[k], "undo to state " + std::to_string(k));
+  }
+  CHECK_FALSE(s.history.can_undo());
+  for (std::size_t k = 1; k < states.size(); ++k) {
+    s.redo();
+    check_same_state(s.scenario(), states[k], "redo to state " + std::to_string(k));
+  }
+  // Half way back, then a new edit: the redo steps go, and undo still walks back to the start.
+  for (int k = 0; k < 5; ++k) s.undo();
+  step(set_tensor_value("query", 9, 4.0f));
+  CHECK_FALSE(s.history.can_redo());
+  s.undo();
+  check_same_state(s.scenario(), states[states.size() - 7], "undo of the new edit");
+  while (s.history.can_undo()) s.undo();
+  check_same_state(s.scenario(), states[0], "back at the start");
 }
 
 TEST_CASE("a drag on one control is one undo step", "[state]") {

@@ -13,8 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "check_identical.hpp"
 #include "errors.hpp"
 #include "io/npy.hpp"
+#include "masks.hpp"
 #include "scenario.hpp"
 #include "temp_dir.hpp"
 #include "torch_rng.hpp"
@@ -330,6 +332,122 @@ TEST_CASE("mask presets fill the cells as specified", "[scenario]") {
   }
 }
 
+TEST_CASE("a mask of 0 and -inf cells packs to bits and unpacks to the same bits", "[scenario]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(5);
+  // Lengths around the 64-cell words and the 4-cell compares, and one that is large.
+  for (std::size_t n : {std::size_t(1), std::size_t(3), std::size_t(63), std::size_t(64), std::size_t(65),
+                        std::size_t(130), std::size_t(4096 + 17), std::size_t(1) << 20}) {
+    INFO("n = " << n);
+    std::vector<float> cells(n);
+    for (float& c : cells) c = rng() % 3 == 0 ? -inf : 0.0f;
+    std::vector<std::uint64_t> bits((n + 63) / 64, ~std::uint64_t(0));
+    REQUIRE(mha::pack_blocked(cells.data(), n, bits.data()));
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(((bits[i / 64] >> (i % 64)) & 1) == (cells[i] == -inf));
+    std::vector<float> back(n, 7.0f);
+    mha::unpack_blocked(bits.data(), n, -inf, 0.0f, back.data());
+    CHECK(std::memcmp(back.data(), cells.data(), n * sizeof(float)) == 0);
+    // Any other cell, anywhere (the last one included), is not bits: -0, +inf, NaN, a bias.
+    for (float odd : {-0.0f, inf, std::nanf(""), 0.5f}) {
+      for (std::size_t at : {std::size_t(0), n / 2, n - 1}) {
+        std::vector<float> other = cells;
+        other[at] = odd;
+        CHECK_FALSE(mha::pack_blocked(other.data(), n, bits.data()));
+      }
+    }
+  }
+  // The engine's mask from bits equals the one from the cells, in each convention.
+  std::vector<float> cells = mha::preset_cells(mha::MaskPreset::causal, {}, {70, 70});
+  std::vector<std::uint64_t> bits((cells.size() + 63) / 64);
+  REQUIRE(mha::pack_blocked(cells.data(), cells.size(), bits.data()));
+  for (auto convention :
+       {mha::MaskConvention::torch_bool, mha::MaskConvention::keep, mha::MaskConvention::additive}) {
+    const mha::Mask<float> want = mha::mask_from_additive({70, 70}, cells, convention);
+    mha::Mask<float> got;
+    got.values = mha::Tensor<float>({3}, 1.0f);  // values of an earlier use
+    mha::mask_from_blocked({70, 70}, bits, convention, got);
+    CHECK(got.dtype == want.dtype);
+    CHECK(got.values.shape == want.values.shape);
+    CHECK(got.values.data.empty());  // held as bits (what they compute: the test below)
+    CHECK(got.blocked == bits);
+    // Converted back to values, the bits go.
+    mha::mask_from_additive({70, 70}, cells, convention, got);
+    CHECK(got.values.identical(want.values));
+    CHECK(got.blocked.empty());
+  }
+  mha::Mask<float> wrong;
+  CHECK_THROWS_AS(mha::mask_from_blocked({70, 71}, bits, mha::MaskConvention::additive, wrong),
+                  mha::ShapeError);
+}
+
+TEST_CASE("an attn_mask held as bits computes what its values compute", "[scenario]") {
+  using namespace mha;
+  using test::check_identical;
+  std::mt19937 rng(11);
+  struct Case {
+    std::int64_t L, S;
+    MaskScope scope;
+    bool padding, bias_kv;
+  };
+  // Rows of 37 and 45 cells start mid-word; per-head and per-batch slices; padding; bias_k's column.
+  for (const Case& k :
+       {Case{37, 37, MaskScope::shared, false, false}, Case{37, 37, MaskScope::per_head, true, false},
+        Case{20, 45, MaskScope::per_batch, true, true}, Case{64, 64, MaskScope::shared, true, true}}) {
+    for (MaskConvention convention : {MaskConvention::torch_bool, MaskConvention::additive}) {
+      INFO("L = " << k.L << ", S = " << k.S << ", scope " << to_string(k.scope) << ", "
+                  << to_string(convention));
+      Config c;
+      c.embed_dim = 16;
+      c.num_heads = 4;
+      const std::int64_t N = 2;
+      SeededCase<float> base = torch_seeded_case<float>(c, 3, N, k.L, k.S);
+      if (k.bias_kv) {  // torch draws them with xavier_normal_: any values do here
+        c.add_bias_kv = true;
+        base.weights.bias_k = Tensor<float>({1, 1, 16}, 0.25f);
+        base.weights.bias_v = Tensor<float>({1, 1, 16}, -0.5f);
+      }
+      const Shape shape = attn_mask_shape(k.scope, N, c.num_heads, k.L, k.S);
+      std::vector<float> cells(std::size_t(numel(shape)));
+      for (float& x : cells) x = rng() % 4 == 0 ? kMaskBlocked : 0.0f;
+      std::vector<std::uint64_t> bits((cells.size() + 63) / 64);
+      REQUIRE(pack_blocked(cells.data(), cells.size(), bits.data()));
+      Options o;
+      if (k.scope == MaskScope::per_batch) o.attn_mask_layout = MaskLayout::per_batch;
+      Inputs<float> values = base.inputs, packed = base.inputs;
+      values.attn_mask = mask_from_additive(shape, cells, convention);
+      packed.attn_mask.emplace();
+      mask_from_blocked(shape, bits, convention, *packed.attn_mask);
+      REQUIRE(packed.attn_mask->values.data.empty());
+      if (k.padding) {
+        Mask<float> kpm;
+        kpm.values = Tensor<float>({N, k.S});
+        for (std::int64_t j = k.S - 5; j < k.S; ++j) kpm.values.data[std::size_t(j)] = 1;
+        values.key_padding_mask = packed.key_padding_mask = kpm;
+      }
+      for (Backend backend : {Backend::reference, Backend::eigen}) {
+        o.backend = backend;
+        const ForwardResult<float> want = forward(c, base.weights, values, o);
+        const ForwardResult<float> got = forward(c, base.weights, packed, o);
+        check_identical(got, want);
+        CHECK(got.warnings == want.warnings);
+      }
+    }
+  }
+  // Bits that do not cover the shape, or beside values, are refused with the reason.
+  Config c;
+  c.embed_dim = 8;
+  c.num_heads = 2;
+  SeededCase<float> base = torch_seeded_case<float>(c, 3, 1, 10, 10);
+  Inputs<float> in = base.inputs;
+  in.attn_mask.emplace();
+  in.attn_mask->values.shape = {10, 10};
+  in.attn_mask->blocked.assign(1, 0);
+  CHECK_THROWS_WITH(forward(c, base.weights, in), Catch::Contains("held as bits, it needs 2 words"));
+  in.attn_mask->blocked.assign(2, 0);
+  in.attn_mask->values.data.assign(100, 0.0f);
+  CHECK_THROWS_AS(forward(c, base.weights, in), ShapeError);
+}
+
 TEST_CASE("fit_mask_to_sizes keeps what still fits", "[scenario]") {
   Scenario s;
   s.batch = 2;
@@ -547,9 +665,13 @@ TEST_CASE("every preset in assets/presets loads and runs forward", "[scenario]")
       (gqa.L() == 8 && gqa.num_heads == 8 && gqa.num_kv_heads == 2 && gqa.mask.preset == MaskPreset::causal));
   // On the shipped model: its sizes and tokenizer, whatever the file's sizes say.
   const Scenario what_if = load("model_what_if.json");
-  CHECK((what_if.model == "tiny-fortunes" && what_if.layer == 1 && what_if.batch == 1 && what_if.embed_dim == 128));
-  CHECK((what_if.L() == 32 && what_if.mask.preset == MaskPreset::custom && what_if.mask.cells_shape == Shape{32, 32}));
-  CHECK(what_if.query_tokens()[15] == "\xE2\x90\xA3" "dog");  // the key the what-if blocks
+  CHECK((what_if.model == "tiny-fortunes" && what_if.layer == 1 && what_if.batch == 1 &&
+         what_if.embed_dim == 128));
+  CHECK((what_if.L() == 32 && what_if.mask.preset == MaskPreset::custom &&
+         what_if.mask.cells_shape == Shape{32, 32}));
+  CHECK(what_if.query_tokens()[15] ==
+        "\xE2\x90\xA3"
+        "dog");  // the key the what-if blocks
   const Scenario induction = load("model_induction.json");
   CHECK((induction.layer == 1 && induction.L() == 34 && induction.mask.preset == MaskPreset::causal));
   for (const char* name : {"model_previous_token.json", "model_first_token.json"})

@@ -138,16 +138,21 @@ void status_bar(AppState& state) {
     ImGui::Text("N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld  |  %s path, %.2f ms%s", (long long)d.N,
                 (long long)d.L, (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k,
                 backend_name(r.forward->backend), r.compute_ms,
-                r.mask_rows_only ? ", edited rows only"
-                : r.heads_only   ? ", edited heads only"
-                                 : "");
-    if ((r.mask_rows_only || r.heads_only) && ImGui::IsItemHovered())
-      ImGui::SetTooltip(r.mask_rows_only
-                            ? "A mask edit: only the query rows whose mask changed were recomputed (every "
-                              "head).\nThe values equal a full forward's, bit for bit."
-                            : "A weights edit: only the heads whose weights changed were recomputed (then "
-                              "the head\naverage and the output). The values equal a full forward's, bit "
-                              "for bit.");
+                r.mask_rows_only       ? ", edited rows only"
+                : r.heads_only         ? ", edited heads only"
+                : r.projections_reused ? ", q k v kept"
+                                       : "");
+    if ((r.mask_rows_only || r.heads_only || r.projections_reused) && ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "%s", r.mask_rows_only
+                    ? "A mask edit: only the query rows whose mask changed were recomputed (every "
+                      "head).\nThe values equal a full forward's, bit for bit."
+                : r.heads_only ? "A weights edit: only the heads whose weights changed were recomputed (then "
+                                 "the head\naverage and the output). The values equal a full forward's, bit "
+                                 "for bit."
+                               : "q, k and v were kept from the last result: only the tokens whose inputs "
+                                 "changed were\nprojected again, then every head and the output. The values "
+                                 "equal a full forward's, bit for bit.");
   } else {
     ImGui::TextUnformatted("no result yet");
   }

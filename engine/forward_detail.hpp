@@ -36,6 +36,12 @@ struct Problem {
   bool add_zero_attn = false;         // zero row appended last
   std::optional<MergedMask<T>> mask;  // additive, broadcast over (N, H, L, S_total)
   double score_divisor = 0;           // Options::score_divisor: 0 is √d_k (torch)
+  // The in-projections of an earlier forward of the same module on inputs that differ in some rows
+  // (forward_inputs_edit): q (N, L, E), k and v (N, S', G·d_k) start as copies of these, and only
+  // the rows flagged are projected again (q_rows: (N·L) flags; k_rows, v_rows: (N·S); null: none).
+  // given_q null: every row is projected.
+  const T *given_q = nullptr, *given_k = nullptr, *given_v = nullptr;
+  const char *q_rows = nullptr, *k_rows = nullptr, *v_rows = nullptr;
 
   // What q is divided by before the product: √d_k rounded in T (torch), or the what-if divisor.
   T scale() const { return score_divisor > 0 ? T(score_divisor) : std::sqrt(T(d.d_k)); }

@@ -290,6 +290,33 @@ void project(const Problem<T>& p, const kernels::Table<T>& kernel, const kernels
   }
 }
 
+// project() from the problem's given in-projections: every row copied, the flagged ones projected
+// again with the digits a whole projection gives them (kernels::Table::in_projection_rows), then
+// q / √d_k as the in-projection computes it (an exact division). The bias_k and zero rows come with
+// the copy.
+template <class T>
+void project_given(const Problem<T>& p, const kernels::Table<T>& kernel, const kernels::Args<T>& a) {
+  const Dims& d = p.d;
+  const std::int64_t q_count = d.N * d.L * d.E, kv_count = d.N * d.S_total * d.G * d.d_k;
+  parallel_ranges(a.threads, q_count + 2 * kv_count, [&](int, std::int64_t x0, std::int64_t x1) {
+    auto copy = [&](const T* from, T* to, std::int64_t begin, std::int64_t count) {
+      const std::int64_t lo = std::max(x0, begin), hi = std::min(x1, begin + count);
+      if (lo < hi) std::copy(from + (lo - begin), from + (hi - begin), to + (lo - begin));
+    };
+    copy(p.given_q, a.q, 0, q_count);
+    copy(p.given_k, a.k, q_count, kv_count);
+    copy(p.given_v, a.v, q_count + kv_count, kv_count);
+  });
+  const T scale = p.scale();
+  parallel_ranges(a.threads, a.threads, [&](int, std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      kernel.in_projection_rows(a, int(t), p.q_rows, p.k_rows, p.v_rows);
+      const std::int64_t q0 = d.N * d.L * t / a.threads * d.E, q1 = d.N * d.L * (t + 1) / a.threads * d.E;
+      for (std::int64_t x = q0; x < q1; ++x) a.q_scaled[x] = a.q[x] / scale;
+    }
+  });
+}
+
 // The out-projection's (N·L) rows, in pieces of at most kOutRows taken by the threads as they come
 // free: every row of it (`only`: null), or the runs of rows flagged in `only` ((N·L) flags). Its
 // product gives a row the same digits whatever rows come with it (kernels::Table::out_projection),
@@ -389,7 +416,10 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   // 1. In-projections, each thread a share of the rows of q, k and v. torch divides q by √d_k before
   //    the product with kᵀ; that q / √d_k is kept as scratch for every head. Then the bias_k and
   //    zero rows after each batch item's S keys and values.
-  project(p, kernel, a);
+  if (p.given_q)
+    project_given(p, kernel, a);
+  else
+    project(p, kernel, a);
   if (a.timing) times->projections = ms_since(t_phase);
 
   // 2. The fused loop (kernels::Table::fused). Each task is a block of rows computed alone (the same

@@ -49,9 +49,35 @@ void set_weights(detail::Problem<T>& p, const Config& c, const Weights<T>& w) {
 
 }  // namespace detail
 
+namespace {
+
+// The in-projection stages of `base` (an Eigen result) that forward_inputs_edit starts from, and its
+// batch-first inputs to compare rows with; null where base lacks one or it is not plain (N, rows,
+// width) storage.
 template <class T>
-ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
-                          Workspace<T>& ws, ForwardResult<T>& r) {
+const T* plain_stage(const ForwardResult<T>& base, const char* name, std::int64_t count) {
+  const Stage<T>* s = base.trace.find(name);
+  if (!s || s->offset != 0 || s->storage->size() != std::size_t(count) ||
+      s->strides != contiguous_strides(s->shape))
+    return nullptr;
+  return s->storage->data();
+}
+
+// (rows) flags of the rows of `now` that differ from `was`'s, bit for bit (rows of `width`).
+template <class T>
+std::vector<char> rows_differ(const T* now, const T* was, std::int64_t rows, std::int64_t width) {
+  std::vector<char> flags(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r)
+    flags[std::size_t(r)] =
+        std::memcmp(now + r * width, was + r * width, std::size_t(width) * sizeof(T)) != 0;
+  return flags;
+}
+
+// forward, and with `base` (forward_inputs_edit, checked there) its in-projections for the rows
+// whose inputs did not change.
+template <class T>
+ForwardResult<T>& forward_from(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                               Workspace<T>& ws, ForwardResult<T>& r, const ForwardResult<T>* base) {
   detail::Problem<T> p;
   p.d = check_inputs(c, w, in, o);
   std::vector<std::string> warnings;
@@ -104,6 +130,26 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
                                &w.in_proj_bias, &w.bias_k, &w.bias_v, &w.out_proj_weight, &w.out_proj_bias})
       r.nonfinite_inputs += detail::count_nonfinite(*t);
 
+  // From base: its q, k and v, and which rows of them this forward's inputs change.
+  std::vector<char> q_rows, k_rows, v_rows;
+  if (base) {
+    const Dims& d = p.d;
+    const std::int64_t kv = d.G * d.d_k;
+    p.given_q = plain_stage(*base, "q", d.N * d.L * d.E);
+    p.given_k = plain_stage(*base, "k", d.N * d.S_total * kv);
+    p.given_v = plain_stage(*base, "v", d.N * d.S_total * kv);
+    const T* query = plain_stage(*base, "query", d.N * d.L * d.E);
+    const T* key = plain_stage(*base, "key", d.N * d.S * d.kdim);
+    const T* value = plain_stage(*base, "value", d.N * d.S * d.vdim);
+    if (p.given_q && p.given_k && p.given_v && query && key && value) {
+      q_rows = rows_differ(p.query->data(), query, d.N * d.L, d.E);
+      k_rows = rows_differ(p.key->data(), key, d.N * d.S, d.kdim);
+      v_rows = rows_differ(p.value->data(), value, d.N * d.S, d.vdim);
+      p.q_rows = q_rows.data(), p.k_rows = k_rows.data(), p.v_rows = v_rows.data();
+    } else {
+      p.given_q = p.given_k = p.given_v = nullptr;
+    }
+  }
   detail::Buffers<T>* b =
       &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages, o.weights_overview);
   // The merged mask goes into the workspace's buffer, which the trace keeps, and is lent to the
@@ -152,6 +198,50 @@ ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>&
   r.trace = detail::make_trace(p, *b, std::move(mask_storage));
   r.overview = detail::overview_of(*b, p.d);
   return r;
+}
+
+// Whether the in-projection weights (and bias_k, bias_v) of `w` and `was` hold the same bits.
+template <class T>
+bool same_projections(const Config& c, const Dims& d, const Weights<T>& w, const Weights<T>& was) {
+  detail::Problem<T> a, b;
+  a.d = b.d = d;
+  detail::set_weights(a, c, w);
+  detail::set_weights(b, c, was);
+  const std::int64_t E = d.E, kv = d.G * d.d_k;
+  auto same = [](const T* x, const T* y, std::int64_t n) {
+    return (x == nullptr) == (y == nullptr) && (!x || std::memcmp(x, y, std::size_t(n) * sizeof(T)) == 0);
+  };
+  return same(a.w_q, b.w_q, E * E) && same(a.w_k, b.w_k, kv * d.kdim) && same(a.w_v, b.w_v, kv * d.vdim) &&
+         same(a.b_q, b.b_q, E) && same(a.b_k, b.b_k, kv) && same(a.b_v, b.b_v, kv) &&
+         same(a.bias_k, b.bias_k, kv) && same(a.bias_v, b.bias_v, kv);
+}
+
+}  // namespace
+
+template <class T>
+ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
+                          Workspace<T>& ws, ForwardResult<T>& r) {
+  return forward_from(c, w, in, o, ws, r, static_cast<const ForwardResult<T>*>(nullptr));
+}
+
+template <class T>
+bool forward_inputs_edit(const Config& c, const Weights<T>& w, const Weights<T>& was, const Inputs<T>& in,
+                         const Options& o, const ForwardResult<T>& base, Workspace<T>& ws,
+                         ForwardResult<T>& r) {
+  const Dims d = check_inputs(c, w, in, o);
+  const Dims& e = base.dims;
+  // The projections' shapes: E, kdim, vdim and G·d_k (the head count may differ), and the rows.
+  const bool qualifies =
+      &base != &r && o.backend == Backend::eigen && base.backend == Backend::eigen && d.N == e.N &&
+      d.L == e.L && d.S == e.S && d.S_total == e.S_total && d.E == e.E && d.kdim == e.kdim &&
+      d.vdim == e.vdim && d.G * d.d_k == e.G * e.d_k && d.batched == e.batched &&
+      c.bias == base.config.bias && c.add_bias_kv == base.config.add_bias_kv &&
+      c.add_zero_attn == base.config.add_zero_attn &&
+      // Products of fewer than 4 rows plus E and the width computed coefficient by coefficient
+      // (kernels' linear) would take another path for a group than for its whole range.
+      d.E + d.kdim >= 20 && d.E + d.vdim >= 20 && 2 * d.E >= 20 && same_projections(c, d, w, was);
+  forward_from(c, w, in, o, ws, r, qualifies ? &base : nullptr);
+  return qualifies;
 }
 
 template <class T>
@@ -230,6 +320,9 @@ Tensor<T> multi_head_attention(const Tensor<T>& q, const Tensor<T>& k, const Ten
                                              const std::optional<Mask<T>>&, const Options&);                \
   template ForwardResult<T>& forward<T>(const Config&, const Weights<T>&, const Inputs<T>&, const Options&, \
                                         Workspace<T>&, ForwardResult<T>&);                                  \
+  template bool forward_inputs_edit<T>(const Config&, const Weights<T>&, const Weights<T>&,                 \
+                                       const Inputs<T>&, const Options&, const ForwardResult<T>&,           \
+                                       Workspace<T>&, ForwardResult<T>&);                                   \
   template void detail::set_weights<T>(detail::Problem<T>&, const Config&, const Weights<T>&);
 MHA_INSTANTIATE(float)
 MHA_INSTANTIATE(double)

@@ -301,6 +301,20 @@ template <class T>
 ForwardResult<T>& forward(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o,
                           Workspace<T>& ws, ForwardResult<T>& result);
 
+// A forward after an edit of the inputs (query, key, value): `base` is a result of the Eigen path
+// for the same module with the weights `was`, whose inputs may differ from `in` in some rows (a
+// value edit), or in none (a head-count change that keeps E and G·d_k leaves q, k and v as they
+// were). q, k and v are copied from base and only the rows whose inputs differ are projected
+// again, with the digits a whole projection gives them; everything after the projections is
+// computed as forward does (the masks, the head count and the stages kept may differ from base's).
+// Every value equals forward's bit for bit. Where base does not qualify (another backend or
+// projection shapes, other in-projection weights), it runs forward. Returns whether it started from
+// base. `base` is only read, shares nothing with the result, and may not be `result`.
+template <class T>
+bool forward_inputs_edit(const Config& c, const Weights<T>& w, const Weights<T>& was, const Inputs<T>& in,
+                         const Options& o, const ForwardResult<T>& base, Workspace<T>& ws,
+                         ForwardResult<T>& result);
+
 // A forward after an edit of the masks only: `base` is a result of the Eigen path for the same
 // config, weights, query, key, value and options, and `in`'s attn_mask / key_padding_mask may differ
 // from those it was computed with. Only the query rows whose merged mask changed are recomputed

@@ -345,7 +345,7 @@ Computer::Outcome Computer::run(const Snapshot& packed, Slot* slot) {
       throw ConfigError("backend", "internal: a GPU forward was asked for on the UI thread");
     }
     std::shared_ptr<ForwardResult<float>> fwd;
-    bool mask_rows_only = false, heads_only = false, in_place = false;
+    bool mask_rows_only = false, heads_only = false, in_place = false, projections_reused = false;
     std::shared_ptr<const std::vector<char>> changed;
     std::weak_ptr<const ForwardResult<float>> changed_since;
     if (ws) {
@@ -388,9 +388,15 @@ Computer::Outcome Computer::run(const Snapshot& packed, Slot* slot) {
         *fwd = *kept;
       } else {
         kept.reset();  // its buffers are free for this forward to reuse
+        // A value edit or a head-count change: the last result's q, k and v, the rows whose inputs
+        // changed projected again (the engine checks that its projections apply).
+        const std::shared_ptr<const ForwardResult<float>> last_result = eigen ? last_.lock() : nullptr;
         if (base)
           mask_rows_only =
               forward_mask_edit(b.config, b.weights, b.inputs, b.options, *base, *ws, *fwd, &rows);
+        else if (last_result && last_weights_)
+          projections_reused = forward_inputs_edit(b.config, b.weights, *last_weights_, b.inputs, b.options,
+                                                   *last_result, *ws, *fwd);
         else
           forward(b.config, b.weights, b.inputs, b.options, *ws, *fwd);
       }
@@ -424,6 +430,7 @@ Computer::Outcome Computer::run(const Snapshot& packed, Slot* slot) {
     r.mask_rows_only = mask_rows_only;
     r.in_place = in_place;
     r.heads_only = heads_only;
+    r.projections_reused = projections_reused;
     r.rows_changed = std::move(changed);
     r.changed_since = changed_since;
     r.query_tokens = s.query_tokens();
@@ -585,7 +592,8 @@ void Computer::worker_loop() {
     if (o.result) {
       shown = o.result->forward;
       const Result& r = *o.result;
-      if (!r.in_place && !r.mask_rows_only && !r.heads_only && !job.state->scenario.has_model())
+      if (!r.in_place && !r.mask_rows_only && !r.heads_only && !r.projections_reused &&
+          !job.state->scenario.has_model())
         ms_per_work_ = r.compute_ms / forward_work(job.state->scenario);
     }
     if (o.cancelled)

@@ -42,9 +42,11 @@ struct Result {
   std::vector<std::string> query_tokens, key_tokens;
   std::uint64_t generation = 0;  // unique per result in the process: texture caches key on it
   double compute_ms = 0;
-  bool mask_rows_only = false;  // a mask edit: only the rows it changed were recomputed
-  bool heads_only = false;      // a weights edit: only the heads it moved were recomputed
-  bool in_place = false;        // ... in the worker's kept buffers of an older result, none copied
+  bool mask_rows_only = false;      // a mask edit: only the rows it changed were recomputed
+  bool heads_only = false;          // a weights edit: only the heads it moved were recomputed
+  bool in_place = false;            // ... in the worker's kept buffers of an older result, none copied
+  bool projections_reused = false;  // a value edit or a head-count change: q, k and v came from the last
+                                    // result, only the rows whose inputs changed projected again
   // A mask edit's result: (N·L) flags of the query rows whose values may differ from those of
   // `changed_since` (the result it was computed from); every other row holds the same bits. Views
   // that drew that result redraw only these rows. changed_since_generation: that result's

@@ -458,6 +458,29 @@ void check_full_forward(const AppState& s, const char* what) {
 
 }  // namespace
 
+TEST_CASE("value edits and head-count changes on the worker keep q, k and v, equal to a full forward",
+          "[state]") {
+  AppState s;
+  start_on_worker(s);
+  for (int k = 0; k < 4; ++k) {  // a token's value, then the head count, in turn
+    s.now += 1;
+    if (k % 2 == 0)
+      s.apply(set_tensor_value("query", 64 * (97 * k + 5) + k, 0.25f * float(k + 1)));
+    else
+      s.apply(set_control("num_heads", s.scenario().num_heads == 4 ? "8" : "4"));
+    wait_idle(s);
+    CHECK(s.result.projections_reused);
+    CHECK_FALSE(s.result.mask_rows_only);
+    check_full_forward(s, k % 2 == 0 ? "a value edit" : "a head-count change");
+  }
+  // Other weights: the projections are made again.
+  s.now += 1;
+  s.apply(set_tensor_value("in_proj_weight", 3, 0.5f));
+  wait_idle(s);
+  CHECK_FALSE(s.result.projections_reused);
+  check_full_forward(s, "a weights edit");
+}
+
 TEST_CASE("mask edits on the worker redo only their rows, equal to a full forward", "[state]") {
   AppState s;
   start_on_worker(s);

@@ -361,3 +361,124 @@ TEST_CASE("a weights edit moving every head, or on a held result, is left to a f
   CHECK_FALSE(forward_weights_edit_in_place(c, one, sc.weights, masked, Options{}, ws, m));
   check_identical(m, want_m);
 }
+
+namespace {
+
+struct InputsEdit {
+  const char* name;
+  std::int64_t N, L, S, E, H, G, kdim, vdim;  // kdim, vdim 0: E (self-attention's one x)
+  bool bias_kv, zero_attn;
+  int threads;
+};
+
+// forward_inputs_edit from a base result, after changing the given (N·L) query rows, (N·S) key
+// rows and value rows (each a row of the batch-first input), against a full forward.
+template <class T>
+void check_inputs_edit(const InputsEdit& e, const std::vector<std::int64_t>& rows, bool keys_only = false) {
+  INFO("case " << e.name << ", threads " << e.threads << ", rows edited: " << rows.size() << " from "
+               << (rows.empty() ? -1 : rows.front()));
+  Config c;
+  c.embed_dim = e.E;
+  c.num_heads = e.H;
+  c.num_kv_heads = e.G;
+  c.kdim = e.kdim;
+  c.vdim = e.vdim;
+  c.bias = true;
+  const bool self = e.kdim == 0 && e.S == e.L;
+  SeededCase<T> sc = torch_seeded_case<T>(c, 5, e.N, e.L, e.S);
+  c.add_bias_kv = e.bias_kv;
+  c.add_zero_attn = e.zero_attn;
+  if (e.bias_kv) {  // torch draws them with xavier_normal_: any values do here
+    const std::int64_t kv = (e.G ? e.G : e.H) * (e.E / e.H);
+    sc.weights.bias_k = Tensor<T>({1, 1, kv}, T(0.125));
+    sc.weights.bias_v = Tensor<T>({1, 1, kv}, T(-0.25));
+  }
+  if (self) sc.inputs.key = sc.inputs.value = sc.inputs.query;
+  Options o;
+  o.backend = Backend::eigen;
+  o.threads = e.threads;
+  o.stages = {"output"};
+  Inputs<T> before = sc.inputs;
+  before.attn_mask = causal_mask<T>(e.L, e.S);
+  const ForwardResult<T> base = forward(c, sc.weights, before, o);
+  Inputs<T> after = before;
+  for (std::int64_t r : rows) {
+    if (!keys_only) after.query.data[std::size_t(r * e.E + r % e.E)] += T(0.5);
+    const std::int64_t kr = r % (e.N * e.S);
+    if (!self) {
+      after.key.data[std::size_t(kr * after.key.size(-1))] -= T(0.25);
+      if (!keys_only) after.value.data[std::size_t(kr * after.value.size(-1) + 1)] += T(0.75);
+    }
+  }
+  if (self) after.key = after.value = after.query;
+  // The stages kept may differ from base's: every one this time.
+  o.stages.clear();
+  const ForwardResult<T> want = forward(c, sc.weights, after, o);
+  Workspace<T> ws;
+  ForwardResult<T> got;
+  CHECK(forward_inputs_edit(c, sc.weights, sc.weights, after, o, base, ws, got));
+  check_identical(got, want);
+}
+
+const InputsEdit kInputsEdits[] = {
+    {"self-attention", 2, 150, 150, 64, 4, 0, 0, 0, false, false, 0},
+    {"self-attention, one thread", 2, 150, 150, 64, 4, 0, 0, 0, false, false, 1},
+    {"self-attention, three threads", 1, 203, 203, 48, 4, 0, 0, 0, false, false, 3},
+    {"grouped keys 64 wide", 1, 130, 130, 256, 4, 1, 0, 0, false, false, 0},
+    {"cross-attention, kdim and vdim", 2, 37, 70, 32, 4, 0, 40, 24, false, false, 0},
+    {"bias_kv and zero_attn", 2, 61, 61, 32, 2, 0, 0, 0, true, true, 2},
+};
+
+}  // namespace
+
+TEST_CASE("an inputs edit projects only the rows it changed, to a full forward's values", "[incremental]") {
+  for (const InputsEdit& e : kInputsEdits) {
+    const std::int64_t rows = e.N * e.L;
+    // Rows at each end, on each side of the threads' parts and batch items, in and after the last
+    // whole group of 4 of a part, several at once, and none (the same inputs).
+    for (std::int64_t r : {std::int64_t(0), std::int64_t(1), std::int64_t(3), std::int64_t(4), rows / 2 - 1,
+                           rows / 2, rows / 2 + 1, rows / 3, rows / 3 + 1, e.L - 1, e.L, rows - 5, rows - 4,
+                           rows - 3, rows - 2, rows - 1})
+      check_inputs_edit<float>(e, {std::clamp<std::int64_t>(r, 0, rows - 1)});
+    check_inputs_edit<float>(e, {2, 9, 10, rows / 2, rows - 1});
+    check_inputs_edit<float>(e, {});
+    if (e.kdim) check_inputs_edit<float>(e, {5, rows - 1}, true);
+    check_inputs_edit<double>(e, {3, rows - 2});
+  }
+}
+
+TEST_CASE("a head-count change keeps q, k and v; other projections run the full forward", "[incremental]") {
+  Config c;
+  c.embed_dim = 64;
+  c.num_heads = 4;
+  c.bias = true;
+  SeededCase<float> sc = torch_seeded_case<float>(c, 5, 2, 90, 90);
+  sc.inputs.key = sc.inputs.value = sc.inputs.query;
+  sc.inputs.attn_mask = causal_mask<float>(90, 90);
+  Options o;
+  o.backend = Backend::eigen;
+  const ForwardResult<float> base = forward(c, sc.weights, sc.inputs, o);
+  for (std::int64_t H : {8, 2, 16}) {
+    Config h = c;
+    h.num_heads = H;
+    Workspace<float> ws;
+    ForwardResult<float> got;
+    CHECK(forward_inputs_edit(h, sc.weights, sc.weights, sc.inputs, o, base, ws, got));
+    check_identical(got, forward(h, sc.weights, sc.inputs, o));
+  }
+  // Other in-projection weights, another backend, grouped heads that change G·d_k: a full forward.
+  Weights<float> other = sc.weights;
+  other.in_proj_weight.data[5] += 1.0f;
+  Workspace<float> ws;
+  ForwardResult<float> got;
+  CHECK_FALSE(forward_inputs_edit(c, other, sc.weights, sc.inputs, o, base, ws, got));
+  check_identical(got, forward(c, other, sc.inputs, o));
+  Options reference = o;
+  reference.backend = Backend::reference;
+  CHECK_FALSE(forward_inputs_edit(c, sc.weights, sc.weights, sc.inputs, reference, base, ws, got));
+  Config grouped = c;
+  grouped.num_kv_heads = 2;
+  SeededCase<float> gc = torch_seeded_case<float>(grouped, 5, 2, 90, 90);
+  CHECK_FALSE(forward_inputs_edit(grouped, gc.weights, sc.weights, sc.inputs, o, base, ws, got));
+  check_identical(got, forward(grouped, gc.weights, sc.inputs, o));
+}

@@ -425,6 +425,67 @@ void in_projection(const Args<T>& a, int t) {
   linear_batched_rows(a.value, k0, k1, S, a.Sp, a.vdim, a.w_v, a.b_v, a.kv, a.v);
 }
 
+// The rows of [s0, s1), a range in_projection projects in one product, to project again so that
+// row r gets the digits it has there: the products hold rows in groups of kRowGroup from the range's
+// start, and a row's digits depend only on whether its group is whole (Eigen's GEMM: a panel of 4
+// rows; a group cut short at the range's end takes another path, and one row alone a matrix-vector
+// product). So [a, e): r's group, the groups up to s1 when those end within two groups, and a row
+// cut off alone at the end with the group before it. tests/test_incremental.cpp checks the claim
+// against whole forwards for each kernel copy.
+constexpr std::int64_t kRowGroup = 4;
+inline std::pair<std::int64_t, std::int64_t> row_group(std::int64_t r, std::int64_t s0, std::int64_t s1) {
+  std::int64_t a = s0 + (r - s0) / kRowGroup * kRowGroup;
+  const std::int64_t e = s1 - a < 2 * kRowGroup ? s1 : a + kRowGroup;
+  if (e - a == 1 && a - s0 >= kRowGroup) a -= kRowGroup;
+  return {a, e};
+}
+
+// Calls f(a, e) for the row ranges of [s0, s1) that cover its flagged rows (flag(r)), each the
+// row_group spans of its rows joined where they touch.
+template <class Flag, class F>
+void flagged_groups(std::int64_t s0, std::int64_t s1, const Flag& flag, const F& f) {
+  std::int64_t a = 0, e = -1;  // the range being joined (none while e < 0)
+  for (std::int64_t r = s0; r < s1; ++r) {
+    if (!flag(r) || r < e) continue;
+    const auto [ra, re] = row_group(r, s0, s1);
+    if (e >= 0 && ra <= e) {
+      e = re;
+    } else {
+      if (e >= 0) f(a, e);
+      a = ra, e = re;
+    }
+  }
+  if (e >= 0) f(a, e);
+}
+
+template <class T>
+void in_projection_rows(const Args<T>& a, int t, const char* q_rows, const char* k_rows, const char* v_rows) {
+  const std::int64_t N = a.N, L = a.L, S = a.S, Sp = a.Sp, E = a.E, threads = a.threads;
+  const std::int64_t q0 = N * L * t / threads, q1 = N * L * (t + 1) / threads;
+  if (q_rows)
+    flagged_groups(
+        q0, q1, [&](std::int64_t r) { return q_rows[r] != 0; },
+        [&](std::int64_t r0, std::int64_t r1) {
+          linear(a.query + r0 * E, r1 - r0, E, a.w_q, a.b_q, E, a.q + r0 * E, E);
+        });
+  // Keys and values: the per-batch pieces linear_batched_rows projects, each its own product.
+  const std::int64_t k0 = N * S * t / threads, k1 = N * S * (t + 1) / threads;
+  for (std::int64_t r = k0; r < k1;) {
+    const std::int64_t n = r / S, end = std::min(k1, (n + 1) * S);
+    auto project = [&](const char* rows, const T* x, std::int64_t in, const T* W, const T* b, T* y) {
+      if (!rows) return;
+      flagged_groups(
+          r, end, [&](std::int64_t i) { return rows[i] != 0; },
+          [&](std::int64_t r0, std::int64_t r1) {
+            linear(x + r0 * in, r1 - r0, in, W, b, a.kv, y + (n * Sp + r0 % S) * a.kv, a.kv);
+          });
+    };
+    project(k_rows, a.key, a.kdim, a.w_k, a.b_k, a.k);
+    project(v_rows, a.value, a.vdim, a.w_v, a.b_v, a.v);
+    r = end;
+  }
+}
+
 // Row i of head h of item n (h = H: the head average) into the weights overview: its first `len`
 // values (the rest are 0) pooled into columns of overview_block keys, and checked. The check reads
 // only as far as len, whose zeros after it would change no digit, and every key past len is blocked,
@@ -727,14 +788,15 @@ void gemv(const float* A, const float* x, float* y, std::int64_t cols, std::int6
 
 #define MHA_STR2(x) #x
 #define MHA_STR(x) MHA_STR2(x)
-const Variant kVariant = {MHA_STR(MHA_KERNEL_VARIANT),
-                          {&in_projection<float>, &fused<float>, &out_projection<float>, &plan_packing<float>,
-                           &pack_group<float>, &pack_out<float>},
-                          {&in_projection<double>, &fused<double>, &out_projection<double>,
-                           &plan_packing<double>, &pack_group<double>, &pack_out<double>},
-                          &sgemm,
-                          &conv1d,
-                          &gemv};
+const Variant kVariant = {
+    MHA_STR(MHA_KERNEL_VARIANT),
+    {&in_projection<float>, &in_projection_rows<float>, &fused<float>, &out_projection<float>,
+     &plan_packing<float>, &pack_group<float>, &pack_out<float>},
+    {&in_projection<double>, &in_projection_rows<double>, &fused<double>, &out_projection<double>,
+     &plan_packing<double>, &pack_group<double>, &pack_out<double>},
+    &sgemm,
+    &conv1d,
+    &gemv};
 
 }  // namespace
 

@@ -78,6 +78,10 @@ template <class T>
 struct Table {
   // Part t of `threads` of the q, k, v projections (and q / √d_k); rows S.. of k, v are left alone.
   void (*in_projection)(const Args<T>& a, int t);
+  // What in_projection's part t writes for the rows flagged in q_rows ((N·L) flags), k_rows and
+  // v_rows ((N·S) flags; any may be null), with the same digits; every other row is left alone.
+  void (*in_projection_rows)(const Args<T>& a, int t, const char* q_rows, const char* k_rows,
+                             const char* v_rows);
   // Fused tasks [task0, task1): (batch item, block of query rows) through every head.
   void (*fused)(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1, Tally* tally);
   // Rows [r0, r1) of the out-projection.

@@ -102,8 +102,9 @@ std::vector<std::string> stage_list(const std::string& csv) {  // --stages
 // is patched in place (forward_mask_edit_in_place: the edited query row recomputed, every head,
 // and the rows of the two edits before copied from the newest result); where that does not apply,
 // forward_mask_edit recomputes the changed row from the newest result and copies the rest. token:
-// one value of one token's input changed, which moves its q, k and v row and so every softmax row: a
-// full forward. head: one value of W_q in head 0's rows, as a drag on one weight does: the result
+// one value of one token's input changed, which moves its q, k and v row and so every softmax row:
+// a forward from the newest result's q, k and v with that token's rows projected again
+// (forward_inputs_edit). head: one value of W_q in head 0's rows, as a drag on one weight does: the result
 // three edits old is edited in place (forward_weights_edit_in_place: the in-projections, head 0's
 // attention, the head average and the output). The new mask, input or weights are made outside the
 // timed part.
@@ -156,7 +157,7 @@ nlohmann::json bench_edit(const BenchSize& s, const BenchArgs& a) {
           !fresh && forward_weights_edit_in_place(c, sc.weights, weights_of[to], in, o, ws[to], r[to]);
       if (!patched) forward(c, sc.weights, in, o, ws[to], r[to]);
     } else {
-      forward(c, sc.weights, in, o, ws[to], r[to]);
+      rows = forward_inputs_edit(c, sc.weights, sc.weights, in, o, r[newest], ws[to], r[to]);
     }
     const double t = ms_between(t0, Clock::now());
     weights_of[to] = sc.weights;
@@ -501,10 +502,12 @@ std::function<int()> add_bench(CLI::App& app) {
                   "cpu: also compute head H's attn_weights on demand after each forward (mha::stage_rows), "
                   "as a view of one head does; with --stages output that is the on-demand forward")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--edit", a->edit,
-                  "time the recompute after one edit instead, on a causal mask, the result before it kept: "
-                  "mask (one cell toggled: its query row is recomputed), token (one input value: a full "
-                  "forward) or head (one weight of head 0: that head is recomputed)")
+  cmd->add_option(
+         "--edit", a->edit,
+         "time the recompute after one edit instead, on a causal mask, the result before it kept: "
+         "mask (one cell toggled: its query row is recomputed), token (one input value: its q, k and "
+         "v rows projected again, then every head) or head (one weight of head 0: that head is "
+         "recomputed)")
       ->check(CLI::IsMember({"mask", "token", "head"}));
   return [a]() -> int {
     if (!a->model_dir.empty()) {

@@ -828,8 +828,11 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
   const T* q_rows = q + (n * d.L + span0) * E;
   for (std::size_t x = 0; x < q_scaled.size(); ++x) q_scaled[x] = q_rows[x] / scale;
   a.q_scaled = q_scaled.data(), a.q_row0 = n * d.L + span0;
-  std::vector<T> span(std::size_t((span1 - span0) * Sp));  // (span rows, S') of this (n, h)
-  T* target = span.data();
+  // (span rows, S') of this (n, h): straight into `out` when the rows asked for are whole blocks
+  // (a view of a whole head), else into a span of whole blocks, copied from.
+  const bool whole_blocks = span0 == i0 && span1 == i0 + rows;
+  std::vector<T> span(whole_blocks ? 0 : std::size_t((span1 - span0) * Sp));
+  T* target = whole_blocks ? out.data.data() : span.data();
   if (stage == "scores") a.scores = target;
   if (stage == "scores_scaled") a.scores_scaled = target;
   if (stage == "scores_masked") a.scores_masked = target;
@@ -844,7 +847,8 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
       detail::table<T>().fused(a, thread, task, task + 1, &tally[std::size_t(thread)]);
     }
   });
-  std::copy(span.begin() + (i0 - span0) * Sp, span.begin() + (i0 - span0 + rows) * Sp, out.data.begin());
+  if (!whole_blocks)
+    std::copy(span.begin() + (i0 - span0) * Sp, span.begin() + (i0 - span0 + rows) * Sp, out.data.begin());
   return out;
 }
 

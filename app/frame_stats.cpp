@@ -149,8 +149,28 @@ void FrameStats::before_frame(AppState& state) {
       return;
     }
     SizeRun& run = runs_[std::size_t(size_)];
-    run.rss_mib = status_mib("VmRSS");
-    run.peak_rss_mib = status_mib("VmHWM");
+    if (switch_ == 0) {  // measured before the Overview's weights, which the Heads view never holds
+      run.rss_mib = status_mib("VmRSS");
+      run.peak_rss_mib = status_mib("VmHWM");
+      state.view().tab = int(ViewTab::overview);  // as a click on its tab: a view change, no edit
+      switch_t0_ = switch_last_ = now;
+      switch_ = 1;
+      state.animating = true;
+      return;
+    }
+    if (switch_ == 1) {  // the Overview is drawn: its weights there, or computed beside the frames
+      run.switch_frames_ms.push_back(std::chrono::duration<double, std::milli>(now - switch_last_).count());
+      switch_last_ = now;
+      const std::shared_ptr<const ForwardResult<float>>& f = state.result.forward;
+      if (f && find_stage(*f, "attn_weights", false) && !state.stages.busy()) {
+        run.switch_ms = std::chrono::duration<double, std::milli>(now - switch_t0_).count();
+        state.view().tab = kTab;
+        switch_ = 2;
+      }
+      state.animating = true;
+      return;
+    }
+    switch_ = 0;
     if (++size_ < sizes_) start_size(state);
     return;
   }
@@ -207,6 +227,12 @@ bool FrameStats::write(std::string* error) const {
                             {"frame_while_computing_goal_p95_ms", kBusyFrameGoalMs},
                             {"rss_mib", r.rss_mib},
                             {"peak_rss_mib", r.peak_rss_mib},
+                            {"overview_opened_ms", r.switch_ms},
+                            {"overview_frames", r.switch_frames_ms.size()},
+                            {"overview_frame_max_ms",
+                             r.switch_frames_ms.empty()
+                                 ? 0
+                                 : *std::max_element(r.switch_frames_ms.begin(), r.switch_frames_ms.end())},
                             {"by_kind", by_kind},
                             {"edits", edits}});
     std::printf(
@@ -221,6 +247,11 @@ bool FrameStats::write(std::string* error) const {
     else
       std::printf("          frames while computing: none (computed on the UI thread)");
     std::printf("; RSS %.0f MiB, peak %.0f MiB\n", r.rss_mib, r.peak_rss_mib);
+    std::printf(
+        "          Overview opened: every weight on screen after %.1f ms, %zu frames, the longest %.1f ms\n",
+        r.switch_ms, r.switch_frames_ms.size(),
+        r.switch_frames_ms.empty() ? 0.0
+                                   : *std::max_element(r.switch_frames_ms.begin(), r.switch_frames_ms.end()));
     std::printf("          by kind (p50 / p95 ms):");
     for (const auto& [kind, v] : kind_ms)
       std::printf(" %s %.1f / %.1f;", kind.c_str(), percentile(v, 0.5), percentile(v, 0.95));

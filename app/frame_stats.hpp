@@ -2,8 +2,9 @@
 // changes in turn, then a series of mask toggles in a row) at the teaching, medium, large and xl
 // sizes, timing each from the edit to the end of the first frame that shows its result, overall and
 // per kind of edit; then, per size, the UI's frame times while a forward runs (a few more value
-// drags, the window drawing on as if the pointer moved), and the process's resident memory. Writes
-// JSON; the app exits when the script ends.
+// drags, the window drawing on as if the pointer moved), the process's resident memory, and the
+// Overview opened: the frames until it shows every weight (which a result of the largest sizes
+// left out). Writes JSON; the app exits when the script ends.
 #pragma once
 
 #include <chrono>
@@ -48,6 +49,8 @@ class FrameStats {
     std::vector<Edit> edits;
     std::vector<double> busy_frames_ms;    // frame periods while the worker computed
     double rss_mib = 0, peak_rss_mib = 0;  // VmRSS when the size ended, VmHWM so far
+    std::vector<double> switch_frames_ms;  // frame periods from opening the Overview to its weights
+    double switch_ms = 0;                  // opening the Overview to the first frame with them
   };
   using Clock = std::chrono::steady_clock;
 
@@ -66,6 +69,8 @@ class FrameStats {
   bool probing_ = false;    // a probe's forward has not landed yet
   bool last_busy_ = false;  // the worker was busy when the last frame started
   Clock::time_point last_frame_;
+  int switch_ = 0;  // the Overview: 0 not yet opened at this size, 1 waiting for its weights, 2 done
+  Clock::time_point switch_t0_, switch_last_;
 };
 
 }  // namespace mha::app

@@ -232,7 +232,8 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   if (avail.y <= 0) avail.y = ImGui::GetContentRegionAvail().y;
   const float grid_w = std::max(1.0f, avail.x - row_w - nan_w), grid_h = std::max(1.0f, avail.y - col_w);
   // The fitted cell: the grid's footprint on screen. Zoomed, cells grow and the footprint stays.
-  const float fit = std::max(1.0f, std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
+  const float fit = std::max(std::max(h.min_cell, 1e-3f),
+                             std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
   Zoom& z = zoom_of(h);
   const float cell = fit * z.zoom;
   // Column labels run vertically when they do not fit across a cell.

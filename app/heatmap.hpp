@@ -39,7 +39,10 @@ struct Heatmap {
   // Text for a cell instead of its value (e.g. the mask editor's "T"/"F"); "" leaves it empty. It is
   // drawn wherever it fits, blocked cells included.
   std::function<const char*(int row, int col, float cell_px)> cell_text;
-  float max_cell = 48.0f;     // cell size cap in pixels (the widget fits `size`)
+  float max_cell = 48.0f;  // cell size cap in pixels (the widget fits `size`)
+  // Cell size floor in pixels: a map with more cells than pixels scrolls past `size`. 0: it shrinks
+  // to fit, each texel then the largest value of a patch of cells (the level of detail below).
+  float min_cell = 1.0f;
   ImVec2 size{0, 0};          // space to fill; 0 = the available region
   std::uint64_t version = 0;  // content version: the texture is refilled only when it changes
   // Rows to redraw alone: when the texture holds content version `changed_since` (same colours and

@@ -278,6 +278,7 @@ int main(int argc, char** argv) {
   // ---- Setup: the scenario: --scenario, else the autosave, else the course notebook ----
   AppState state;
   state.computer.on_done = [] { glfwPostEmptyEvent(); };  // thread-safe in GLFW
+  state.stages.on_done = [] { glfwPostEmptyEvent(); };
   state.computer.set_backend(backend == "gpu"   ? BackendChoice::gpu
                              : backend == "cpu" ? BackendChoice::cpu
                                                 : BackendChoice::automatic);
@@ -360,7 +361,8 @@ int main(int argc, char** argv) {
     // Sleep unless something needs frames: an animation, or a scripted run with nothing computing.
     // A background forward wakes the loop itself when it lands (on_done), so waiting costs no latency
     // and leaves both cores to the forward.
-    if (state.animating || (batch_run && state.computer.settled() && !large_view_info(env.panels).computing))
+    if (state.animating || (batch_run && state.computer.settled() && !state.stages.busy() &&
+                            !large_view_info(env.panels).computing))
       glfwPollEvents();
     else
       glfwWaitEventsTimeout(0.25);
@@ -418,10 +420,12 @@ int main(int argc, char** argv) {
         env.quit_requested = true;
       }
     }
-    // A screenshot waits for a background compute (and the Large L view's) to land: a real result,
-    // drawn twice (ImGui sizes a table that appears in one frame from what it measured there, in the
-    // next).
-    settled_frames = state.computer.busy() || large_view_info(env.panels).computing ? 0 : settled_frames + 1;
+    // A screenshot waits for a background compute (the stages a view asked for, the Large L view's)
+    // to land: a real result, drawn twice (ImGui sizes a table that appears in one frame from what it
+    // measured there, in the next).
+    settled_frames = state.computer.busy() || state.stages.busy() || large_view_info(env.panels).computing
+                         ? 0
+                         : settled_frames + 1;
     if (!screenshot.empty() && ++frame >= frames && settled_frames >= 2) {
       const bool ok = save_screenshot(screenshot, fb_w, fb_h);
       std::fprintf(ok ? stdout : stderr, ok ? "wrote %s (%dx%d)\n" : "mha-studio: cannot write %s\n",

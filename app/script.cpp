@@ -258,7 +258,7 @@ void Script::fail(const ScriptLine& line, const std::string& why) {
 }
 
 bool Script::settled(const AppState& state, const UiEnv& env) const {
-  return !state.computer.busy() && !large_view_info(env.panels).computing &&
+  return !state.computer.busy() && !state.stages.busy() && !large_view_info(env.panels).computing &&
          (state.autosave_path.empty() || !state.autosave_pending);
 }
 

@@ -192,6 +192,11 @@ void reserve_eigen_scratch(const Dims& d, Buffers<T>& b, int threads);
 // out-projection, so every value equals a full forward's bit for bit. b.q_scaled is not read (the tasks' rows
 // are divided here), and b.scores and b.scores_scaled get their rows rewritten with the same values. Returns
 // the fully masked rows in those tasks.
+// stage_rows into `out` ((rows, S') values, zeros on entry): find_stage computes each (n, h) plane
+// straight into the stage's storage.
+template <class T>
+void stage_rows_into(const ForwardResult<T>& r, const std::string& stage, std::int64_t n, std::int64_t h,
+                     std::int64_t i0, std::int64_t rows, T* out);
 template <class T>
 std::int64_t forward_eigen_rows(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
                                 int threads);

@@ -738,9 +738,11 @@ const std::vector<std::string>& on_demand_stages() {
   return names;
 }
 
+namespace detail {
+
 template <class T>
-Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::int64_t n, std::int64_t h,
-                     std::int64_t i0, std::int64_t rows) {
+void stage_rows_into(const ForwardResult<T>& r, const std::string& stage, std::int64_t n, std::int64_t h,
+                     std::int64_t i0, std::int64_t rows, T* out) {
   const std::vector<std::string>& names = on_demand_stages();
   if (std::find(names.begin(), names.end(), stage) == names.end())
     throw ConfigError("stage", "\"" + stage +
@@ -762,8 +764,7 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
   outside("i0", i0, 0, d.L);
   outside("rows", rows, 0, d.L - i0);
   const std::int64_t Sp = d.S_total, E = d.E;
-  Tensor<T> out({rows, Sp});
-  if (rows == 0) return out;
+  if (rows == 0) return;
 
   // The forward's arguments, on the result's q, k, v and merged mask; every output null but one.
   detail::kernels::Args<T> a;
@@ -801,7 +802,7 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
       const T* q_row = q + (n * d.L + i) * E;
       for (std::int64_t x = 0; x < E; ++x) q_scaled[std::size_t(x)] = q_row[x] / scale;
       a.q_scaled = q_scaled.data(), a.q_row0 = n * d.L + i;
-      T* target = out.data.data() + (i - i0) * Sp;
+      T* target = out + (i - i0) * Sp;
       a.scores = stage == "scores" ? target : nullptr;
       a.scores_scaled = stage == "scores_scaled" ? target : nullptr;
       a.scores_masked = stage == "scores_masked" ? target : nullptr;
@@ -810,7 +811,7 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
       a.out_n_stride = 0, a.out_h_stride = 0, a.avg_n_stride = 0, a.out_row0 = i;
       detail::table<T>().fused(a, 0, n * d.L + i, n * d.L + i + 1, &tally);
     }
-    return out;
+    return;
   }
   detail::Buffers<T> b;
   // The forward's tasks (blocks of query rows) that hold rows [i0, i0 + rows), on the threads as
@@ -832,7 +833,7 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
   // (a view of a whole head), else into a span of whole blocks, copied from.
   const bool whole_blocks = span0 == i0 && span1 == i0 + rows;
   std::vector<T> span(whole_blocks ? 0 : std::size_t((span1 - span0) * Sp));
-  T* target = whole_blocks ? out.data.data() : span.data();
+  T* target = whole_blocks ? out : span.data();
   if (stage == "scores") a.scores = target;
   if (stage == "scores_scaled") a.scores_scaled = target;
   if (stage == "scores_masked") a.scores_masked = target;
@@ -848,7 +849,21 @@ Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::i
     }
   });
   if (!whole_blocks)
-    std::copy(span.begin() + (i0 - span0) * Sp, span.begin() + (i0 - span0 + rows) * Sp, out.data.begin());
+    std::copy(span.begin() + (i0 - span0) * Sp, span.begin() + (i0 - span0 + rows) * Sp, out);
+}
+
+template void stage_rows_into<float>(const ForwardResult<float>&, const std::string&, std::int64_t,
+                                     std::int64_t, std::int64_t, std::int64_t, float*);
+template void stage_rows_into<double>(const ForwardResult<double>&, const std::string&, std::int64_t,
+                                      std::int64_t, std::int64_t, std::int64_t, double*);
+
+}  // namespace detail
+
+template <class T>
+Tensor<T> stage_rows(const ForwardResult<T>& r, const std::string& stage, std::int64_t n, std::int64_t h,
+                     std::int64_t i0, std::int64_t rows) {
+  Tensor<T> out({std::max<std::int64_t>(rows, 0), r.dims.S_total});
+  detail::stage_rows_into(r, stage, n, h, i0, rows, out.data.data());
   return out;
 }
 

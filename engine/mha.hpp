@@ -388,7 +388,8 @@ const std::vector<std::string>& on_demand_stages();
 // when neither applies (an unknown name, a left-out stage of a GPU result, or a stage too large
 // for the memory guard or for the memory there is). What views call:
 // they compute only the stage on screen. compute false: only what is already there (null
-// otherwise). Safe to call from several threads.
+// otherwise), never waiting for a computation on another thread. Safe to call from several
+// threads.
 template <class T>
 const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, bool compute = true);
 // Level of detail for a zoomed-out map of one such stage: (out_rows, out_cols), each the max or the

@@ -154,10 +154,14 @@ const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, b
       std::find(names.begin(), names.end(), name) == names.end())
     return nullptr;
   ComputedStages<T>& c = *r.trace.computed;
-  std::lock_guard<std::mutex> lock(c.mutex);
-  for (const std::unique_ptr<Stage<T>>& s : c.stages)
-    if (s->name == name) return s.get();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (const std::unique_ptr<Stage<T>>& s : c.stages)
+      if (s->name == name) return s.get();
+  }
   if (!compute) return nullptr;
+  // Computed without the lock, so that a look-up (compute false) of this result on another thread
+  // never waits for it; two threads computing the same stage at once keep the first one's.
   const Dims& d = r.dims;
   const bool average = name == "attn_weights_avg";
   const std::int64_t N = d.N, H = average ? 1 : d.H, L = d.L, Sp = d.S_total;
@@ -173,14 +177,15 @@ const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, b
   // (n, h) planes, split over the threads when there are enough cells to repay starting one.
   const int threads = detail::thread_count(0, double(N * H) * double(L) * double(Sp) * double(d.d_k));
   detail::parallel_ranges(threads, N * H, [&](int, std::int64_t k0, std::int64_t k1) {
-    for (std::int64_t k = k0; k < k1; ++k) {
-      const Tensor<T> rows = stage_rows(r, name, k / H, k % H, 0, L);
-      std::copy(rows.data.begin(), rows.data.end(), storage->begin() + k * L * Sp);
-    }
+    for (std::int64_t k = k0; k < k1; ++k)
+      detail::stage_rows_into(r, name, k / H, k % H, 0, L, storage->data() + k * L * Sp);
   });
   auto st = std::make_unique<Stage<T>>(*meta);
   st->storage = std::move(storage);
   st->offset = 0;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (const std::unique_ptr<Stage<T>>& s : c.stages)
+    if (s->name == name) return s.get();
   c.stages.push_back(std::move(st));
   return c.stages.back().get();
 }

@@ -58,7 +58,7 @@ bool AppState::apply(const Action& a) {
   const std::string& key = a.key.empty() ? a.what : a.key;
   const bool coalesce =
       a.gesture ? a.gesture == last_gesture : key == last_edit && now - last_edit_time < kCoalesceSeconds;
-  if (!coalesce && result.valid()) previous = result;  // what was on screen before this edit began
+  if (!coalesce) keep_previous();  // what was on screen before this edit began
   last_edit = key;
   last_gesture = a.gesture;
   last_edit_time = now;
@@ -106,7 +106,7 @@ void AppState::start(Scenario s) {
 void AppState::undo() {
   const std::string what = history.undo(scenario_);
   if (what.empty()) return;
-  if (result.valid()) previous = result;
+  keep_previous();
   last_edit.clear();
   last_gesture = 0;
   status = "undid: " + what;
@@ -117,7 +117,7 @@ void AppState::undo() {
 void AppState::redo() {
   const std::string what = history.redo(scenario_);
   if (what.empty()) return;
-  if (result.valid()) previous = result;
+  keep_previous();
   last_edit.clear();
   last_gesture = 0;
   status = "redid: " + what;
@@ -127,12 +127,22 @@ void AppState::redo() {
 
 void AppState::load(Scenario s, const std::string& what) {
   history.push(std::move(committed), what);
-  if (result.valid()) previous = result;
   scenario_ = std::move(s);
+  keep_previous();
   last_edit.clear();
   last_gesture = 0;
   autosave_pending = true;
   recompute();
+}
+
+void AppState::keep_previous() {
+  if (!result.valid()) return;
+  const Dims& d = result.forward->dims;
+  const Scenario& s = scenario_;
+  if (s.has_model() || (s.batch == d.N && s.L() == d.L && s.S() == d.S && s.embed_dim == d.E))
+    previous = result;
+  else
+    previous = Result{};
 }
 
 void AppState::recompute() {

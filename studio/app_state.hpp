@@ -14,6 +14,7 @@
 #include "compute.hpp"
 #include "history.hpp"
 #include "scenario.hpp"
+#include "stage_computer.hpp"
 
 namespace mha::studio {
 
@@ -25,14 +26,17 @@ struct Pin {
 };
 
 class AppState {
-  Scenario scenario_;  // what the user is editing now
+  Scenario scenario_;    // what the user is editing now
+  void keep_previous();  // the result on screen becomes `previous` (see there)
 
  public:
   History history;
 
   Result result;       // the last valid result; views draw from it
   Result previous;     // the result shown before the last edit began (Compare: before/after); a
-                       // gesture (a drag) is one edit
+                       // gesture (a drag) is one edit. None when the edit changed N, L, S or E: a
+                       // before of other sizes compares with nothing, and at large sizes it would
+                       // hold a whole result's memory through the next forward.
   bool stale = false;  // the scenario changed and `result` is not yet its result
   bool compute_failed = false;
   bool animating = false;  // a panel is animating this frame: the main loop must not idle  // the newest
@@ -46,6 +50,8 @@ class AppState {
   double last_edit_time = 0;  // seconds (ImGui::GetTime) of the last edit, for the debounce
   ViewState autosaved_view;   // the view as last autosaved: a view change is saved like an edit
   Computer computer;
+  // Stages a result left out, computed off the UI thread for the views that read them.
+  StageComputer stages;
   // The scenario as of the last edit, packed (a mask of 0 and -inf cells as bits): what the worker
   // computes, what a refused edit restores, and the undo step the next edit pushes.
   std::shared_ptr<Snapshot> committed = std::make_shared<Snapshot>();
@@ -81,6 +87,7 @@ class AppState {
   void tick(double now);
   // Commits the scenario as it is now and recomputes it (at start, after load).
   void recompute();
+
   // Frame pacing, called once a frame is built and before it is drawn, `budget_ms` before the frame
   // would have lasted kHeldFrameMs. When this frame gave the worker a forward that took at most
   // that long the last time at these sizes, waits for it (at most that long) and returns whether it

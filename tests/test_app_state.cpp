@@ -1,6 +1,7 @@
 // App state without any UI: undo/redo, coalesced drags, the background worker (newest edit wins,
 // the last result stays while computing), and the debounced atomic autosave.
 #include <array>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "app_state.hpp"
 #include "frame_stats.hpp"
 #include "state_edit.hpp"
+#include "torch_rng.hpp"
 #include "ui_harness.hpp"
 
 using namespace mha::app;
@@ -653,4 +655,79 @@ TEST_CASE("the Heads view's kept rows equal a rebuild from scratch after each ki
     }
   }
   unsetenv("MHA_VERIFY_HEADS");
+}
+
+TEST_CASE("stages a result left out are computed off the UI thread when large, at once when small",
+          "[state]") {
+  StageComputer stages;
+  std::atomic<int> woken{0};
+  stages.on_done = [&] { ++woken; };
+  auto left_out = [](std::int64_t L) {  // the output alone: every (N, H, L, S') stage left out
+    mha::Config c;
+    c.embed_dim = 32;
+    c.num_heads = 4;
+    mha::SeededCase<float> sc = mha::torch_seeded_case<float>(c, 3, 1, L, L);
+    mha::Options o;
+    o.stages = {"output"};
+    auto r = std::make_shared<const mha::ForwardResult<float>>(mha::forward(c, sc.weights, sc.inputs, o));
+    o.stages.clear();
+    return std::pair{r, mha::forward(c, sc.weights, sc.inputs, o)};
+  };
+  // 4 × 600 × 600 weights: over the limit, so the thread computes them; the caller is told to wait.
+  auto [large, full] = left_out(600);
+  REQUIRE(4.0 * 600 * 600 >= StageComputer::kSyncValues);
+  CHECK_FALSE(stages.ready(large, {"attn_weights", "attn_weights_avg"}));
+  CHECK_FALSE(stages.ready(large, {"attn_weights", "attn_weights_avg"}));  // asked again: queued once
+  REQUIRE(stages.wait_idle(20000));
+  CHECK(woken == 2);
+  CHECK(stages.ready(large, {"attn_weights", "attn_weights_avg"}));
+  for (const char* name : {"attn_weights", "attn_weights_avg"}) {
+    const mha::Stage<float>* got = mha::find_stage(*large, name, false);
+    REQUIRE(got);
+    CHECK(got->contiguous().identical(full.trace[name].contiguous()));
+  }
+  // 4 × 100 × 100: computed at once, here.
+  auto [small, small_full] = left_out(100);
+  CHECK(stages.ready(small, {"scores"}));
+  REQUIRE(mha::find_stage(*small, "scores", false));
+  CHECK(mha::find_stage(*small, "scores", false)
+            ->contiguous()
+            .identical(small_full.trace["scores"].contiguous()));
+  // A stage that cannot be computed (not one computed on demand) is reported ready once tried: the
+  // view then says why. A result let go of while queued is skipped.
+  auto [other, other_full] = left_out(700);
+  CHECK_FALSE(stages.ready(other, {"no_such_stage_", "attn_weights"}));
+  REQUIRE(stages.wait_idle(20000));
+  CHECK(stages.ready(other, {"no_such_stage_", "attn_weights"}));
+  auto [dropped, dropped_full] = left_out(800);
+  CHECK_FALSE(stages.ready(dropped, {"scores", "scores_scaled", "attn_weights"}));
+  dropped.reset();
+  CHECK(stages.wait_idle(20000));
+  CHECK_FALSE(stages.busy());
+}
+
+TEST_CASE("Compare's before is the result before the edit, and none after a change of sizes", "[state]") {
+  AppState s;
+  s.recompute();
+  REQUIRE(s.result.valid());
+  const auto first = s.result.forward;
+  s.now += 1;
+  s.apply(set_control("seed", "7"));  // the same sizes: the result before it is kept
+  CHECK(s.previous.forward == first);
+  const auto second = s.result.forward;
+  s.now += 1;
+  s.apply(set_control("num_heads", "4"));  // the head count keeps N, L, S and E
+  CHECK(s.previous.forward == second);
+  s.now += 1;
+  s.apply(set_control("tgt_len", "6"));  // another L: nothing to compare with
+  CHECK_FALSE(s.previous.valid());
+  s.undo();  // back to L = 4: the L = 6 result compares with nothing either
+  CHECK_FALSE(s.previous.valid());
+  s.now += 1;
+  s.apply(set_control("seed", "8"));
+  CHECK(s.previous.valid());
+  Scenario other = s.scenario();
+  other.batch = 2;
+  s.load(other, "open");
+  CHECK_FALSE(s.previous.valid());
 }

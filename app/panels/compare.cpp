@@ -232,12 +232,14 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
   } else {
     if (!other) {
       ImGui::TextWrapped(
-          "No previous result yet: make an edit (the seed, a size, a mask cell) and the difference "
+          "No result from before the last edit at these sizes yet: make an edit that keeps N, L, S and E "
+          "(the seed, the head count, a mask cell, a value) and the difference "
           "between before and after appears here.");
       return;
     }
     before = other.get();
-    // Stages the forwards left out (large sizes) are computed here, once per result.
+    // Stages the forwards left out (large sizes) are computed once per result, off the UI thread.
+    if (!stages_ready(state.stages, {other, state.result.forward}, {kStages[si].name})) return;
     const Stage<float>* sb = find_stage(*before, kStages[si].name);
     const Stage<float>* sa = find_stage(f, kStages[si].name);
     if (!sb || !sa || sb->shape != sa->shape) {
@@ -250,6 +252,7 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
     if (ImGui::SliderInt("head", &ha, 0, H - 1)) view.compare_a = ha;
   }
 
+  if (!stages_ready(state.stages, {state.result.forward}, {kStages[si].name})) return;
   const Stage<float>* sp = find_stage(f, kStages[si].name);
   if (!sp || sp->shape.size() != 4) {
     ImGui::TextWrapped(

@@ -709,7 +709,10 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
     draw_overview(state, tex, order, roles, layer);
     return;
   }
-  // A stage the forward left out (large sizes) is computed here, once per result.
+  // A stage the forward left out (large sizes) is computed once per result, off the UI thread.
+  if (!stages_ready(state.stages, {state.result.forward},
+                    {kStages[si].name, "attn_weights", "attn_weights_avg"}))
+    return;
   const Stage<float>* sp = find_stage(f, kStages[si].name);
   if (!sp || sp->shape.size() != 4 || !find_stage(f, "attn_weights") || !find_stage(f, "attn_weights_avg")) {
     ImGui::TextWrapped(

@@ -112,16 +112,19 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
   const bool several = model && model->layers.size() > 1;
   const bool all_layers = several && view.overview_layers;
   std::vector<const ForwardResult<float>*> shown;
+  std::vector<std::shared_ptr<const ForwardResult<float>>> shown_owner;  // what keeps each one's weights
   std::vector<int> shown_layer;
   if (all_layers) {
     for (std::size_t l = 0; l < model->layers.size(); ++l)
       if (model->layers[l] && model->layers[l]->dims.H == d.H && model->layers[l]->dims.L == d.L) {
         shown.push_back(model->layers[l].get());
+        shown_owner.push_back(model->layers[l]);
         shown_layer.push_back(int(l));
       }
   }
   if (shown.empty()) {
     shown.push_back(&f);
+    shown_owner.push_back(result.forward);
     shown_layer.push_back(model ? int(model->layer) : 0);
   }
   const RoleTable* roles = model && model->roles && model->roles->n_head == H && !model->roles->heads.empty()
@@ -161,8 +164,9 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
     ImGui::PopStyleColor();
   }
 
-  // At the largest sizes a result keeps no attn_weights: computed here once per result (the Heads
-  // view draws from the weights overview instead), unless they would not fit in memory.
+  // At the largest sizes a result keeps no attn_weights: computed once per result off the UI thread
+  // (the Heads view draws from the weights overview instead), unless they would not fit in memory.
+  if (!panel::stages_ready(state.stages, {result.forward}, {"attn_weights"})) return;
   for (const ForwardResult<float>* lf : shown)
     if (!find_stage(*lf, "attn_weights")) {
       ImGui::TextWrapped(
@@ -295,7 +299,9 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
       hm.col_labels = labels ? &result.key_tokens : nullptr;
       hm.show_values = view.show_values;
       hm.max_cell = std::max(1.0f, cell);
-      hm.margins = false;  // every pixel to the cells
+      hm.min_cell = 0;  // every head whole on its tile; at large sizes a texel is a patch of cells
+      hm.owner = shown_owner[std::size_t(li)];  // the copy menu reads the weights when it copies
+      hm.margins = false;                       // every pixel to the cells
       hm.size = ImVec2(g.tile_w - margin, g.tile_h - title_h - margin * 0.5f);
       hm.version =
           mix({result.generation, std::uint64_t(layer), std::uint64_t(b), std::uint64_t(h),

@@ -14,6 +14,7 @@
 #include "heatmap.hpp"
 #include "mha.hpp"
 #include "model/roles.hpp"
+#include "stage_computer.hpp"
 #include "studio_names.hpp"
 #include "textures.hpp"
 
@@ -33,6 +34,27 @@ inline const std::vector<std::string>& numbered(std::vector<std::string>& labels
     for (int i = 0; i < n; ++i) labels.push_back(std::to_string(i));
   }
   return labels;
+}
+
+// Whether each result holds the stages `names` to draw. Stages a forward left out are computed off
+// the UI thread when they are large (studio::StageComputer); meanwhile the panel says what is being
+// computed, and the frame does not wait for it.
+inline bool stages_ready(studio::StageComputer& stages,
+                         std::initializer_list<std::shared_ptr<const ForwardResult<float>>> results,
+                         const std::vector<std::string>& names) {
+  bool ready = true;
+  for (const std::shared_ptr<const ForwardResult<float>>& r : results)
+    ready = stages.ready(r, names) && ready;
+  if (ready) return true;
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  ImGui::TextWrapped("Computing %s for this view...", list.c_str());
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped(
+      "At these sizes the result keeps no (N, H, L, S) stage; this one is computed once, beside the "
+      "window, which stays live meanwhile.");
+  ImGui::PopStyleColor();
+  return false;
 }
 
 struct StageChoice {

@@ -445,7 +445,9 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
   int index = -1;
   for (int i = 0; i < int(boxes.size()); ++i)
     if (boxes[std::size_t(i)].stage->name == selected_stage) index = i;
-  // A stage the forward left out is computed now, once per result (mha::find_stage).
+  // A stage the forward left out is computed once per result (mha::find_stage), off the UI thread
+  // where it is large.
+  if (index >= 0 && !panel::stages_ready(state.stages, {state.result.forward}, {selected_stage})) return;
   const Stage<float>* found = index < 0 ? nullptr : find_stage(f, selected_stage);
   if (!found) {
     ImGui::TextDisabled(index < 0 ? "Click a box above to see its tensor."

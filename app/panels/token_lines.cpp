@@ -80,8 +80,9 @@ void TokenLinesPanel::draw(AppState& state) {
   const ImGuiStyle& style = ImGui::GetStyle();
   const int N = int(d.N), H = int(d.H), L = int(d.L), S = int(d.S_total);
   const int b = std::clamp(view.batch_index, 0, N - 1);
-  // At the largest sizes a result keeps no attn_weights: computed here once per result, unless they
-  // would not fit in memory.
+  // At the largest sizes a result keeps no attn_weights: computed once per result off the UI thread,
+  // unless they would not fit in memory.
+  if (!panel::stages_ready(state.stages, {result.forward}, {"attn_weights"})) return;
   const Stage<float>* weights = find_stage(f, "attn_weights");
   if (!weights) {
     ImGui::TextWrapped(

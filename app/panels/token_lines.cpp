@@ -232,7 +232,7 @@ void TokenLinesPanel::draw(AppState& state) {
     if (query_has_line[std::size_t(i)]) info.queries_drawn.push_back(i);
 
   // Token columns; every k-th label when rows are shorter than a text line, the hovered ones always.
-  const int step = std::max(1, int(std::ceil(line_h / std::max(row_h, 1.0f))));
+  const int step = std::max(1, int(std::ceil(line_h / std::max(row_h, 1e-3f))));
   const int mark_q = best_i >= 0 ? best_i : hq, mark_k = best_j >= 0 ? best_j : hk;
   dl->PushClipRect(ImVec2(o.x, o.y - line_h), ImVec2(o.x + qw + gap + kw, o.y + area_h + line_h), true);
   // A marked label is drawn over its rows: the thinned labels it would touch make way for it.

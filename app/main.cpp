@@ -17,6 +17,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -102,6 +105,11 @@ bool save_screenshot(const std::string& path, int w, int h) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+  // Each thread a forward or a stage computed starts would get a malloc arena of its own, which
+  // keeps the blocks it frees: 35-70 MiB more resident at L = 4096 (--frame-stats). Two in all.
+  mallopt(M_ARENA_MAX, 2);
+#endif
   // ---- Setup: arguments ----
   CLI::App cli{"mha-studio: multi-head attention, live, stage by stage", "mha-studio"};
   mha::platform::add_version_flag(cli);

@@ -25,6 +25,20 @@ void wait_idle(AppState& s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   s.tick(s.now);
 }
+
+// N = 2, L = S = `L`, E = 64, H = 4 with a causal mask; `edited`: its query made an edited tensor
+// (value edits change it).
+Scenario causal_start(std::int64_t L, bool edited) {
+  Scenario start;
+  start.batch = 2;
+  start.tgt_len = L;
+  start.embed_dim = 64;
+  start.num_heads = 4;
+  start.mask.preset = MaskPreset::causal;
+  apply_mask_preset(start);
+  if (edited) start.query = build_forward(start).inputs.query;
+  return start;
+}
 }  // namespace
 
 TEST_CASE("undo and redo restore whole scenarios", "[state]") {
@@ -137,15 +151,7 @@ void check_same_state(const Scenario& a, const Scenario& b, const std::string& w
 TEST_CASE("undo steps below the newest keep only the rows they change, and restore every state", "[state]") {
   // L = S = 128, E = 64: a 128 × 128 mask (kept as bits) and a (2, 128, 64) query of 64 KiB.
   AppState s;
-  Scenario start;
-  start.batch = 2;
-  start.tgt_len = 128;
-  start.embed_dim = 64;
-  start.num_heads = 4;
-  start.mask.preset = MaskPreset::causal;
-  apply_mask_preset(start);
-  start.query = build_forward(start).inputs.query;
-  s.start(start);
+  s.start(causal_start(128, true));
   s.recompute();
   std::vector<Scenario> states{s.scenario()};  // the state after each edit
   auto step = [&](const mha::studio::Action& a) {
@@ -434,13 +440,7 @@ namespace {
 // N = 2, L = 200, E = 64, H = 4 with a causal mask: computed on the worker. Waits for the first
 // result and for the worker to pre-size its other workspaces.
 void start_on_worker(AppState& s) {
-  Scenario start;
-  start.batch = 2;
-  start.tgt_len = 200;
-  start.embed_dim = 64;
-  start.num_heads = 4;
-  start.mask.preset = MaskPreset::causal;
-  apply_mask_preset(start);
+  const Scenario start = causal_start(200, false);
   REQUIRE(forward_work(start) > kSyncWorkLimit);
   s.start(start);
   s.recompute();
@@ -620,15 +620,7 @@ TEST_CASE("the Heads view's kept rows equal a rebuild from scratch after each ki
   mha::test::HeadlessUi ui;
   ui.env.select_tab = FrameStats::kTab;  // Heads
   AppState s;
-  Scenario start;
-  start.batch = 2;
-  start.tgt_len = 160;
-  start.embed_dim = 64;
-  start.num_heads = 4;
-  start.mask.preset = MaskPreset::causal;
-  apply_mask_preset(start);
-  start.query = build_forward(start).inputs.query;
-  s.start(start);
+  s.start(causal_start(160, true));
   s.recompute();
   ui.settle(s);
   for (const char* stage : {"attn_weights", "scores_masked", "scores", "context"}) {

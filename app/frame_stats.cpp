@@ -158,15 +158,18 @@ void FrameStats::before_frame(AppState& state) {
       state.animating = true;
       return;
     }
-    if (switch_ == 1) {  // the Overview is drawn: its weights there, or computed beside the frames
+    if (switch_ == 1 || switch_ == 2) {  // a frame of the Overview was drawn
       run.switch_frames_ms.push_back(std::chrono::duration<double, std::milli>(now - switch_last_).count());
       switch_last_ = now;
-      const std::shared_ptr<const ForwardResult<float>>& f = state.result.forward;
-      if (f && find_stage(*f, "attn_weights", false) && !state.stages.busy()) {
+      if (switch_ == 2) {  // the one that drew every weight
         run.switch_ms = std::chrono::duration<double, std::milli>(now - switch_t0_).count();
         state.view().tab = kTab;
-        switch_ = 2;
+        switch_ = 3;
+        return;
       }
+      // Its weights there, or computed beside the frames: once there, the next frame draws them.
+      const std::shared_ptr<const ForwardResult<float>>& f = state.result.forward;
+      if (f && find_stage(*f, "attn_weights", false) && !state.stages.busy()) switch_ = 2;
       state.animating = true;
       return;
     }

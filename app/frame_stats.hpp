@@ -50,7 +50,7 @@ class FrameStats {
     std::vector<double> busy_frames_ms;    // frame periods while the worker computed
     double rss_mib = 0, peak_rss_mib = 0;  // VmRSS when the size ended, VmHWM so far
     std::vector<double> switch_frames_ms;  // frame periods from opening the Overview to its weights
-    double switch_ms = 0;                  // opening the Overview to the first frame with them
+    double switch_ms = 0;                  // opening the Overview to the end of the first frame with them
   };
   using Clock = std::chrono::steady_clock;
 
@@ -69,7 +69,8 @@ class FrameStats {
   bool probing_ = false;    // a probe's forward has not landed yet
   bool last_busy_ = false;  // the worker was busy when the last frame started
   Clock::time_point last_frame_;
-  int switch_ = 0;  // the Overview: 0 not yet opened at this size, 1 waiting for its weights, 2 done
+  // The Overview: 0 not yet opened at this size, 1 waiting for its weights, 2 drawing them, 3 done.
+  int switch_ = 0;
   Clock::time_point switch_t0_, switch_last_;
 };
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "clipboard_image.hpp"
 #include "clipboard_text.hpp"
@@ -338,8 +339,15 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     const ImTextureID tex =
         h.changed_rows && h.changed_since
             ? textures.get_rows(h.id, h.version ^ lod, h.changed_since ^ lod, tw, th, dirty, fill_rows)
-            : textures.get(h.id, h.version ^ lod, tw, th,
-                           [&](std::uint32_t* rgba) { fill_rows(rgba, 0, th); });
+            : textures.get(h.id, h.version ^ lod, tw, th, [&](std::uint32_t* rgba) {
+                // A whole map of a million cells or more (the Overview's heads at L = 2048: 4M cells
+                // each, pooled to patches) on two threads, each half of the texel rows.
+                const int half = double(h.rows) * double(h.cols) >= double(1 << 20) ? th / 2 : 0;
+                if (half == 0) return fill_rows(rgba, 0, th);
+                std::thread other([&] { fill_rows(rgba + std::size_t(half) * std::size_t(tw), half, th); });
+                fill_rows(rgba, 0, half);
+                other.join();
+              });
     const float span_c = float(h.cols) / z.zoom, span_r = float(h.rows) / z.zoom;
     const float tex_c = float(tw * block), tex_r = float(th * block);  // cells the texture covers
     dl->AddImage(tex, g0, g1, ImVec2(z.col0 / tex_c, z.row0 / tex_r),

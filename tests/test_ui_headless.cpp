@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "colormap.hpp"
 #include "heatmap.hpp"
 #include "panels/row_check.hpp"
 #include "textures.hpp"
@@ -229,6 +230,52 @@ TEST_CASE("a map redraws only the rows an edit changed, to the texture a full re
     CHECK(tex.uploads() == 2);
     CHECK(tex.row_uploads() == 1);
   }
+}
+
+TEST_CASE("a map of a million cells zoomed out: each texel its patch's largest value, on two threads",
+          "[ui]") {
+  HeadlessUi ui;
+  const int n = 1024;  // 2^20 cells: the texture is filled on two threads, each half of its rows
+  std::vector<float> v(std::size_t(n) * std::size_t(n));
+  for (std::size_t x = 0; x < v.size(); ++x) v[x] = float((x * 7919) % 1000) / 1000.0f;
+  v[std::size_t(700 * n + 3)] = std::nanf("");  // NaN wins its patch
+  CapturingTextures tex;
+  Heatmap hm;
+  hm.id = "million";
+  hm.values = v.data();
+  hm.rows = hm.cols = n;
+  hm.row_stride = n;
+  hm.show_values = false;
+  hm.margins = false;
+  hm.min_cell = 0;
+  hm.size = ImVec2(100, 100);  // about 0.1 px a cell: a texel is an 8 × 8 patch
+  hm.version = 1;
+  ImGui::NewFrame();
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImVec2(300, 300));
+  ImGui::Begin("million");
+  draw_heatmap(tex, hm);
+  ImGui::End();
+  ImGui::Render();
+  REQUIRE(tex.pixels.size() == 1);
+  const std::vector<std::uint32_t>& px = tex.pixels.begin()->second;
+  const int block = 8, t = n / block;
+  REQUIRE(px.size() == std::size_t(t) * std::size_t(t));
+  int wrong = 0;
+  for (int R = 0; R < t; ++R)
+    for (int C = 0; C < t; ++C) {
+      float top = 0;
+      bool nan = false;
+      for (int r = R * block; r < (R + 1) * block; ++r)
+        for (int c = C * block; c < (C + 1) * block; ++c) {
+          const float x = v[std::size_t(r) * std::size_t(n) + std::size_t(c)];
+          nan = nan || std::isnan(x);
+          top = std::max(top, x);
+        }
+      const std::uint32_t want = mha::render::value_rgba(hm.colormap, nan ? std::nanf("") : top, 0, 1);
+      wrong += px[std::size_t(R) * std::size_t(t) + std::size_t(C)] != want;
+    }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("the Heads view's vectorised row check agrees with its plain loop", "[heads]") {

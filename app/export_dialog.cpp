@@ -72,7 +72,7 @@ FigureRequest stage_request(const AppState& state, const std::string& stage, int
   exporter::StageSlice slice;
   slice.stage = stage;
   slice.batch_index = n;
-  slice.colormap = state.scenario().view.colormap;
+  slice.colormap = state.window().colormap;
   slice.query_labels = state.result.query_tokens;
   slice.key_labels = state.result.key_tokens;
   const std::string stem = "mha-" + stage + "-batch" + std::to_string(n);

@@ -191,7 +191,7 @@ void open_any_path(AppState& state, UiEnv& env, const std::string& path) {
       }
       case OpenKind::attention:
         open_attention_file(env.panels, open.path);
-        env.select_tab = kAttentionFileTab;
+        state.apply(show_view(ViewTab::attention_file));
         state.status = "opened " + open.path;
         break;
       case OpenKind::model_folder:

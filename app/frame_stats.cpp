@@ -62,8 +62,8 @@ void FrameStats::start_size(AppState& state) {
   s.mask.preset = MaskPreset::causal;
   apply_mask_preset(s);
   s.query = build_forward(s).inputs.query;  // value drags edit it
-  s.view.tab = kTab;
   state.load(std::move(s), spec.name);
+  state.apply(show_view(kTab));
   edit_ = -1;
   probe_ = 0;
   probing_ = false;
@@ -152,7 +152,7 @@ void FrameStats::before_frame(AppState& state) {
     if (switch_ == 0) {  // measured before the Overview's weights, which the Heads view never holds
       run.rss_mib = status_mib("VmRSS");
       run.peak_rss_mib = status_mib("VmHWM");
-      state.view().tab = int(ViewTab::overview);  // as a click on its tab: a view change, no edit
+      state.apply(show_view(ViewTab::overview));  // as a click on its tab: a view change, no edit
       switch_t0_ = switch_last_ = now;
       switch_ = 1;
       state.animating = true;
@@ -163,7 +163,7 @@ void FrameStats::before_frame(AppState& state) {
       switch_last_ = now;
       if (switch_ == 2) {  // the one that drew every weight
         run.switch_ms = std::chrono::duration<double, std::milli>(now - switch_t0_).count();
-        state.view().tab = kTab;
+        state.apply(show_view(kTab));
         switch_ = 3;
         return;
       }

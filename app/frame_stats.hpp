@@ -25,9 +25,8 @@ class FrameStats {
   // After the frame was swapped: records the latency once the frame shows the edit's result.
   void after_frame(const AppState& state);
   bool done() const { return size_ >= sizes_; }
-  // The view the replay runs on, Heads (every head's heatmap is redrawn): main selects it at start,
-  // since the tab bar, not the loaded scenario, decides what is shown.
-  static constexpr int kTab = 2;
+  // The view the replay runs on, Heads (every head's heatmap is redrawn): main shows it at start.
+  static constexpr studio::ViewTab kTab = studio::ViewTab::heads;
   // Writes the JSON and prints a summary; returns false (with a message) if the file cannot be written.
   bool write(std::string* error) const;
 

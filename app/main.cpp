@@ -172,6 +172,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mha-studio: error: %s\n", bad.c_str());
     return 2;
   }
+  // --tab: any case and spacing, as a script's `tab`; an unknown name is refused with the names.
+  const ViewInfo* open_tab = tab_name.empty() ? nullptr : find_view(tab_name);
+  if (!tab_name.empty() && !open_tab) {
+    std::fprintf(stderr, "mha-studio: error: --tab: no view \"%s\"; the views are %s\n", tab_name.c_str(),
+                 view_names().c_str());
+    return 2;
+  }
   Script loaded_script;  // read and checked before any window opens: a bad line exits 2 at once
   if (!script_file.empty()) {
     try {
@@ -285,6 +292,9 @@ int main(int argc, char** argv) {
 
   // ---- Setup: the scenario: --scenario, else the autosave, else the course notebook ----
   AppState state;
+  remembered.window.tab = ViewTab::pipeline;  // the view comes from the scenario or --tab
+  remembered.window.show_keys = false;
+  state.restore_window(remembered.window);
   state.computer.on_done = [] { glfwPostEmptyEvent(); };  // thread-safe in GLFW
   state.stages.on_done = [] { glfwPostEmptyEvent(); };
   state.computer.set_backend(backend == "gpu"   ? BackendChoice::gpu
@@ -320,12 +330,12 @@ int main(int argc, char** argv) {
   try {
     if (!scenario_file.empty()) {
       std::vector<std::string> warnings;
-      state.start(load_scenario(scenario_file, &warnings));
+      state.start(load_scenario(scenario_file, &warnings), true);  // on the view the file names
       env.scenario_path = scenario_file;
       for (const std::string& w : warnings) std::fprintf(stderr, "mha-studio: warning: %s\n", w.c_str());
       if (!warnings.empty()) state.status = warnings.front();
     } else if (session.restored) {
-      state.start(std::move(*session.restored));
+      state.start(std::move(*session.restored), true);
     } else if (fs::exists(assets + "/presets/course_notebook.json")) {
       state.start(load_scenario(assets + "/presets/course_notebook.json"));
     }
@@ -337,17 +347,15 @@ int main(int argc, char** argv) {
   if (!session.message.empty() && !(session.restored && !scenario_file.empty()))
     state.status = session.message;
   if (font_scale > 0) {
-    state.view().presenter = true;
-    state.view().font_scale = std::clamp(font_scale, 1.0f, 3.0f);
+    state.apply(set_control("presenter", "true"));
+    state.apply(set_control("font_scale", std::to_string(std::clamp(font_scale, 1.0f, 3.0f))));
   }
-  for (int i = 0; i < kTabCount; ++i)
-    if (tab_name == kTabNames[i]) env.select_tab = i;
+  if (open_tab) state.apply(show_view(open_tab->id));
   if (!attention_file.empty()) {
     open_attention_file(env.panels, attention_file);
-    if (tab_name.empty()) env.select_tab = kAttentionFileTab;
+    if (!open_tab) state.apply(show_view(ViewTab::attention_file));
   }
-  if (env.select_tab < 0) env.select_tab = state.scenario().view.tab;
-  if (stats) env.select_tab = FrameStats::kTab;  // the tab the replay measures, whatever was open
+  if (stats) state.apply(show_view(FrameStats::kTab));  // the view the replay measures, whatever was open
   if (!model_folder.empty()) state.apply(choose_model(model_folder));  // a load error shows by the control
   state.commit();
   state.recompute();
@@ -355,14 +363,10 @@ int main(int argc, char** argv) {
   if (soak_seconds > 0 || soak_edits > 0) soak = std::make_unique<Soak>(soak_seconds, soak_edits, soak_seed);
   auto textures = std::make_unique<GlTextures>();  // GL objects: released before the context
 
-  env.layout_chosen = remembered.layout_chosen;
-  env.show_controls = remembered.show_controls;
-  env.show_inspector = remembered.show_inspector;
-  env.focus = remembered.focus;
 
   // ---- Main loop ----
   float font_px = 0;
-  bool presenter = !state.scenario().view.presenter;  // forces the first apply_theme
+  bool presenter = !state.window().presenter;  // forces the first apply_theme
   int frame = 0;
   int settled_frames = 0;  // frames drawn in a row with nothing computing
   while (!glfwWindowShouldClose(window) && !env.quit_requested) {
@@ -378,7 +382,7 @@ int main(int argc, char** argv) {
     const double frame_start = glfwGetTime();
 
     // Fonts and theme follow the presenter settings; the atlas is rebuilt outside a frame.
-    const ViewState& v = state.view();
+    const WindowState& v = state.window();
     const float want_px = std::round(17.0f * content_scale * (v.presenter ? v.font_scale : 1.0f));
     if (want_px != font_px) {
       const std::string warning = load_fonts(assets, want_px);
@@ -483,10 +487,7 @@ int main(int argc, char** argv) {
   // ---- Cleanup ----
   if (!window_config.empty()) {
     glfwGetWindowSize(window, &remembered.width, &remembered.height);
-    remembered.layout_chosen = env.layout_chosen;
-    remembered.show_controls = env.show_controls;
-    remembered.show_inspector = env.show_inspector;
-    remembered.focus = env.focus;
+    remembered.window = state.window();
     save_window_config(window_config, remembered);
   }
   if (!autosave.empty()) {

@@ -1,6 +1,8 @@
 // The scripted UI: each line becomes what a user's mouse or keyboard would have produced.
 #include "script.hpp"
 
+#include "commands.hpp"
+
 #include <GLFW/glfw3.h>  // key codes only: ImGui 1.86 indexes io.KeysDown by the backend's codes
 #include <imgui.h>
 
@@ -55,24 +57,6 @@ const ActionSpec* find_action(const std::string& name) {
   for (const ActionSpec& a : kActions)
     if (name == a.name) return &a;
   return nullptr;
-}
-
-// A tab by its name in the tab bar ("Heads", "Token lines"), case and spaces aside ("token-lines").
-int tab_index(const std::string& name) {
-  auto norm = [](std::string s) {
-    std::string out;
-    for (char c : s) out += c == ' ' || c == '_' ? '-' : char(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
-  for (int i = 0; i < kTabCount; ++i)
-    if (norm(kTabNames[i]) == norm(name)) return i;
-  return -1;
-}
-
-std::string tab_list() {
-  std::string out;
-  for (const int i : kTabOrder) out += std::string(out.empty() ? "" : ", ") + kTabNames[i];
-  return out;
 }
 
 // A key by name: a letter or digit, "[", "]", "/", or a named key; "ctrl+", "shift+" before it.
@@ -165,7 +149,7 @@ const std::vector<std::string>& Script::result_fields() {
       "can_redo",      "errors",       "status",          "backend",
       "visible_heads", "dims",         "computed_by",     "gpu_fallback_reason",
       "query_tokens",  "padded_keys",  "next_token",      "pins",
-      "compare",       "attn_weights", "weights_overview"};
+      "compare",       "attn_weights", "weights_overview", "window"};
   return fields;
 }
 
@@ -301,13 +285,12 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
   };
   if (verb == "open") {  // File > Open's own path: the same kinds of file, remembered in Recent
     state.errors.erase("file");
-    open_any_path(state, env, w[1]);
+    open_any_path(state, env, w[1]);  // the window stays as it is: Open suggests no view
     if (state.errors.count("file")) return fail(line, state.errors["file"]);
-    if (classify_open_path(w[1]).kind == OpenKind::scenario) env.select_tab = state.scenario().view.tab;
   } else if (verb == "tab") {
-    const int t = tab_index(w[1]);
-    if (t < 0) return fail(line, "no tab \"" + w[1] + "\"; the tabs are " + tab_list());
-    env.select_tab = t;
+    const ViewInfo* v = find_view(w[1]);
+    if (!v) return fail(line, "no tab \"" + w[1] + "\"; the tabs are " + view_names());
+    state.apply(show_view(v->id));
   } else if (verb == "set" && (w[1] == "backend" || w[1] == "Backend")) {  // not an edit of the scenario
     static const std::map<std::string, BackendChoice> choices = {
         {"auto", BackendChoice::automatic}, {"cpu", BackendChoice::cpu}, {"gpu", BackendChoice::gpu}};
@@ -344,7 +327,7 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     if (std::max(r0, r1) >= s.L() || std::max(c0, c1) >= s.S())
       return fail(line, "mask-drag: a cell is outside the (" + std::to_string(s.L()) + ", " +
                             std::to_string(s.S()) + ") mask");
-    env.select_tab = int(ViewTab::mask);
+    state.apply(show_view(ViewTab::mask));
     mask_drag_press(env.panels, state, r0, c0);
     // The pointer's path, one cell a frame: the straight line, as the editor fills a fast drag.
     const int steps = std::max(std::abs(r1 - r0), std::abs(c1 - c0));
@@ -361,9 +344,9 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     }
     key_frames_ = 0;
   } else if (verb == "hover") {
-    const int t = tab_index(w[1]);
-    if (t < 0) return fail(line, "no view \"" + w[1] + "\"; the views are " + tab_list());
-    env.select_tab = t;
+    const ViewInfo* v = find_view(w[1]);
+    if (!v) return fail(line, "no view \"" + w[1] + "\"; the views are " + view_names());
+    state.apply(show_view(v->id));
     hover_query_ = parse_index(w[2], "hover ROW");
     hover_key_ = parse_index(w[3], "hover COL");
   } else if (verb == "unhover") {
@@ -386,7 +369,7 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     if (!state.pin(w[1])) fail(line, state.status);
   } else if (verb == "compare" && w[1] == "previous" && w[2] == "live") {  // before / after the last edit
     state.view().compare_mode = 1;
-    env.select_tab = int(ViewTab::compare);
+    state.apply(show_view(ViewTab::compare));
   } else if (verb == "compare") {
     for (const std::string& p : {w[1], w[2]})
       if (p != "live" && !state.find_pin(p))
@@ -395,7 +378,7 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     v.compare_mode = 3;
     v.compare_pin_a = w[1];
     v.compare_pin_b = w[2];
-    env.select_tab = int(ViewTab::compare);
+    state.apply(show_view(ViewTab::compare));
   } else if (verb == "undo") {
     state.undo();
   } else if (verb == "redo") {
@@ -421,14 +404,23 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
   pending_dump_.clear();
   nlohmann::json j = nlohmann::json::parse(to_json(state.scenario()));
   const ViewState& v = state.scenario().view;
+  const WindowState& win = state.window();
+  const PanelsShown panels = panels_shown(win, float(width), ImGui::GetFontSize());
   nlohmann::json r = {
-      {"tab", kTabNames[std::clamp(v.tab, 0, kTabCount - 1)]},
+      {"tab", view_info(win.tab).name},
       {"stage", v.stage},
       {"hovered", {{"query", v.hover_query}, {"key", v.hover_key}}},
       {"selected", {{"head", v.sel_head}, {"query", v.sel_query}, {"key", v.sel_key}}},
-      {"side_panels",
-       {{"controls", env.show_controls && !env.focus}, {"inspector", env.show_inspector && !env.focus}}},
-      {"presenter", v.presenter},
+      {"side_panels", {{"controls", panels.controls}, {"inspector", panels.inspector}}},
+      {"presenter", win.presenter},
+      {"window",
+       {{"presenter", win.presenter},
+        {"font_scale", win.font_scale},
+        {"colormap", to_string(win.colormap)},
+        {"focus", win.focus},
+        {"keys_overlay", win.show_keys},
+        {"pipeline_stage", v.pipeline_stage},
+        {"reshape_step", v.reshape_step}}},
       {"valid", state.result.valid()},
       {"can_undo", state.history.can_undo()},
       {"can_redo", state.history.can_redo()},
@@ -476,7 +468,7 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
   nlohmann::json pins = nlohmann::json::array();
   for (const Pin& p : state.pins) pins.push_back(p.name);
   r["pins"] = pins;
-  if (v.tab == int(ViewTab::compare) && state.result.valid()) {
+  if (win.tab == ViewTab::compare && state.result.valid()) {
     std::shared_ptr<const ForwardResult<float>> after = state.result.forward, before;
     if (v.compare_mode == 1) before = state.previous.forward;
     if (v.compare_mode == 3) {

@@ -108,7 +108,7 @@ void Soak::edit(AppState& state, UiEnv& env) {
       break;
     case 10: {  // a view: tab (through the UI's own tab selection), stage, colormap
       static const char* kMaps[] = {"viridis", "magma", "cividis", "diverging"};
-      env.select_tab = pick(6);
+      state.apply(show_view(views()[std::size_t(pick(6))].id));
       state.view().stage = pick(2) ? "attn_weights" : "scores_masked";
       actions.push_back(set_control("colormap", kMaps[pick(4)]));
       kind = "view";

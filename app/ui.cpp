@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "clipboard_image.hpp"
+#include "commands.hpp"
 #include "errors.hpp"
 #include "file_actions.hpp"
 #include "heatmap.hpp"
@@ -14,14 +15,6 @@
 #include "panels/panels.hpp"
 
 namespace mha::app {
-
-const char* const kTabNames[kTabCount] = {"Pipeline", "Reshape",    "Heads",   "Mask",
-                                          "Compare",  "Complexity", "Large L", "Attention file",
-                                          "Overview", "Token lines"};
-const int kTabOrder[kTabCount] = {
-    int(ViewTab::pipeline),    int(ViewTab::reshape),       int(ViewTab::heads),   int(ViewTab::overview),
-    int(ViewTab::token_lines), int(ViewTab::mask),          int(ViewTab::compare), int(ViewTab::complexity),
-    int(ViewTab::large_l),     int(ViewTab::attention_file)};
 
 std::vector<std::string> list_presets(const std::string& dir) {
   std::vector<std::string> out;
@@ -51,21 +44,20 @@ void apply_theme(bool presenter) {
   s.Colors[ImGuiCol_TextDisabled] = ImVec4(0.25f, 0.25f, 0.25f, 1);
 }
 
-namespace {
-
-// Save to the current file, or ask for one when there is none (presets are read-only).
 void save(AppState& state, UiEnv& env) {
   if (env.scenario_path.empty()) {
     ask_save(state, env);
     return;
   }
   try {
-    save_scenario(env.scenario_path, state.scenario());
+    save_scenario(env.scenario_path, state.scenario(), state.window().tab);
     state.status = "saved " + env.scenario_path;
   } catch (const Error& e) {
     state.errors["file"] = e.what();
   }
 }
+
+namespace {
 
 void file_menu(AppState& state, UiEnv& env) {
   if (!ImGui::BeginMenu("File")) return;
@@ -114,150 +106,184 @@ void copy_menu_items() {
   }
 }
 
-void status_bar(AppState& state) {
+// One part of the status line: shown while the line has room, the least important dropped first.
+struct StatusPart {
+  std::string text;
+  ImVec4 colour;
+  int rank;             // 0: always shown; larger: dropped sooner
+  std::string tooltip;  // "" for none
+};
+
+std::vector<StatusPart> status_parts(AppState& state) {
   const Result& r = state.result;
+  const ImVec4 normal = ImGui::GetStyle().Colors[ImGuiCol_Text];
+  const ImVec4 dim = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
+  const ImVec4 warn(1, 0.55f, 0.2f, 1);
+  char buf[256];
+  std::vector<StatusPart> parts;
+  if (state.computer.busy()) {
+    const char spin[] = "|/-\\";
+    const double done = state.computer.progress();
+    if (done > 0)
+      std::snprintf(buf, sizeof buf, "%c computing... %.0f%%", spin[int(ImGui::GetTime() * 8) % 4], 100.0 * done);
+    else
+      std::snprintf(buf, sizeof buf, "%c computing...", spin[int(ImGui::GetTime() * 8) % 4]);
+    parts.push_back({buf, normal, 0, ""});
+    parts.push_back({"(showing the last result, marked stale)", dim, 3, ""});
+  } else if (state.stale && !state.errors.empty()) {
+    parts.push_back({"stale: the inputs are invalid; showing the last valid result", warn, 0, ""});
+  } else if (r.valid()) {
+    const Dims& d = r.forward->dims;
+    std::snprintf(buf, sizeof buf, "N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld", (long long)d.N, (long long)d.L,
+                  (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k);
+    parts.push_back({buf, normal, 0, ""});
+    std::snprintf(buf, sizeof buf, "%s path, %.2f ms%s", backend_name(r.forward->backend), r.compute_ms,
+                  r.mask_rows_only       ? ", edited rows only"
+                  : r.heads_only         ? ", edited heads only"
+                  : r.projections_reused ? ", q k v kept"
+                                         : "");
+    parts.push_back({buf, normal, 2,
+                     r.mask_rows_only
+                         ? "A mask edit: only the query rows whose mask changed were recomputed (every "
+                           "head).\nThe values equal a full forward's, bit for bit."
+                     : r.heads_only ? "A weights edit: only the heads whose weights changed were recomputed (then "
+                                      "the head\naverage and the output). The values equal a full forward's, bit "
+                                      "for bit."
+                     : r.projections_reused
+                         ? "q, k and v were kept from the last result: only the tokens whose inputs "
+                           "changed were\nprojected again, then every head and the output. The values "
+                           "equal a full forward's, bit for bit."
+                         : ""});
+  } else {
+    parts.push_back({"no result yet", normal, 0, ""});
+  }
+  if (r.valid() && !r.forward->fallback_reason.empty())  // the GPU was asked for and not used: why
+    parts.push_back({"GPU not used: computed on the CPU (hover for why)", warn, 1, r.forward->fallback_reason});
+  if (r.valid() && r.forward->nonfinite_inputs > 0) {  // computed as torch does, but said out loud
+    std::snprintf(buf, sizeof buf, "%lld NaN/Inf values in the inputs or weights",
+                  (long long)r.forward->nonfinite_inputs);
+    parts.push_back({buf, ImVec4(1.0f, 0.25f, 0.8f, 1.0f), 1,
+                     "torch propagates them: NaN rows here come from the inputs, not only from masking"});
+  }
+  if (!state.status.empty()) parts.push_back({state.status, dim, 4, ""});
+  return parts;
+}
+
+// The status line: its parts in order, each while the line has room; those that do not fit are
+// dropped, the least important (the highest rank) first, so the line never runs off the window.
+void status_bar(AppState& state, const std::string& hint) {
   if (const ModelLoadProgress load = model_load_progress(); load.loading) {  // a load on the worker
     ImGui::Text("loading model %s: %.0f%%", load.model.c_str(), 100.0 * load.fraction);
     ImGui::SameLine();
     if (ImGui::SmallButton("Cancel")) cancel_model_load();
     state.animating = true;
-  } else if (state.computer.busy()) {
-    const char spin[] = "|/-\\";
-    const double done = state.computer.progress();
-    if (done > 0)
-      ImGui::Text("%c computing... %.0f%%  (showing the last result, marked stale)",
-                  spin[int(ImGui::GetTime() * 8) % 4], 100.0 * done);
-    else
-      ImGui::Text("%c computing...  (showing the last result, marked stale)",
-                  spin[int(ImGui::GetTime() * 8) % 4]);
-  } else if (state.stale && !state.errors.empty()) {
-    ImGui::TextColored(ImVec4(1, 0.55f, 0.2f, 1),
-                       "stale: the inputs are invalid; showing the last valid result");
-  } else if (r.valid()) {
-    const Dims& d = r.forward->dims;
-    ImGui::Text("N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld  |  %s path, %.2f ms%s", (long long)d.N,
-                (long long)d.L, (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k,
-                backend_name(r.forward->backend), r.compute_ms,
-                r.mask_rows_only       ? ", edited rows only"
-                : r.heads_only         ? ", edited heads only"
-                : r.projections_reused ? ", q k v kept"
-                                       : "");
-    if ((r.mask_rows_only || r.heads_only || r.projections_reused) && ImGui::IsItemHovered())
-      ImGui::SetTooltip(
-          "%s", r.mask_rows_only
-                    ? "A mask edit: only the query rows whose mask changed were recomputed (every "
-                      "head).\nThe values equal a full forward's, bit for bit."
-                : r.heads_only ? "A weights edit: only the heads whose weights changed were recomputed (then "
-                                 "the head\naverage and the output). The values equal a full forward's, bit "
-                                 "for bit."
-                               : "q, k and v were kept from the last result: only the tokens whose inputs "
-                                 "changed were\nprojected again, then every head and the output. The values "
-                                 "equal a full forward's, bit for bit.");
-  } else {
-    ImGui::TextUnformatted("no result yet");
+    return;
   }
-  if (r.valid() && !r.forward->fallback_reason.empty()) {  // the GPU was asked for and not used: why
-    ImGui::SameLine();
-    ImGui::TextColored(ImVec4(1, 0.55f, 0.2f, 1), "  |  GPU not used: computed on the CPU (hover for why)");
-    if (ImGui::IsItemHovered()) {
+  std::vector<StatusPart> parts = status_parts(state);
+  if (!hint.empty()) parts.push_back({hint, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled], 5, ""});
+  const char* const sep = "  |  ";
+  const float sep_w = ImGui::CalcTextSize(sep).x, avail = ImGui::GetContentRegionAvail().x;
+  auto width = [&](const std::vector<StatusPart>& ps) {
+    float w = 0;
+    for (std::size_t i = 0; i < ps.size(); ++i) w += (i ? sep_w : 0) + ImGui::CalcTextSize(ps[i].text.c_str()).x;
+    return w;
+  };
+  while (parts.size() > 1 && width(parts) > avail) {  // drop the least important part
+    auto worst = std::max_element(parts.begin(), parts.end(),
+                                  [](const StatusPart& a, const StatusPart& b) { return a.rank <= b.rank; });
+    if (worst->rank == 0) break;
+    parts.erase(worst);
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i) {
+      ImGui::SameLine(0, 0);
+      ImGui::TextDisabled("%s", sep);
+      ImGui::SameLine(0, 0);
+    }
+    ImGui::PushStyleColor(ImGuiCol_Text, parts[i].colour);
+    ImGui::TextUnformatted(parts[i].text.c_str());
+    ImGui::PopStyleColor();
+    if (!parts[i].tooltip.empty() && ImGui::IsItemHovered()) {
       ImGui::BeginTooltip();
       ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
-      ImGui::TextUnformatted(r.forward->fallback_reason.c_str());
+      ImGui::TextUnformatted(parts[i].tooltip.c_str());
       ImGui::PopTextWrapPos();
       ImGui::EndTooltip();
     }
   }
-  if (r.valid() && r.forward->nonfinite_inputs > 0) {  // computed as torch does, but said out loud
-    ImGui::SameLine();
-    ImGui::TextColored(ImVec4(1.0f, 0.25f, 0.8f, 1.0f), "  |  %lld NaN/Inf values in the inputs or weights",
-                       (long long)r.forward->nonfinite_inputs);
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("torch propagates them: NaN rows here come from the inputs, not only from masking");
+}
+
+// The view's body: what its descriptor says it reads, drawn by its panel.
+void draw_view(ViewTab id, AppState& state, Textures& textures, UiEnv& env) {
+  if (view_info(id).reads != ViewReads::own && !state.result.valid()) {
+    ImGui::TextWrapped("No result to show yet. The controls on the left say what is wrong.");
+    return;
   }
-  if (!state.status.empty()) {
-    ImGui::SameLine();
-    ImGui::TextDisabled("  |  %s", state.status.c_str());
+  switch (id) {
+    case ViewTab::pipeline: draw_pipeline(env.panels, state, textures); break;
+    case ViewTab::reshape: draw_reshape(env.panels, state, textures); break;
+    case ViewTab::heads: draw_heads(env.panels, state, textures); break;
+    case ViewTab::mask: draw_mask_editor(env.panels, state, textures); break;
+    case ViewTab::compare: draw_compare(env.panels, state, textures); break;
+    case ViewTab::complexity: draw_complexity(state); break;
+    case ViewTab::overview: draw_overview(env.panels, state, textures); break;
+    case ViewTab::token_lines: draw_token_lines(env.panels, state); break;
+    case ViewTab::large_l:  // needs no CPU trace: it computes its own rows on the GPU
+      draw_large(env.panels, state, textures, env.large_gpu, &env.large_len, &env.large_causal, &env.large_device);
+      break;
+    case ViewTab::attention_file: draw_attention_file(env.panels, textures); break;  // a file's, read-only
   }
+}
+
+void view_menu(AppState& state, UiEnv& env) {
+  if (!ImGui::BeginMenu("View")) return;
+  const WindowState& w = state.window();
+  char key[8];
+  int n = 0;
+  for (const ViewInfo& v : views()) {
+    std::snprintf(key, sizeof key, "%d", ++n % 10);
+    if (ImGui::MenuItem(v.name, n <= 10 ? key : nullptr, w.tab == v.id)) state.apply(show_view(v.id));
+  }
+  ImGui::Separator();
+  const PanelsShown p = panels_shown(w, ImGui::GetIO().DisplaySize.x, ImGui::GetFontSize());
+  if (ImGui::MenuItem("Controls panel", "[", p.controls)) state.apply(show_panels(!p.controls, p.inspector));
+  if (ImGui::MenuItem("Inspector panel", "]", p.inspector)) state.apply(show_panels(p.controls, !p.inspector));
+  if (ImGui::MenuItem("Focus: the view alone", "F", w.focus)) state.apply(toggle_focus());
+  if (ImGui::MenuItem("Presenter mode", "P", w.presenter)) state.apply(toggle_presenter());
+  if (ImGui::MenuItem("Keys", "?", w.show_keys)) state.apply(set_keys_overlay(!w.show_keys));
+  ImGui::EndMenu();
+}
+
+void keys_overlay(AppState& state) {
+  const ImGuiIO& io = ImGui::GetIO();
+  ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, io.DisplaySize.y * 0.5f), ImGuiCond_Always,
+                          ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowBgAlpha(0.95f);
+  ImGui::SetNextWindowSizeConstraints(ImVec2(0, 0), ImVec2(io.DisplaySize.x * 0.95f, io.DisplaySize.y * 0.9f));
+  bool open = true;
+  const ViewTab v = state.window().tab;
+  const std::string title = std::string("Keys in ") + view_info(v).name + "###keys";
+  if (ImGui::Begin(title.c_str(), &open,
+                   ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings) &&
+      ImGui::BeginTable("keys", 2, ImGuiTableFlags_RowBg)) {
+    for (const auto& [k, what] : key_help(state, v)) {
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(k.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(what.c_str());
+    }
+    ImGui::EndTable();
+  }
+  ImGui::End();
+  if (!open) state.apply(set_keys_overlay(false));
 }
 
 }  // namespace
 
-const std::vector<std::pair<const char*, const char*>>& key_help() {
-  static const std::vector<std::pair<const char*, const char*>> keys = {
-      {"1 - 9, 0", "the views, in the tab bar's order (0: the tenth)"},
-      {"Left / Right", "the stage shown: q, k, v, scores ... attn_weights, context, output"},
-      {"Up / Down", "the head"},
-      {"PgUp / PgDn", "the model's layer"},
-      {"F", "focus: the view alone (Esc leaves)"},
-      {"[  ]", "the controls / the inspector panel"},
-      {"P", "presenter mode"},
-      {"Ctrl+Z / Ctrl+Y", "undo / redo"},
-      {"Ctrl+O / Ctrl+S", "open / save a scenario (or drop a file on the window)"},
-      {"Ctrl+C", "copy the heatmap under the pointer as TSV (right-click: more)"},
-      {"Ctrl+Q", "quit"},
-      {"?", "this list"},
-  };
-  return keys;
-}
-
 void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   ImGuiIO& io = ImGui::GetIO();
-  // Keyboard: Ctrl+Z / Ctrl+Y (and Ctrl+Shift+Z) undo/redo, unless a text field has focus.
-  // ImGui 1.86 indexes keys by the backend's codes: GetKeyIndex maps its named keys, and GLFW's
-  // letter codes are their ASCII capitals ('O', 'Q').
-  const bool ctrl = io.KeyCtrl && !io.WantTextInput;
-  if (ctrl) {
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Z))) io.KeyShift ? state.redo() : state.undo();
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Y))) state.redo();
-    if (ImGui::IsKeyPressed('Q')) env.quit_requested = true;
-  }
-  // PgUp / PgDn: the model's layer shown in every view.
-  if (!io.WantTextInput && state.scenario().has_model()) {
-    const int step = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown)) ? 1
-                     : ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp)) ? -1
-                                                                                : 0;
-    if (step) state.apply(choose_layer(std::max<std::int64_t>(0, state.scenario().layer + step)));
-  }
-
-  // Presenting: 1-9 and 0 tabs, arrows step through stages and heads, F focus, P presenter, [ and ] the
-  // side panels, ? the list of keys. Plain keys only when no text field has focus.
-  if (!io.WantTextInput && !io.KeyCtrl) {
-    ViewState& v = state.view();
-    for (int k = 0; k < 10 && k < kTabCount; ++k)
-      if (ImGui::IsKeyPressed(k < 9 ? '1' + k : '0')) env.select_tab = kTabOrder[k];
-    if (ImGui::IsKeyPressed('F')) env.focus = !env.focus;
-    if (ImGui::IsKeyPressed('P')) v.presenter = !v.presenter;
-    if (ImGui::IsKeyPressed('[')) env.show_controls = !env.show_controls, env.layout_chosen = true;
-    if (ImGui::IsKeyPressed(']')) env.show_inspector = !env.show_inspector, env.layout_chosen = true;
-    if (ImGui::IsKeyPressed('/') && io.KeyShift) env.show_keys = !env.show_keys;
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) env.show_keys = env.focus = false;
-    if (state.result.valid()) {
-      const int H = int(state.result.forward->dims.H);
-      if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow))) v.sel_head = std::max(0, v.sel_head - 1);
-      if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow)))
-        v.sel_head = std::min(H - 1, v.sel_head + 1);
-    }
-    static const char* const kStepStages[] = {
-        "q", "k", "v", "scores", "scores_scaled", "scores_masked", "attn_weights", "context", "output"};
-    const int step = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))  ? 1
-                     : ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)) ? -1
-                                                                                   : 0;
-    if (step) {
-      const int n = int(sizeof kStepStages / sizeof kStepStages[0]);
-      int at = 6;  // attn_weights when the current stage is not in the list
-      for (int k = 0; k < n; ++k)
-        if (v.stage == kStepStages[k]) at = k;
-      v.stage = kStepStages[std::clamp(at + step, 0, n - 1)];
-    }
-  }
-
+  handle_keys(state, env);  // every key, as the command table binds it
   take_hover(state.view());  // what the pointer was over last frame, for every view to mark
-  // A tab asked for (command line, tests, the menu) is the view's at once; a panel that opened another
-  // tab (the Overview's tiles open the Heads view) set view.tab, and the tab bar follows.
-  if (env.select_tab >= 0)
-    state.view().tab = env.select_tab;
-  else if (env.shown_tab >= 0 && state.view().tab != env.shown_tab)
-    env.select_tab = state.view().tab;
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(io.DisplaySize);
@@ -274,41 +300,21 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       copy_menu_items();
       ImGui::EndMenu();
     }
-    if (ImGui::BeginMenu("View")) {
-      char key[8];
-      int n = 0;
-      for (const int i : kTabOrder) {
-        std::snprintf(key, sizeof key, "%d", ++n);
-        if (ImGui::MenuItem(kTabNames[i], n <= 9 ? key : nullptr, state.scenario().view.tab == i))
-          env.select_tab = i;
-      }
-      ImGui::Separator();
-      if (ImGui::MenuItem("Controls panel", "[", &env.show_controls)) env.layout_chosen = true;
-      if (ImGui::MenuItem("Inspector panel", "]", &env.show_inspector)) env.layout_chosen = true;
-      ImGui::MenuItem("Focus: the view alone", "F", &env.focus);
-      ImGui::MenuItem("Presenter mode", "P", &state.view().presenter);
-      ImGui::MenuItem("Keys", "?", &env.show_keys);
-      ImGui::EndMenu();
-    }
+    view_menu(state, env);
     ImGui::EndMenuBar();
   }
-  if (ctrl && ImGui::IsKeyPressed('O')) ask_open(state, env);
-  if (ctrl && ImGui::IsKeyPressed('S')) save(state, env);
   draw_file_ui(state, env);
   if (const std::optional<std::string> m = platform::take_image_clipboard_message()) state.status = *m;
   if (const std::string m = take_copy_message(); !m.empty()) state.status = m;
 
+  const WindowState& w = state.window();
   const float font = ImGui::GetFontSize();
   const float status_h = ImGui::GetFrameHeightWithSpacing();
   const float h = ImGui::GetContentRegionAvail().y - status_h;
   const float left_w = std::min(font * 19, io.DisplaySize.x * 0.26f);
   const float right_w = std::min(font * 22, io.DisplaySize.x * 0.26f);
-
-  if (!env.layout_chosen) {  // widths in font sizes: the panels' own plus a view that stays readable
-    env.show_controls = io.DisplaySize.x >= font * 44;
-    env.show_inspector = io.DisplaySize.x >= font * 68;
-  }
-  const bool left = env.show_controls && !env.focus, right = env.show_inspector && !env.focus;
+  const PanelsShown shown = panels_shown(w, io.DisplaySize.x, font);
+  const bool left = shown.controls, right = shown.inspector;
   if (left) {
     ImGui::BeginChild("controls", ImVec2(left_w, h), true);
     if (draw_controls(env.panels, state)) ask_open_folder(state, env);  // loads in the background
@@ -317,41 +323,36 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   }
   const float centre_w =
       right ? ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x : 0.0f;
-  ImGui::BeginChild("views", ImVec2(centre_w, h), true);
-  // Tabs keep their full names; when they do not fit, the bar scrolls (arrows at its end).
-  if (ImGui::BeginTabBar("views-tabs", ImGuiTabBarFlags_FittingPolicyScroll)) {
-    for (const int i : kTabOrder) {
-      const ImGuiTabItemFlags flags = env.select_tab == i ? ImGuiTabItemFlags_SetSelected : 0;
-      if (ImGui::BeginTabItem(kTabNames[i], nullptr, flags)) {
-        if (env.select_tab < 0 || env.select_tab == i) state.view().tab = i;
-        env.shown_tab = i;
+  ImGui::BeginChild("views", ImVec2(centre_w, h), !w.focus);
+  // In presenter mode (or with the Controls panel away) what the class must see stays with the view.
+  if ((w.presenter || !left) && presenter_strip_has_content(state)) {
+    draw_presenter_strip(state);
+    ImGui::Separator();
+  }
+  if (w.focus) {  // the view alone: no tab bar, no side panels
+    ImGui::BeginChild("view-body");
+    draw_view(w.tab, state, textures, env);
+    ImGui::EndChild();
+    env.shown_tab = int(w.tab);
+  } else if (ImGui::BeginTabBar("views-tabs", ImGuiTabBarFlags_FittingPolicyScroll)) {
+    // Tabs keep their full names; when they do not fit, the bar scrolls (arrows at its end). The
+    // window's tab is the view shown: when an action changed it, the tab bar is told to follow (it
+    // shows the new tab from the next frame); a click on a tab is an action like any other.
+    const ViewTab want = w.tab;
+    const bool following = env.shown_tab != int(want);
+    for (const ViewInfo& v : views()) {
+      const ImGuiTabItemFlags flags = following && v.id == want ? ImGuiTabItemFlags_SetSelected : 0;
+      if (ImGui::BeginTabItem(v.name, nullptr, flags)) {
+        if (!following && v.id != want) state.apply(show_view(v.id));
+        env.shown_tab = int(v.id);
         ImGui::BeginChild("view-body");
-        if (i == 6) {  // Large L needs no CPU trace: it computes its own rows on the GPU
-          draw_large(env.panels, state, textures, env.large_gpu, &env.large_len, &env.large_causal,
-                     &env.large_device);
-        } else if (i == kAttentionFileTab) {  // a file's weights, independent of the scenario
-          draw_attention_file(env.panels, textures);
-        } else if (!state.result.valid()) {
-          ImGui::TextWrapped("No result to show yet. The controls on the left say what is wrong.");
-        } else {
-          switch (i) {
-            case 0: draw_pipeline(env.panels, state, textures); break;
-            case 1: draw_reshape(env.panels, state, textures); break;
-            case 2: draw_heads(env.panels, state, textures); break;
-            case 3: draw_mask_editor(env.panels, state, textures); break;
-            case 4: draw_compare(env.panels, state, textures); break;
-            case 5: draw_complexity(state); break;
-            case int(ViewTab::overview): draw_overview(env.panels, state, textures); break;
-            case int(ViewTab::token_lines): draw_token_lines(env.panels, state); break;
-          }
-        }
+        draw_view(v.id, state, textures, env);
         ImGui::EndChild();
         ImGui::EndTabItem();
       }
     }
     ImGui::EndTabBar();
   }
-  env.select_tab = -1;
   ImGui::EndChild();
   if (right) {
     ImGui::SameLine();
@@ -359,34 +360,14 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     draw_inspector(state);
     ImGui::EndChild();
   }
-  status_bar(state);
-  if (!left || !right) {  // a collapsed panel says how to bring it back, shorter where the line is full
-    ImGui::SameLine();
-    char hint[64];
-    std::snprintf(hint, sizeof hint, "  |  %s%s? keys", left ? "" : "[ controls  ",
-                  right ? "" : "] inspector  ");
-    if (ImGui::CalcTextSize(hint).x > ImGui::GetContentRegionAvail().x)
-      std::snprintf(hint, sizeof hint, "  |  %s%s? keys", left ? "" : "[ ", right ? "" : "] ");
-    ImGui::TextDisabled("%s", hint);
-  }
-  if (env.show_keys) {  // the keys overlay, over the views
-    ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, io.DisplaySize.y * 0.5f), ImGuiCond_Always,
-                            ImVec2(0.5f, 0.5f));
-    ImGui::SetNextWindowBgAlpha(0.95f);
-    if (ImGui::Begin("Keys", &env.show_keys,
-                     ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse |
-                         ImGuiWindowFlags_NoSavedSettings) &&
-        ImGui::BeginTable("keys", 2, ImGuiTableFlags_RowBg)) {
-      for (const auto& [k, what] : key_help()) {
-        ImGui::TableNextColumn();
-        ImGui::TextUnformatted(k);
-        ImGui::TableNextColumn();
-        ImGui::TextUnformatted(what);
-      }
-      ImGui::EndTable();
-    }
-    ImGui::End();
-  }
+  // A collapsed panel says how to bring it back; the status line drops this first when it is full.
+  std::string hint;
+  if (w.focus)
+    hint = "F or Esc: leave focus   ? keys";
+  else if (!left || !right)
+    hint = std::string(left ? "" : "[ controls  ") + (right ? "" : "] inspector  ") + "? keys";
+  status_bar(state, hint);
+  if (w.show_keys) keys_overlay(state);
   ImGui::End();
 }
 

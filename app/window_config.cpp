@@ -1,6 +1,7 @@
 #include "window_config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -37,10 +38,20 @@ WindowConfig load_window_config(const std::string& path) {
     };
     get_int("width", &c.width, 64, 16384);
     get_int("height", &c.height, 64, 16384);
-    get_bool("layout_chosen", &c.layout_chosen);
-    get_bool("show_controls", &c.show_controls);
-    get_bool("show_inspector", &c.show_inspector);
-    get_bool("focus", &c.focus);
+    studio::WindowState& w = c.window;
+    get_bool("layout_chosen", &w.layout_chosen);
+    get_bool("show_controls", &w.show_controls);
+    get_bool("show_inspector", &w.show_inspector);
+    get_bool("focus", &w.focus);
+    get_bool("presenter", &w.presenter);
+    if (j.contains("font_scale") && j["font_scale"].is_number()) {
+      const double f = j["font_scale"].get<double>();
+      if (std::isfinite(f)) w.font_scale = float(std::clamp(f, 1.0, 3.0));
+    }
+    if (j.contains("colormap") && j["colormap"].is_string())
+      for (render::Colormap m : {render::Colormap::viridis, render::Colormap::magma, render::Colormap::cividis,
+                                 render::Colormap::diverging})
+        if (j["colormap"].get<std::string>() == render::to_string(m)) w.colormap = m;
   } catch (const Error&) {  // missing or unreadable: the defaults
   } catch (const nlohmann::json::exception&) {
   }
@@ -51,10 +62,13 @@ bool save_window_config(const std::string& path, const WindowConfig& c) {
   if (path.empty()) return false;
   const nlohmann::json j = {{"width", c.width},
                             {"height", c.height},
-                            {"layout_chosen", c.layout_chosen},
-                            {"show_controls", c.show_controls},
-                            {"show_inspector", c.show_inspector},
-                            {"focus", c.focus}};
+                            {"layout_chosen", c.window.layout_chosen},
+                            {"show_controls", c.window.show_controls},
+                            {"show_inspector", c.window.show_inspector},
+                            {"focus", c.window.focus},
+                            {"presenter", c.window.presenter},
+                            {"font_scale", c.window.font_scale},
+                            {"colormap", render::to_string(c.window.colormap)}};
   const std::string text = j.dump(2) + "\n";
   try {
     std::error_code ec;

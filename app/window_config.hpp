@@ -1,16 +1,17 @@
-// The window's size and the layout the user chose (side panels, focus), remembered between runs in
+// The window's size and its settings (presenter mode, font, colormap, side panels, focus), remembered between runs in
 // $XDG_CONFIG_HOME/mha-studio/window.json (~/.config when unset). Not part of a scenario: a
 // scenario is the user's work, this is the user's screen.
 #pragma once
 
 #include <string>
 
+#include "window.hpp"
+
 namespace mha::app {
 
 struct WindowConfig {
   int width = 1280, height = 720;
-  bool layout_chosen = false;  // false: the side panels follow the window's width
-  bool show_controls = true, show_inspector = true, focus = false;
+  studio::WindowState window;  // all but the view shown and the keys overlay
 };
 
 // The file's path ("" where there is no home to keep it in).

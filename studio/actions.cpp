@@ -93,12 +93,10 @@ Action bool_action(const std::string& id, bool Scenario::*field, bool v, bool re
   return a;
 }
 
-template <class F>
-Action view_action(const std::string& id, const std::string& value, F f) {
+Action view_action(std::string what, std::function<void(Display&)> f) {
   Action a;
-  a.what = id + " = " + value;
-  a.change = [f](Scenario& s) { f(s.view); };
-  a.view_only = true;
+  a.what = std::move(what);
+  a.view = std::move(f);
   return a;
 }
 
@@ -113,7 +111,7 @@ const std::vector<ControlInfo>& controls() {
   return kControls;
 }
 
-std::string control_value(const Scenario& s, const std::string& id_or_label) {
+std::string control_value(const Scenario& s, const WindowState& w, const std::string& id_or_label) {
   const std::string id = find_control(id_or_label).id;
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
   if (id == "model") return s.model;
@@ -132,13 +130,12 @@ std::string control_value(const Scenario& s, const std::string& id_or_label) {
   if (id == "seed") return std::to_string(s.seed);
   if (id == "fully_masked") return s.fully_masked == FullyMasked::zero ? "zero" : "nan";
   if (id == "batch_index") return std::to_string(s.view.batch_index);
-  if (id == "colormap") return to_string(s.view.colormap);
+  if (id == "colormap") return to_string(w.colormap);
   if (id == "show_values") return b(s.view.show_values);
-  if (id == "presenter") return b(s.view.presenter);
+  if (id == "presenter") return b(w.presenter);
   if (id == "scale_by_sqrt_dk") return b(s.what_if.scale_by_sqrt_dk);
   char text[32];
-  std::snprintf(text, sizeof text, "%g",
-                double(id == "temperature" ? s.what_if.temperature : s.view.font_scale));
+  std::snprintf(text, sizeof text, "%g", double(id == "temperature" ? s.what_if.temperature : w.font_scale));
   return text;  // temperature, font_scale
 }
 
@@ -189,20 +186,20 @@ Action set_control(const std::string& id_or_label, const std::string& value) {
   }
   if (id == "batch_index") {
     const int v = int(parse_int(id, value, 0, kMaxSize));
-    return view_action(id, value, [v](ViewState& view) { view.batch_index = v; });
+    return view_action(id + " = " + value, [v](Display& d) { d.view.batch_index = v; });
   }
   if (id == "colormap") {
     for (Colormap c : {Colormap::viridis, Colormap::magma, Colormap::cividis, Colormap::diverging})
-      if (value == to_string(c)) return view_action(id, value, [c](ViewState& view) { view.colormap = c; });
+      if (value == to_string(c)) return view_action(id + " = " + value, [c](Display& d) { d.window.colormap = c; });
     throw ActionError("colormap: expected viridis, magma, cividis or diverging, got \"" + value + "\"");
   }
   if (id == "show_values") {
     const bool v = parse_bool(id, value);
-    return view_action(id, value, [v](ViewState& view) { view.show_values = v; });
+    return view_action(id + " = " + value, [v](Display& d) { d.view.show_values = v; });
   }
   if (id == "presenter") {
     const bool v = parse_bool(id, value);
-    return view_action(id, value, [v](ViewState& view) { view.presenter = v; });
+    return view_action(id + " = " + value, [v](Display& d) { d.window.presenter = v; });
   }
   if (id == "temperature") {
     const float t = parse_float(id, value, 0.1f, 10.0f);
@@ -222,7 +219,80 @@ Action set_control(const std::string& id_or_label, const std::string& value) {
     return a;
   }
   const float v = parse_float(id, value, 1.0f, 3.0f);  // font_scale
-  return view_action(id, value, [v](ViewState& view) { view.font_scale = v; });
+  return view_action(id + " = " + value, [v](Display& d) { d.window.font_scale = v; });
+}
+
+void run(const Action& a, Scenario& s, WindowState& w) {
+  if (a.view) {
+    Display d{w, s.view};
+    a.view(d);
+  } else if (a.change) {
+    a.change(s);
+  }
+}
+
+Action show_view(ViewTab tab) {
+  return view_action(std::string("view: ") + view_info(tab).name, [tab](Display& d) { d.window.tab = tab; });
+}
+
+Action show_panels(bool controls, bool inspector) {
+  return view_action("side panels", [controls, inspector](Display& d) {
+    d.window.layout_chosen = true;
+    d.window.show_controls = controls;
+    d.window.show_inspector = inspector;
+  });
+}
+
+Action set_focus(bool on) {
+  return view_action(on ? "focus on" : "focus off", [on](Display& d) { d.window.focus = on; });
+}
+
+Action toggle_focus() {
+  return view_action("focus", [](Display& d) { d.window.focus = !d.window.focus; });
+}
+
+Action toggle_presenter() {
+  return view_action("presenter mode", [](Display& d) { d.window.presenter = !d.window.presenter; });
+}
+
+Action set_keys_overlay(bool on) {
+  return view_action("keys", [on](Display& d) { d.window.show_keys = on; });
+}
+
+Action close_overlays() {
+  return view_action("close", [](Display& d) { d.window.show_keys = d.window.focus = false; });
+}
+
+Action step_stage(int step, std::vector<std::string> order) {
+  return view_action("stage", [step, order = std::move(order)](Display& d) {
+    if (order.empty()) throw NoChange{};
+    std::string& stage = d.window.tab == ViewTab::pipeline ? d.view.pipeline_stage : d.view.stage;
+    const auto it = std::find(order.begin(), order.end(), stage);
+    // A stage not in the list (another view's) steps from attn_weights, or from the list's start.
+    const auto from = it != order.end() ? it : std::find(order.begin(), order.end(), "attn_weights");
+    const std::ptrdiff_t at = from != order.end() ? from - order.begin() : 0;
+    const std::ptrdiff_t to = std::clamp<std::ptrdiff_t>(at + step, 0, std::ptrdiff_t(order.size()) - 1);
+    if (it != order.end() && to == at) throw NoChange{};
+    stage = order[std::size_t(to)];
+  });
+}
+
+Action show_pipeline_stage(std::string stage) {
+  return view_action("stage " + stage, [stage](Display& d) { d.view.pipeline_stage = stage; });
+}
+
+Action step_reshape(int step) {
+  return view_action("reshape step", [step](Display& d) {
+    const int to = std::clamp(d.view.reshape_step + step, 0, 5);
+    if (to == d.view.reshape_step) throw NoChange{};
+    d.view.reshape_step = to;
+  });
+}
+
+Action step_head(int step, std::int64_t heads) {
+  return view_action("head", [step, heads](Display& d) {
+    d.view.sel_head = int(std::clamp<std::int64_t>(d.view.sel_head + step, 0, std::max<std::int64_t>(0, heads - 1)));
+  });
 }
 
 Action set_tensor_value(const std::string& tensor, std::int64_t index, float value) {

@@ -1,7 +1,9 @@
-// Actions: the one way the scenario changes. A click in a panel, a key, a line of a script
+// Actions: the one way the state changes. A click in a panel, a key, a menu item, a line of a script
 // (`mha-studio --script`), the soak (`--soak`, `--edits`) and the latency driver (`--frame-stats`) all
 // build an Action and hand it to AppState::apply, so every driver goes through the path a user's
-// click goes through, and undo/redo is the history of applied actions.
+// click goes through. An action edits the work (the scenario: an undo step, a new forward) or
+// changes how it is looked at (the window's settings and the views' state: no undo step, nothing
+// recomputed).
 #pragma once
 
 #include <cstdint>
@@ -11,12 +13,19 @@
 #include <vector>
 
 #include "scenario.hpp"
+#include "window.hpp"
 
 namespace mha::studio {
 
+// What a view action changes: the window's settings and the views' own state.
+struct Display {
+  WindowState& window;
+  ViewState& view;
+};
+
 struct Action {
   std::string what;                       // in words, for undo and the status line: "H num_heads = 4"
-  std::function<void(Scenario&)> change;  // run by AppState::apply on the live scenario
+  std::function<void(Scenario&)> change;  // an edit: run by AppState::apply on the live scenario
   std::string slot = "sizes";             // where a refusal is shown: "sizes", "mask", "model", "tensors"
   // Repeats of one control within a moment (typing, +/- clicks) coalesce into one undo step: the
   // control's id, or "" to use `what`.
@@ -25,10 +34,15 @@ struct Action {
   // and Compare's "before" is the state before the gesture's first action.
   std::uint64_t gesture = 0;
   bool refit_mask = false;  // the sizes may have changed: fit the mask to them afterwards
-  // A view setting (batch item, colormap, presenter…): applied and autosaved, not an undo step, and
-  // nothing is recomputed.
-  bool view_only = false;
+  // Or, instead of `change`, a view change (the tab, presenter mode, a panel, the stage shown):
+  // applied and remembered, not an undo step, nothing recomputed.
+  std::function<void(Display&)> view;
+  bool view_only() const { return bool(view); }
 };
+
+// Runs the action's change on a scenario and a window (AppState::apply does this and more; tests
+// and batch tools call it on states of their own).
+void run(const Action& a, Scenario& s, WindowState& w);
 
 // Thrown by a change that finds nothing to do (the layer is already the last one): apply records
 // nothing and shows no error.
@@ -44,7 +58,8 @@ struct ActionError : std::runtime_error {
 };
 
 // The controls on the left of the app, by id (the scenario's JSON name) and by the label the panel
-// shows. `set` in a script and the Controls panel both go through set_control.
+// shows, and the window's settings (presenter, font_scale, colormap…). `set` in a script and the
+// Controls panel both go through set_control.
 struct ControlInfo {
   const char* id;      // "num_heads"
   const char* label;   // "H num_heads"
@@ -52,7 +67,7 @@ struct ControlInfo {
 };
 const std::vector<ControlInfo>& controls();
 // The control's value as text, as `set` accepts it back.
-std::string control_value(const Scenario& s, const std::string& id_or_label);
+std::string control_value(const Scenario& s, const WindowState& w, const std::string& id_or_label);
 // Throws ActionError for an unknown control or a value it does not accept.
 Action set_control(const std::string& id_or_label, const std::string& value);
 
@@ -71,5 +86,22 @@ Action paint_key_padding(Cells cells, bool pad, std::uint64_t gesture = 0);
 // The model ("" = one module with default init, a shipped name, or a GPT-2 folder).
 Action choose_model(const std::string& model);
 Action choose_layer(std::int64_t layer);
+
+// View actions: the keys, the View menu, the tab bar, a script and a test build these.
+Action show_view(ViewTab tab);
+// The side panels as the user chose them (from then on they no longer follow the window's width).
+Action show_panels(bool controls, bool inspector);
+Action set_focus(bool on);
+Action toggle_focus();
+Action toggle_presenter();
+Action set_keys_overlay(bool on);
+Action close_overlays();  // Esc: the keys overlay and focus mode
+// Left / Right in the view shown: the stage `step` places after the one shown in `order` (the
+// Pipeline's own stage in the Pipeline, the other views' stage elsewhere), or the Reshape view's
+// step. Up / Down: the head, within `heads`.
+Action step_stage(int step, std::vector<std::string> order);
+Action step_reshape(int step);
+Action show_pipeline_stage(std::string stage);  // the Pipeline's box drawn below its graph
+Action step_head(int step, std::int64_t heads);
 
 }  // namespace mha::studio

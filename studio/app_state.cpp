@@ -25,9 +25,9 @@ constexpr double kAutosaveDelay = 1.0;     // debounce: save a second after the 
 // are part of what a teacher prepared: they are autosaved too.
 bool same_view(const ViewState& a, const ViewState& b) {
   auto fields = [](const ViewState& v) {
-    return std::tie(v.tab, v.batch_index, v.stage, v.compare_mode, v.compare_a, v.compare_b, v.colormap,
-                    v.show_values, v.weights_row_scale, v.presenter, v.font_scale, v.reshape_step, v.mistake,
-                    v.head_order, v.sel_head, v.sel_query, v.sel_key, v.hidden_heads, v.overview_layers);
+    return std::tie(v.batch_index, v.stage, v.compare_mode, v.compare_a, v.compare_b, v.show_values,
+                    v.weights_row_scale, v.reshape_step, v.mistake, v.head_order, v.sel_head, v.sel_query,
+                    v.sel_key, v.hidden_heads, v.overview_layers, v.pipeline_stage);
   };
   return fields(a) == fields(b);
 }
@@ -35,6 +35,23 @@ bool same_view(const ViewState& a, const ViewState& b) {
 }  // namespace
 
 bool AppState::apply(const Action& a) {
+  if (a.view) {  // how the work is shown: no undo step, nothing recomputed
+    WindowState window = window_;
+    ViewState view = scenario_.view;
+    Display d{window, view};
+    try {
+      a.view(d);
+    } catch (const NoChange&) {
+      return false;
+    } catch (const Error& e) {
+      errors[a.slot] = e.what();
+      return false;
+    }
+    window_changed = true;
+    window_ = window;
+    scenario_.view = std::move(view);  // autosaved by tick() like any view change
+    return true;
+  }
   const ViewState view_before = scenario_.view;
   try {
     a.change(scenario_);
@@ -46,7 +63,6 @@ bool AppState::apply(const Action& a) {
     errors[a.slot] = e.what();
     return false;
   }
-  if (a.view_only) return true;  // autosaved by tick() like any view change
   errors.erase(a.slot);
   if (a.refit_mask) {
     try {
@@ -98,8 +114,14 @@ const Pin* AppState::find_pin(const std::string& name) const {
   return nullptr;
 }
 
-void AppState::start(Scenario s) {
+void AppState::commit() {
+  committed = std::make_shared<Snapshot>(Snapshot::of(scenario_));
+  committed->reads_every_weight = view_info(window_.tab).reads == ViewReads::every_weight;
+}
+
+void AppState::start(Scenario s, bool take_tab) {
   scenario_ = std::move(s);
+  if (take_tab && scenario_.suggested_tab) window_.tab = *scenario_.suggested_tab;
   commit();
 }
 
@@ -125,9 +147,10 @@ void AppState::redo() {
   recompute();
 }
 
-void AppState::load(Scenario s, const std::string& what) {
+void AppState::load(Scenario s, const std::string& what, bool take_tab) {
   history.push(std::move(committed), what);
   scenario_ = std::move(s);
+  if (take_tab && scenario_.suggested_tab) window_.tab = *scenario_.suggested_tab;
   keep_previous();
   last_edit.clear();
   last_gesture = 0;
@@ -177,15 +200,16 @@ void AppState::tick(double t) {
   }
   // Derived every frame: a job the worker dropped (overtaken by a newer edit) delivers nothing.
   stale = computer.busy() || compute_failed;
-  if (!autosave_pending && !same_view(scenario_.view, autosaved_view)) {
+  if (!autosave_pending && (!same_view(scenario_.view, autosaved_view) || autosaved_tab != window_.tab)) {
     autosave_pending = true;
     last_edit_time = now;
   }
   if (autosave_pending && !autosave_path.empty() && now - last_edit_time >= kAutosaveDelay) {
     autosave_pending = false;
     autosaved_view = scenario_.view;
+    autosaved_tab = window_.tab;
     try {
-      save_scenario(autosave_path, scenario_);
+      save_scenario(autosave_path, scenario_, window_.tab);
     } catch (const Error& e) {
       status = std::string("autosave failed: ") + e.what();
     }

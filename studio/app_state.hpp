@@ -1,7 +1,8 @@
 // The app's state: the scenario the user is editing, undo/redo, the last valid result (kept on
 // screen while a new one computes or while the inputs are invalid), and errors shown inline.
 // The scenario changes only through apply (actions), load, undo and redo; panels read it through
-// scenario() and change only the view directly (view(): tab, selection, hover).
+// scenario(). The window's settings (window.hpp) change only through apply; the pointer's state
+// (selection, hover) is written by the views directly (view()).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@ struct Pin {
 
 class AppState {
   Scenario scenario_;    // what the user is editing now
+  WindowState window_;   // how it is shown: never changed by undo, redo, open or a model switch
   void keep_previous();  // the result on screen becomes `previous` (see there)
 
  public:
@@ -49,22 +51,28 @@ class AppState {
   bool autosave_pending = false;
   double last_edit_time = 0;  // seconds (ImGui::GetTime) of the last edit, for the debounce
   ViewState autosaved_view;   // the view as last autosaved: a view change is saved like an edit
+  ViewTab autosaved_tab = ViewTab::pipeline;  // and the view shown (a restored autosave opens on it)
+  bool window_changed = false;  // a view action changed the window's settings (the app remembers them)
   Computer computer;
   // Stages a result left out, computed off the UI thread for the views that read them.
   StageComputer stages;
   // The scenario as of the last edit, packed (a mask of 0 and -inf cells as bits): what the worker
   // computes, what a refused edit restores, and the undo step the next edit pushes.
   std::shared_ptr<Snapshot> committed = std::make_shared<Snapshot>();
-  void commit() { committed = std::make_shared<Snapshot>(Snapshot::of(scenario_)); }  // as it is now
+  void commit();  // the scenario as it is now
   std::string last_edit;  // consecutive edits of the same control within a moment coalesce
   std::uint64_t last_gesture = 0;
   double now = 0;             // seconds, updated by tick()
   bool asked_worker = false;  // recompute() gave the worker a job since the last hold_for_result()
 
   const Scenario& scenario() const { return scenario_; }
-  // The view settings (tab, selection, hover, colormap): not the user's work, no undo step, but
-  // autosaved; panels change them directly.
+  // How the work is looked at inside the views (batch item, stage, selection, hover): no undo step,
+  // but autosaved; the pointer's state is written by the views directly.
   ViewState& view() { return scenario_.view; }
+  const ViewState& view() const { return scenario_.view; }
+  const WindowState& window() const { return window_; }
+  // The window as the app remembered it (at start): no action, nothing to remember again.
+  void restore_window(const WindowState& w) { window_ = w; }
 
   // The one way an edit happens: runs the action's change, fits the mask when the sizes may have
   // changed, records one undo step per edit (a gesture, or repeats of one control within a moment,
@@ -77,12 +85,14 @@ class AppState {
   const Pin* find_pin(const std::string& name) const;
   std::vector<Pin> pins;
 
-  // The scenario the app opens with (a file, the autosave, the default): no undo step.
-  void start(Scenario s);
+  // The scenario the app opens with (a file, the autosave, the default): no undo step. `take_tab`:
+  // the window shows the view the file suggests (opened from the command line or a lesson).
+  void start(Scenario s, bool take_tab = false);
   void undo();
   void redo();
-  // Replaces the whole scenario (open file, preset), as one undoable edit.
-  void load(Scenario s, const std::string& what);
+  // Replaces the whole scenario (open file, preset), as one undoable edit. The window stays as it is
+  // (presenter mode, the font, the view shown) unless `take_tab` (a lesson, the command line).
+  void load(Scenario s, const std::string& what, bool take_tab = false);
   // Called once per frame: takes finished results, runs the debounced autosave.
   void tick(double now);
   // Commits the scenario as it is now and recomputes it (at start, after load).

@@ -225,34 +225,29 @@ double stage_cells(const Scenario& s) {  // cells of one (N, H, L, S) stage
   return double(s.batch) * double(s.num_heads) * double(s.L()) * double(s.S());
 }
 
-// Whether the view on screen reads every weight of a result (Overview, Token lines, Compare): the
-// worker then keeps them, where computing them for each result would stall its frame (about 230 ms
-// at L = 2048).
-bool view_reads_weights(const Scenario& s) {
-  const auto tab = ViewTab(s.view.tab);
-  return tab == ViewTab::overview || tab == ViewTab::token_lines || tab == ViewTab::compare;
-}
-
 // The stages a worker forward keeps. From 2^20 cells per (N, H, L, S') stage on, the raw, scaled and
 // masked scores are left out: views compute the one on screen when asked (mha::find_stage), and
 // every edit saves writing three such arrays. The weights and their average stay up to
 // kOverviewCells. Past it (L = S = 2048 at 4 heads) they go too, and the Heads view draws the
 // weights overview (overview_block), unless the view on screen reads every weight.
 constexpr double kOverviewCells = double(1 << 24);
-bool keeps_overview(const Scenario& s, Backend backend) {
-  return backend == Backend::eigen && stage_cells(s) >= kOverviewCells && !view_reads_weights(s);
+// Where the view on screen reads every weight of a result (Overview, Token lines, Compare:
+// Snapshot::reads_every_weight), the worker keeps them: computing them for each result would stall
+// its frame (about 230 ms at L = 2048).
+bool keeps_overview(const Snapshot& packed, Backend backend) {
+  return backend == Backend::eigen && stage_cells(packed.scenario) >= kOverviewCells && !packed.reads_every_weight;
 }
-std::vector<std::string> kept_stages(const Scenario& s, Backend backend) {
-  if (backend != Backend::eigen || stage_cells(s) < double(1 << 20)) return {};
-  if (keeps_overview(s, backend)) return {"output"};
+std::vector<std::string> kept_stages(const Snapshot& packed, Backend backend) {
+  if (backend != Backend::eigen || stage_cells(packed.scenario) < double(1 << 20)) return {};
+  if (keeps_overview(packed, backend)) return {"output"};
   return {"attn_weights", "attn_weights_avg", "output"};
 }
 
 // The weights overview's keys per column where kept_stages leaves the weights out: at most 256
 // columns (a map of 256 texels is as wide as the Heads view draws one at 1920 pixels); else 0.
-std::int64_t overview_block(const Scenario& s, Backend backend) {
-  if (!keeps_overview(s, backend)) return 0;
-  return std::max<std::int64_t>(1, (s.S() + 255) / 256);
+std::int64_t overview_block(const Snapshot& packed, Backend backend) {
+  if (!keeps_overview(packed, backend)) return 0;
+  return std::max<std::int64_t>(1, (packed.scenario.S() + 255) / 256);
 }
 
 // What decides the shape of a forward's result: a request that changes any of these cancels the
@@ -354,8 +349,8 @@ Computer::Outcome Computer::run(const Snapshot& packed, Slot* slot) {
         const Dims d = check_inputs(b.config, b.weights, b.inputs, b.options);
         b.options.backend = device_ && device_->prefers(d) ? Backend::gpu : Backend::eigen;
       }
-      b.options.stages = kept_stages(s, b.options.backend);
-      b.options.weights_overview = overview_block(s, b.options.backend);
+      b.options.stages = kept_stages(packed, b.options.backend);
+      b.options.weights_overview = overview_block(packed, b.options.backend);
       b.options.control = &control_;
       // The inputs (but for masks and weights) and the weights, each with an id that stays while
       // they equal the last job's: whether a slot's kept result was computed from the same ones is
@@ -669,8 +664,8 @@ void Computer::presize(const Snapshot& packed, const ForwardResult<float>& shown
     } give_back{b, spare_mask_};
     build_forward_into(packed, b);
     b.options.backend = shown.backend;
-    b.options.stages = kept_stages(s, shown.backend);
-    b.options.weights_overview = overview_block(s, shown.backend);
+    b.options.stages = kept_stages(packed, shown.backend);
+    b.options.weights_overview = overview_block(packed, shown.backend);
     for (int k = 0; k < 2; ++k) {
       {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -266,7 +266,11 @@ std::string History::step(std::vector<Entry>& from, std::vector<Entry>& to, Scen
   }
   make_relative(back, *restored);
   to.push_back(std::move(back));
+  // Undo and redo step through the work; how it is looked at (the batch item, the stage, the reshape
+  // step) stays as it is on screen.
+  ViewState view = std::move(current.view);
   restored->restore(current);
+  current.view = std::move(view);
   return e.what;
 }
 

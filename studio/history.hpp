@@ -25,6 +25,9 @@ struct Snapshot {
   Scenario scenario;                   // mask.cells empty when `blocked` holds them
   std::vector<std::uint64_t> blocked;  // bit i: cell i is -inf (else 0); with cells > 0
   std::size_t cells = 0;               // the mask's cell count when kept as bits, else 0
+  // The view on screen reads every attention weight (ViewReads::every_weight): the worker keeps them.
+  // Not part of the scenario: what the window shows when the snapshot is computed.
+  bool reads_every_weight = false;
 
   // `s` packed, its cells straight into bits (no float copy of them is made); s is left as it was.
   static Snapshot of(Scenario& s);

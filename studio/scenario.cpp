@@ -375,7 +375,7 @@ class Reader {
     }
     if (const Json* m = object(j, "", "mask")) read_mask(*m, s);
     if (const Json* t = object(j, "", "tensors")) read_tensors(*t, s);
-    if (const Json* v = object(j, "", "view")) read_view(*v, s.view);
+    if (const Json* v = object(j, "", "view")) read_view(*v, s);
     try {
       adopt_model_sizes(s);  // a model's sizes win over the file's
     } catch (const Error&) {
@@ -399,10 +399,6 @@ class Reader {
   // View fields steer drawing only: a value outside what the views can show (a font scale of 1e30 or
   // -3, a negative selection) is brought into range rather than refusing the whole scenario.
   static void clamp_view(ViewState& v) {
-    const float fs = v.font_scale;
-    v.font_scale = std::isfinite(fs)
-                       ? std::clamp(fs, float(limits::kFontScale.min), float(limits::kFontScale.max))
-                       : float(limits::kFontScale.min);
     for (int* index :
          {&v.batch_index, &v.compare_a, &v.compare_b, &v.sel_head, &v.sel_query, &v.sel_key, &v.head_order})
       *index = std::max(*index, 0);
@@ -604,32 +600,25 @@ class Reader {
       }
   }
 
-  void read_view(const Json& j, ViewState& v) const {
-    // A tab by name, or by its number (files written before tabs were saved by name).
+  void read_view(const Json& j, Scenario& s) const {
+    ViewState& v = s.view;
+    // A view by name (any case), or by its number (files written before views were saved by name).
     if (const Json* t = find(j, "tab"); t && t->is_string()) {
-      std::string names;
-      bool found = false;
-      for (int i = 0; i < kViewTabCount && !found; ++i) {
-        found = t->get<std::string>() == to_string(ViewTab(i));
-        if (found) v.tab = i;
-        names += std::string(i ? ", " : "") + "\"" + to_string(ViewTab(i)) + "\"";
-      }
-      if (!found) fail("view.tab: expected one of " + names + ", got " + describe(*t));
-    } else {
-      get(j, "view", "tab", v.tab);
-      if (v.tab < 0 || v.tab >= kViewTabCount) v.tab = 0;
+      const ViewInfo* info = find_view(t->get<std::string>());
+      if (!info) fail("view.tab: expected one of " + view_names() + ", got " + describe(*t));
+      s.suggested_tab = info->id;
+    } else if (t) {
+      int number = 0;
+      get(j, "view", "tab", number);
+      if (number >= 0 && number < int(views().size())) s.suggested_tab = ViewTab(number);
     }
     get(j, "view", "batch_index", v.batch_index);
     get(j, "view", "stage", v.stage);
     get(j, "view", "compare_mode", v.compare_mode);
     get(j, "view", "compare_a", v.compare_a);
     get(j, "view", "compare_b", v.compare_b);
-    get_enum(j, "view", "colormap", v.colormap,
-             {Colormap::viridis, Colormap::magma, Colormap::cividis, Colormap::diverging});
     get(j, "view", "show_values", v.show_values);
     get(j, "view", "weights_row_scale", v.weights_row_scale);
-    get(j, "view", "presenter", v.presenter);
-    get(j, "view", "font_scale", v.font_scale);
     get(j, "view", "reshape_step", v.reshape_step);
     get(j, "view", "mistake", v.mistake);
     get(j, "view", "head_order", v.head_order);
@@ -667,22 +656,6 @@ Scenario parse_scenario(const std::string& text, const std::string& name,
 }
 
 }  // namespace
-
-const char* to_string(ViewTab t) {
-  switch (t) {
-    case ViewTab::pipeline: return "pipeline";
-    case ViewTab::reshape: return "reshape";
-    case ViewTab::heads: return "heads";
-    case ViewTab::mask: return "mask";
-    case ViewTab::compare: return "compare";
-    case ViewTab::complexity: return "complexity";
-    case ViewTab::large_l: return "large_l";
-    case ViewTab::attention_file: return "attention_file";
-    case ViewTab::overview: return "overview";
-    case ViewTab::token_lines: return "token_lines";
-  }
-  return "pipeline";
-}
 
 double WhatIf::divisor(std::int64_t d_k) const {
   return (scale_by_sqrt_dk ? std::sqrt(double(d_k)) : 1.0) * double(temperature);
@@ -927,7 +900,7 @@ std::string mask_as_pytorch(const Scenario& s) {
   return o;
 }
 
-std::string to_json(const Scenario& s) {
+std::string to_json(const Scenario& s, std::optional<ViewTab> tab) {
   Json j;
   j["format"] = kFormat;
   j["version"] = Scenario::kVersion;
@@ -977,17 +950,13 @@ std::string to_json(const Scenario& s) {
   if (!tensors.empty()) j["tensors"] = std::move(tensors);
 
   const ViewState& v = s.view;
-  j["view"] = {{"tab", to_string(ViewTab(std::clamp(v.tab, 0, kViewTabCount - 1)))},
-               {"batch_index", v.batch_index},
+  j["view"] = {{"batch_index", v.batch_index},
                {"stage", v.stage},
                {"compare_mode", v.compare_mode},
                {"compare_a", v.compare_a},
                {"compare_b", v.compare_b},
-               {"colormap", to_string(v.colormap)},
                {"show_values", v.show_values},
                {"weights_row_scale", v.weights_row_scale},
-               {"presenter", v.presenter},
-               {"font_scale", float_json(v.font_scale)},
                {"reshape_step", v.reshape_step},
                {"mistake", v.mistake},
                {"head_order", v.head_order},
@@ -996,6 +965,8 @@ std::string to_json(const Scenario& s) {
                {"sel_key", v.sel_key},
                {"hidden_heads", v.hidden_heads},
                {"overview_layers", v.overview_layers}};
+  if (!tab) tab = s.suggested_tab;
+  if (tab) j["view"]["tab"] = to_string(*tab);
   std::string text;
   write_json(text, j);
   return text + "\n";
@@ -1048,8 +1019,8 @@ Scenario load_scenario(const std::string& path, std::vector<std::string>* warnin
                              std::filesystem::path(path).parent_path(), warnings);
 }
 
-void save_scenario(const std::string& path, const Scenario& s) {
-  const std::string text = to_json(s);
+void save_scenario(const std::string& path, const Scenario& s, std::optional<ViewTab> tab) {
+  const std::string text = to_json(s, tab);
   write_file_atomic(path, std::vector<unsigned char>(text.begin(), text.end()));
 }
 

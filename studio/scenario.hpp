@@ -10,6 +10,7 @@
 #include "colormap.hpp"
 #include "masks.hpp"
 #include "mha.hpp"
+#include "views.hpp"
 
 namespace mha::studio {
 
@@ -42,23 +43,6 @@ struct MaskSpec {
   MaskPresetParams params() const { return {window, segments, prefix, random_p, random_seed}; }
 };
 
-// The centre tabs. The numbers are saved in older files (as "tab": 3), so a new tab takes the next
-// number; the tab bar's order is the app's (app/ui.cpp). Saved by name (to_string).
-enum class ViewTab {
-  pipeline,
-  reshape,
-  heads,
-  mask,
-  compare,
-  complexity,
-  large_l,
-  attention_file,
-  overview,
-  token_lines,
-};
-inline constexpr int kViewTabCount = 10;
-const char* to_string(ViewTab t);
-
 // The what-if of the scores' scale (not torch's computation): q is divided by
 // (√d_k when scale_by_sqrt_dk, else 1) · temperature instead of by √d_k. temperature 1 with the scale
 // on is torch's nn.MultiheadAttention; anything else is marked as a what-if wherever it shows.
@@ -70,8 +54,11 @@ struct WhatIf {
   double divisor(std::int64_t d_k) const;
 };
 
+// How the work is looked at inside the views: saved with a scenario (a teacher's prepared batch item,
+// stage or reshape step) and taken from a file when it is opened, but never changed by undo or redo
+// (History keeps the one on screen). The window's own settings (the view shown, presenter mode, the
+// font, the colormap, the side panels) are not here: window.hpp.
 struct ViewState {
-  int tab = 0;                         // centre tab: a ViewTab
   int batch_index = 0;                 // which batch item the views show
   std::string stage = "attn_weights";  // Heads view: which stage
   int compare_mode = 0;                // Compare view: 0 two heads, 1 before/after last edit
@@ -79,13 +66,10 @@ struct ViewState {
   // Compare, mode 3: B - A of two pins by name ("live" = the current state). Pins live for the
   // session only, so these are not saved.
   std::string compare_pin_a, compare_pin_b = "live";
-  Colormap colormap = Colormap::viridis;
   bool show_values = true;
   // Heads view, attn_weights: colour each row from 0 to its own largest weight instead of one
   // range for every row (a causal row 0 holds a 1 and longer rows ~1/T, which all look dark).
   bool weights_row_scale = false;
-  bool presenter = false;   // high-contrast theme
-  float font_scale = 1.0f;  // presenter slider, 1–3
   int reshape_step = 0;     // Reshape view: 0 q, 1 view, 2 transpose, 3 per-head context,
                             // 4 transpose back, 5 concat
   int mistake = 0;          // Reshape view: 0 none, 1 no transpose, 2 view on non-contiguous, 3 no out-proj
@@ -100,6 +84,8 @@ struct ViewState {
   // Overview with a model of several layers: every layer × head (BertViz's model view), or only the
   // current layer's heads.
   bool overview_layers = true;
+  // Pipeline: the stage drawn below the graph (the other views share `stage`).
+  std::string pipeline_stage = "attn_weights";
 };
 
 struct Scenario {
@@ -125,6 +111,9 @@ struct Scenario {
   std::optional<Tensor<float>> query, key, value;
   std::optional<Weights<float>> weights;
   ViewState view;
+  // The view the file names ("view": {"tab": …}): the window opens on it only when the scenario is
+  // opened from the command line or a lesson; Open, a preset, undo and redo leave the view shown.
+  std::optional<ViewTab> suggested_tab;
 
   bool has_model() const { return !model.empty(); }
   std::int64_t L() const;  // tokens of `sentence` (the model's tokenizer with a model) if any, else tgt_len
@@ -159,12 +148,14 @@ constexpr std::int64_t kMaxMaskCells = std::int64_t(1) << 24;
 // The equivalent torch expression for the mask, for "Copy as PyTorch".
 std::string mask_as_pytorch(const Scenario& s);
 
-// JSON, versioned. Throws mha::FileError with the reason; `from_json` never half-applies.
-std::string to_json(const Scenario& s);
+// JSON, versioned. Throws mha::FileError with the reason; `from_json` never half-applies. `tab`: the
+// view to save as the file's suggestion (the window's, when the app saves), else suggested_tab.
+std::string to_json(const Scenario& s, std::optional<ViewTab> tab = std::nullopt);
 // With `warnings`: one line for each field of the file this version does not know (it was ignored).
 Scenario scenario_from_json(const std::string& text, const std::string& name_for_errors,
                             std::vector<std::string>* warnings = nullptr);
 Scenario load_scenario(const std::string& path, std::vector<std::string>* warnings = nullptr);
-void save_scenario(const std::string& path, const Scenario& s);  // atomic: temp file + rename
+void save_scenario(const std::string& path, const Scenario& s,
+                   std::optional<ViewTab> tab = std::nullopt);  // atomic: temp file + rename
 
 }  // namespace mha::studio

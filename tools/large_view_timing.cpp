@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   AppState state;
   state.recompute();
   ui.settle(state);
-  ui.env.select_tab = 6;
+  state.apply(mha::studio::show_view(mha::studio::ViewTab::large_l));
   auto timed = [&](ImVec2 mouse, bool down) {
     const auto t0 = std::chrono::steady_clock::now();
     ui.frame(state, mouse, down);

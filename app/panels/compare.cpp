@@ -413,7 +413,7 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
 
   if (side_maps) {
     // Inputs in the stage's own colours (as the Heads view draws them), one range for both.
-    Colormap cmap = si < kWeights ? Colormap::diverging : view.colormap;
+    Colormap cmap = si < kWeights ? Colormap::diverging : state.window().colormap;
     if (si == kWeights && cmap == Colormap::diverging) cmap = Colormap::viridis;
     float vmin = cache.in_lo, vmax = cache.in_hi;
     if (cmap == Colormap::diverging) {

@@ -403,14 +403,19 @@ void ControlsPanel::draw(AppState& state) {
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
     if (n > 1 && ImGui::SliderInt("batch item", &b, 0, n - 1)) v.batch_index = b;
   }
-  int cmap = int(v.colormap);
+  // The window's settings: actions, as the keys and a script change them.
+  const WindowState& w = state.window();
+  int cmap = int(w.colormap);
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-  if (ImGui::Combo("colormap", &cmap, "viridis\0magma\0cividis\0diverging\0")) v.colormap = Colormap(cmap);
+  if (ImGui::Combo("colormap", &cmap, "viridis\0magma\0cividis\0diverging\0"))
+    state.apply(set_control("colormap", to_string(Colormap(cmap))));
   ImGui::Checkbox("cell values", &v.show_values);
-  ImGui::Checkbox("presenter mode", &v.presenter);
-  if (v.presenter) {
+  if (bool presenter = w.presenter; ImGui::Checkbox("presenter mode", &presenter)) state.apply(toggle_presenter());
+  if (w.presenter) {
+    float scale = w.font_scale;
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-    ImGui::SliderFloat("font scale", &v.font_scale, 1.0f, 3.0f, "%.1fx");
+    if (ImGui::SliderFloat("font scale", &scale, 1.0f, 3.0f, "%.1fx"))
+      state.apply(set_control("font_scale", std::to_string(scale)));
   }
   inline_error(state, "file");
 }

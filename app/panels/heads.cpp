@@ -739,7 +739,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // Colours: scores are signed around 0, so diverging with a symmetric range; weights are
   // probabilities, so sequential from 0; context follows the user's map.
   const bool scores = si < kWeights;
-  Colormap cmap = view.colormap;
+  Colormap cmap = state.window().colormap;
   if (scores) cmap = Colormap::diverging;
   if (si == kWeights && cmap == Colormap::diverging) cmap = Colormap::viridis;
   float vmin = cache.lo, vmax = cache.hi;
@@ -968,7 +968,8 @@ void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector
   const float cell = std::max(1.0f, px * float(k));
   const float map_w = cell * float(c.C), map_h = cell * float(c.R);
 
-  Colormap cmap = view.colormap == Colormap::diverging ? Colormap::viridis : view.colormap;
+  const Colormap picked = state.window().colormap;
+  Colormap cmap = picked == Colormap::diverging ? Colormap::viridis : picked;
   const bool row_scale = view.weights_row_scale;
   const float vmin = 0, vmax = row_scale ? 1.0f : c.hi;
   const std::uint64_t gen = state.result.generation;

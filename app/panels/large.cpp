@@ -251,7 +251,7 @@ void draw_fallback(LargeView& v, AppState& state, Textures& tex, const std::stri
   hm.col_stride = w.strides[3];
   hm.vmin = 0;
   hm.vmax = 1;
-  hm.colormap = state.scenario().view.colormap;
+  hm.colormap = state.window().colormap;
   hm.row_labels = &r.query_tokens;
   hm.col_labels = &r.key_tokens;
   hm.show_values = false;
@@ -510,7 +510,7 @@ void draw_large_body(LargeView& v, AppState& state, Textures& tex, gpu::GpuBacke
       std::min<std::int64_t>(std::int64_t(size.y / block_px) + 2, (L - i0 + block - 1) / block);
   const std::int64_t cols =
       std::min<std::int64_t>(std::int64_t(size.x / block_px) + 2, (S - j0 + block - 1) / block);
-  const Colormap cmap = s.view.colormap;
+  const Colormap cmap = state.window().colormap;
   if (on_cpu) {
     draw_cpu_map(v, tex, cmap, p0, size, px, i0, j0, block, rows, cols);
   } else {

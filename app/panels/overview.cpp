@@ -189,7 +189,8 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
   const int R = int(d.L), C = int(d.S_total);
   const int layers = int(shown.size());
   const float top = largest_weight.of(shown, b, result.generation);
-  const Colormap cmap = view.colormap == Colormap::diverging ? Colormap::viridis : view.colormap;
+  const Colormap picked = state.window().colormap;
+  const Colormap cmap = picked == Colormap::diverging ? Colormap::viridis : picked;
 
   // Geometry: the colorbar on the right, layer names on the left of a layers × heads grid.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -341,7 +342,7 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
         view.sel_query = ev.row;
         view.sel_key = ev.col;
         if (model && layer != model->layer) state.apply(choose_layer(layer));
-        view.tab = int(ViewTab::heads);
+        state.apply(show_view(ViewTab::heads));
       }
     }
   }

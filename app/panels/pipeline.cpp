@@ -545,7 +545,8 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
   hm.row_stride = sl.row_stride;
   hm.col_stride = sl.col_stride;
   if (weights) {
-    hm.colormap = view.colormap == Colormap::diverging ? Colormap::viridis : view.colormap;
+    const Colormap picked = state.window().colormap;
+    hm.colormap = picked == Colormap::diverging ? Colormap::viridis : picked;
     hm.vmin = 0;
     hm.vmax = std::max(range.hi, 1e-6f);
   } else {
@@ -584,8 +585,7 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
 }  // namespace
 
 struct PipelinePanel {
-  std::string selected_stage = "attn_weights";  // the box shown below (the Heads view owns view.stage)
-  RangeCache range;                             // of the shown slice
+  RangeCache range;  // of the shown slice
   void draw(AppState& state, Textures& tex);
 };
 
@@ -629,12 +629,15 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
   const Graph g =
       layout_graph(boxes, f.dims, ImGui::GetContentRegionAvail().x - style.ScrollbarSize, ImVec2(0, 0));
   const float avail_h = ImGui::GetContentRegionAvail().y;
+  // The stage shown below is the view's (Left / Right step it): a click on a box is an action too.
+  std::string selected_stage = state.view().pipeline_stage;
   draw_graph(boxes, f.dims,
              std::max(ImGui::GetFontSize() * 6,
                       std::min(g.height + style.ScrollbarSize + style.ItemSpacing.y, avail_h * 0.55f)),
              selected_stage);
+  if (selected_stage != state.view().pipeline_stage) state.apply(show_pipeline_stage(selected_stage));
   ImGui::Separator();
-  draw_detail(state, tex, boxes, selected_stage, range);
+  draw_detail(state, tex, boxes, state.view().pipeline_stage, range);
 }
 
 }  // namespace mha::app

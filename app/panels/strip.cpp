@@ -1,0 +1,58 @@
+// The presenter strip: what a class must see and the Controls panel would otherwise hold (presenter
+// mode collapses it): the model's next-token guess, the what-ifs in force, and every error, one line
+// each, wrapped, above the view.
+#include <cstdio>
+#include <string>
+
+#include "panel_util.hpp"
+#include "panels.hpp"
+
+namespace mha::app {
+
+bool presenter_strip_has_content(const AppState& state) {
+  const Result& r = state.result;
+  const Scenario& s = state.scenario();
+  return !state.errors.empty() || s.what_if.active() || (r.model && !r.model->top_k.empty()) ||
+         (s.has_model() && s.mask.preset != MaskPreset::causal);
+}
+
+void draw_presenter_strip(const AppState& state) {
+  const Result& r = state.result;
+  const Scenario& s = state.scenario();
+  // Readable on both themes: dark colours on the presenter's white, light ones on the dark theme.
+  const bool light = state.window().presenter;
+  const ImVec4 error_colour = light ? ImVec4(0.75f, 0.0f, 0.0f, 1) : ImVec4(1.0f, 0.38f, 0.38f, 1);
+  const ImVec4 what_if_colour = light ? ImVec4(0.65f, 0.3f, 0.0f, 1) : ImVec4(1.0f, 0.55f, 0.1f, 1);
+  if (r.model && !r.model->top_k.empty()) {
+    std::string line = "Next token:";
+    for (std::size_t i = 0; i < r.model->top_k.size(); ++i) {
+      char part[160];
+      std::snprintf(part, sizeof part, "%s  %s %.1f%%", i ? "," : "", r.model->top_k_labels[i].c_str(),
+                    100 * r.model->top_k[i].probability);
+      line += part;
+    }
+    ImGui::TextWrapped("%s", line.c_str());
+  }
+  if (s.has_model() && s.mask.preset != MaskPreset::causal) {
+    ImGui::PushStyleColor(ImGuiCol_Text, what_if_colour);
+    ImGui::TextWrapped("What-if: layer %lld's mask is edited; the layers after it and the prediction follow.",
+                       (long long)s.layer);
+    ImGui::PopStyleColor();
+  }
+  if (s.what_if.active()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, what_if_colour);
+    ImGui::TextWrapped("What-if, not torch: scores %s, softmax temperature %.3g%s.",
+                       s.what_if.scale_by_sqrt_dk ? "divided by sqrt(d_k)" : "NOT divided by sqrt(d_k)",
+                       double(s.what_if.temperature),
+                       s.has_model() ? (" at layer " + std::to_string(s.layer) + ", the layers after it following").c_str()
+                                     : "");
+    ImGui::PopStyleColor();
+  }
+  for (const auto& [slot, message] : state.errors) {
+    ImGui::PushStyleColor(ImGuiCol_Text, error_colour);
+    ImGui::TextWrapped("%s: %s", slot.c_str(), message.c_str());
+    ImGui::PopStyleColor();
+  }
+}
+
+}  // namespace mha::app

@@ -494,7 +494,6 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   if (ImGui::IsItemHovered()) {
     g_hovered_one = true;
     keep_snapshot(h);
-    if (io.KeyCtrl && !io.WantTextInput && ImGui::IsKeyPressed('C')) copy_current_heatmap(CopyAs::tsv);
     const float drag = std::hypot(io.MouseDragMaxDistanceAbs[ImGuiMouseButton_Right].x,
                                   io.MouseDragMaxDistanceAbs[ImGuiMouseButton_Right].y);
     if (ImGui::IsMouseReleased(ImGuiMouseButton_Right) && drag < io.MouseDragThreshold) {

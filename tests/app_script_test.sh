@@ -29,6 +29,34 @@ json.dump(s, open(sys.argv[1], 'w'))" "$out/hidden_heads.json"
 for s in every_view.txt padded_batch.txt mask_drag_compare_undo.txt; do
   run "$s" || { cat "$out/$s.log"; exit 1; }
 done
+run projector.txt || { cat "$out/projector.txt.log"; exit 1; }
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+def result(name):
+    return json.load(open(f"{out}/projector_{name}.json"))["result"]
+for name in ("undo", "open", "model"):  # the window survives undo, open and a model switch
+    r = result(name)
+    w = r["window"]
+    assert r["tab"] == "Mask" and r["presenter"] and w["font_scale"] == 2 and w["colormap"] == "magma", (name, r)
+assert result("open")["query_tokens"][:2] != result("undo")["query_tokens"][:2]  # it did open
+r = result("pipeline")  # Left in the Pipeline steps the Pipeline's own stage, not the Heads view's
+assert r["tab"] == "Pipeline" and r["window"]["pipeline_stage"] != "attn_weights", r
+assert r["stage"] == "attn_weights", r
+r = result("reshape")
+assert r["tab"] == "Reshape" and r["window"]["reshape_step"] == 2, r
+r = result("focus")  # F: the view alone
+assert r["window"]["focus"] and r["side_panels"] == {"controls": False, "inspector": False}, r
+assert not result("unfocus")["window"]["focus"]
+print("scripted UI: presenter mode, the font and the view survive undo, open and a model switch; keys step each view")
+PY
+# --tab takes any case; an unknown view is refused with the names.
+printf 'dump-state %s/tab_heads.json\n' "$out" >"$out/tab_heads.txt"
+in_x "$out/tab_heads.log" --no-autosave --tab "token LINES" --script "$out/tab_heads.txt" || { cat "$out/tab_heads.log"; exit 1; }
+python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['result']; assert r['tab'] == 'Token lines', r" "$out/tab_heads.json"
+rc=0; in_x "$out/tab_bad.log" --no-autosave --tab bertviz --script "$out/tab_heads.txt" || rc=$?
+[ "$rc" = 2 ] && grep -q 'no view "bertviz"; the views are Pipeline, Reshape, Heads' "$out/tab_bad.log" ||
+  { echo "--tab bertviz: expected exit 2 naming the views, got $rc"; cat "$out/tab_bad.log"; exit 1; }
 # L = 2048: the Heads view draws the weights overview; the weights themselves are never computed.
 cat >"$out/large.json" <<'JSON'
 {"format": "mha-studio-scenario", "version": 1, "name": "large causal",
@@ -84,6 +112,9 @@ assert c["at"][2] == 3 and c["at"][3] == 1, c
 assert c["max_abs_diff"] > 0, c
 for d in (before, painted, undone): d.pop("result")
 assert painted != before, "the paint changed nothing"
+# Undo restores the work; the view (here Compare's mode) stays as it is on screen.
+assert undone["view"]["compare_mode"] == 1, undone["view"]
+for d in (before, undone): d.pop("view")
 assert undone == before, "undo did not restore the original scenario"
 hover = load("hover.json")["result"]
 assert hover["tab"] == "Heads" and hover["hovered"] == {"query": 2, "key": 4}, hover
@@ -141,7 +172,7 @@ blocked = {k for k, x in enumerate(cells["data"]) if x == "-inf"}
 causal = {i * S + j for i in range(cells["shape"][0]) for j in range(S) if j > i}
 assert blocked - causal == {S, 2 * S, 3 * S, 4 * S} and causal <= blocked, sorted(blocked - causal)
 assert dragged["result"]["can_undo"]
-for d in (before, dragged, undone): d.pop("result")
+for d in (before, dragged, undone): d.pop("result"), d.pop("view")  # undo restores the work, not the view
 assert undone == before, "one undo did not restore the state before the drag"
 print("scripted UI: every view, what-if, backend, hidden heads, padded batch, mask drag: ok")
 PY

@@ -618,9 +618,9 @@ TEST_CASE("weights edits on the worker redo only the heads they move, equal to a
 TEST_CASE("the Heads view's kept rows equal a rebuild from scratch after each kind of edit", "[state]") {
   setenv("MHA_VERIFY_HEADS", "1", 1);  // each Heads rebuild is checked; a difference aborts
   mha::test::HeadlessUi ui;
-  ui.env.select_tab = FrameStats::kTab;  // Heads
   AppState s;
   s.start(causal_start(160, true));
+  s.apply(show_view(FrameStats::kTab));  // Heads
   s.recompute();
   ui.settle(s);
   for (const char* stage : {"attn_weights", "scores_masked", "scores", "context"}) {

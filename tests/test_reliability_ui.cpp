@@ -111,19 +111,20 @@ TEST_CASE("huge sizes are refused inline with the bytes and the last result stay
   CHECK(s.scenario().mask.preset == MaskPreset::none);  // refused: nothing half-applied
 }
 
-TEST_CASE("a view change alone (tab, colormap) is autosaved after the quiet second", "[reliability]") {
+TEST_CASE("a view change alone (the view shown) is autosaved after the quiet second", "[reliability]") {
   mha::test::TempDir dir;
   AppState s;
   s.autosave_path = dir.file("autosave.json");
   s.tick(1);
   CHECK_FALSE(std::filesystem::exists(s.autosave_path));  // nothing changed: nothing written
-  s.view().tab = 3;                                      // as the tab bar does: no undo step
+  s.apply(show_view(ViewTab::mask));                     // as the tab bar does: no undo step
   s.tick(2);
   s.tick(2.5);
   CHECK_FALSE(std::filesystem::exists(s.autosave_path));
   s.tick(3.1);
   REQUIRE(std::filesystem::exists(s.autosave_path));
-  CHECK(load_scenario(s.autosave_path).view.tab == 3);
+  CHECK(load_scenario(s.autosave_path).suggested_tab == ViewTab::mask);
+  CHECK_FALSE(s.history.can_undo());
 }
 
 TEST_CASE("an app font that is empty, truncated or a FIFO falls back with the reason", "[reliability][ui]") {

@@ -94,18 +94,15 @@ void require_same(const Scenario& a, const Scenario& b) {
     require_same_tensor(w.out_proj_weight, x.out_proj_weight);
     require_same_tensor(w.out_proj_bias, x.out_proj_bias);
   }
+  CHECK(a.suggested_tab == b.suggested_tab);
   const ViewState &v = a.view, &u = b.view;
-  CHECK(v.tab == u.tab);
   CHECK(v.batch_index == u.batch_index);
   CHECK(v.stage == u.stage);
   CHECK(v.compare_mode == u.compare_mode);
   CHECK(v.compare_a == u.compare_a);
   CHECK(v.compare_b == u.compare_b);
-  CHECK(v.colormap == u.colormap);
   CHECK(v.show_values == u.show_values);
   CHECK(v.weights_row_scale == u.weights_row_scale);
-  CHECK(v.presenter == u.presenter);
-  CHECK(v.font_scale == u.font_scale);
   CHECK(v.reshape_step == u.reshape_step);
   CHECK(v.mistake == u.mistake);
   CHECK(v.sel_head == u.sel_head);
@@ -566,17 +563,14 @@ TEST_CASE("JSON round trip keeps every field", "[scenario]") {
   s.weights->bias_k = iota({1, 1, 2}, 0.0f);
   s.weights->bias_v = iota({1, 1, 2}, 0.0f);
   ViewState& v = s.view;
-  v.tab = 2;
+  s.suggested_tab = ViewTab::heads;
   v.batch_index = 1;
   v.stage = "scores";
   v.compare_mode = 1;
   v.compare_a = 3;
   v.compare_b = 0;
-  v.colormap = Colormap::magma;
   v.show_values = false;
   v.weights_row_scale = true;
-  v.presenter = true;
-  v.font_scale = 2.5f;
   v.reshape_step = 2;
   v.mistake = 3;
   v.sel_head = 1;
@@ -704,7 +698,7 @@ TEST_CASE("malformed scenario files give a FileError that says what is wrong", "
   CHECK_THAT(with([](auto& j) { j["seed"] = -5; }), Catch::Contains("seed: expected a non-negative integer"));
   CHECK_THAT(with([](auto& j) { j["mask"]["preset"] = "diagonal"; }),
              Catch::Contains("mask.preset: expected one of") && Catch::Contains("\"causal\""));
-  CHECK_THAT(with([](auto& j) { j["view"]["colormap"] = 3; }), Catch::Contains("view.colormap"));
+  CHECK_THAT(with([](auto& j) { j["view"]["stage"] = 3; }), Catch::Contains("view.stage"));
   CHECK_THAT(with([](auto& j) {
                j["mask"]["preset"] = "custom";
                j["mask"]["cells"] = {{"shape", {4, 4}}, {"data", std::vector<float>(15, 0.0f)}};
@@ -758,12 +752,12 @@ TEST_CASE("a failed load leaves the scenario as it was", "[scenario]") {
   nlohmann::json j = valid_json();
   j["name"] = "half";  // read before the bad field below
   j["sizes"]["batch"] = 9;
-  j["view"]["font_scale"] = "big";
+  j["view"]["sel_head"] = "big";
   try {
     s = scenario_from_json(j.dump(), "bad.json");
     FAIL("expected a FileError");
   } catch (const FileError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("view.font_scale"));
+    CHECK_THAT(e.what(), Catch::Contains("view.sel_head"));
   }
   require_same(s, before);
 }

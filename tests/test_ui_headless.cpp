@@ -25,12 +25,12 @@ namespace {
 
 // Draws every tab for `frames` frames each, moving the mouse over a grid of points.
 void sweep_tabs(HeadlessUi& ui, AppState& state, int frames) {
-  for (int tab = 0; tab < kTabCount; ++tab) {
-    ui.env.select_tab = tab;
+  for (const ViewInfo& view : views()) {
+    state.apply(show_view(view.id));
     for (int f = 0; f < frames; ++f) {
       const ImVec2 mouse(200.0f + float((f * 97) % 900), 80.0f + float((f * 53) % 600));
       const int vertices = ui.frame(state, mouse, f % 7 == 3);
-      INFO("tab " << kTabNames[tab] << " frame " << f);
+      INFO("tab " << view.name << " frame " << f);
       REQUIRE(vertices > 0);
     }
   }
@@ -345,7 +345,7 @@ TEST_CASE("the Reshape view draws each common mistake on a masked batch", "[ui]"
     state.recompute();
     ui.settle(state);
     REQUIRE(state.result.valid());
-    ui.env.select_tab = int(ViewTab::reshape);
+    state.apply(show_view(ViewTab::reshape));
     for (int f = 0; f < 6; ++f)
       REQUIRE(ui.frame(state, ImVec2(300.0f + 40.0f * float(f), 200.0f), false) > 0);
   }

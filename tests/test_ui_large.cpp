@@ -19,7 +19,6 @@ using namespace mha::studio;
 using mha::test::HeadlessUi;
 
 namespace {
-constexpr int kLargeTab = 6;
 
 // The headless GPU backend, or null after a WARN (FAIL under CI=true) naming the reason.
 std::unique_ptr<mha::gpu::GpuBackend> headless_or_skip() {
@@ -52,11 +51,11 @@ void open_small_on_large_tab(HeadlessUi& ui, AppState& state) {
   state.start(small);
   state.recompute();
   ui.settle(state);
-  ui.env.select_tab = kLargeTab;
+  state.apply(show_view(ViewTab::large_l));
 }
 
 TEST_CASE("Large L view: no GPU path: the CPU computes what is on screen, and says why", "[ui][large]") {
-  REQUIRE(std::string(kTabNames[kLargeTab]) == "Large L");
+  REQUIRE(std::string(view_info(ViewTab::large_l).name) == "Large L");
   HeadlessUi ui;
   auto gpu = mha::gpu::GpuBackend::unavailable("test: no OpenGL 4.3 here");
   ui.env.large_gpu = gpu.get();
@@ -64,7 +63,7 @@ TEST_CASE("Large L view: no GPU path: the CPU computes what is on screen, and sa
   state.recompute();
   ui.settle(state);
   REQUIRE(state.result.valid());
-  ui.env.select_tab = kLargeTab;
+  state.apply(show_view(ViewTab::large_l));
   const int uploads = ui.textures.uploads();
   frames_until_drawn(ui, state, true);
   CHECK_FALSE(large_view_info(ui.env.panels).gpu);
@@ -179,7 +178,7 @@ TEST_CASE("Large L view: the GPU path fails while preparing: the CPU computes it
   AppState state;
   state.recompute();
   ui.settle(state);
-  ui.env.select_tab = kLargeTab;
+  state.apply(show_view(ViewTab::large_l));
   for (int f = 0;
        f < 4000 && (f < 2 || large_view_info(ui.env.panels).computing || !large_view_info(ui.env.panels).cpu);
        ++f) {
@@ -208,7 +207,7 @@ TEST_CASE("Large L view: the hovered cell's value is the reference's weight ther
   state.start(two);
   state.recompute();
   ui.settle(state);
-  ui.env.select_tab = kLargeTab;
+  state.apply(show_view(ViewTab::large_l));
   for (int f = 0; f < 4000 && !large_view_info(ui.env.panels).gpu; ++f) {
     ui.frame(state, ImVec2(600, 380));
     if (large_view_info(ui.env.panels).computing) std::this_thread::sleep_for(std::chrono::milliseconds(5));

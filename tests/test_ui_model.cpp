@@ -57,8 +57,8 @@ TEST_CASE("a GPT-2 folder as the scenario's model: sizes, tokens and every panel
     CHECK(state.result.model->layer == layer);
     CHECK(state.result.model->top_k.size() == 5);
     CHECK(state.result.model->untrained);
-    for (int tab = 0; tab < kTabCount; ++tab) {
-      ui.env.select_tab = tab;
+    for (const ViewInfo& view : views()) {
+      state.apply(show_view(view.id));
       for (int f = 0; f < 4; ++f) REQUIRE(ui.frame(state, ImVec2(300.0f + 40 * f, 200.0f), f == 2) > 0);
     }
   }
@@ -130,7 +130,7 @@ TEST_CASE("attention weights saved elsewhere open read-only in the Attention fil
   CHECK(info.H == 4);
   CHECK(info.T == 5);
   CHECK(info.warnings.empty());
-  ui.env.select_tab = kAttentionFileTab;
+  state.apply(show_view(ViewTab::attention_file));
   for (int f = 0; f < 4; ++f) REQUIRE(ui.frame(state, ImVec2(400, 300), f == 1) > 0);
   // A file that is not attention: the reason, and the file on screen stays.
   mha::write_npy(tmp.file("bad.npy"), mha::to_array(mha::Tensor<float>({2, 3})));

@@ -21,7 +21,7 @@ namespace {
 // A fresh state computed for `s`, shown on `tab`.
 void open(HeadlessUi& ui, AppState& state, const Scenario& s, ViewTab tab) {
   state.load(s, "test");
-  ui.env.select_tab = int(tab);
+  state.apply(show_view(tab));
   ui.settle(state);
   REQUIRE(state.errors.empty());
   REQUIRE(state.result.valid());
@@ -87,7 +87,7 @@ TEST_CASE("a click on an Overview tile opens that head in the Heads view", "[ui]
   CHECK(state.scenario().view.sel_head == 2);
   CHECK(state.scenario().view.sel_query == 5);
   CHECK(state.scenario().view.sel_key == 3);
-  CHECK(state.scenario().view.tab == int(ViewTab::heads));
+  CHECK(state.window().tab == ViewTab::heads);
   CHECK(ui.env.shown_tab == int(ViewTab::heads));
 }
 
@@ -119,11 +119,11 @@ TEST_CASE("the Overview of a two-layer model is a layers x heads grid with role 
   ui.settle(state);
   CHECK(state.scenario().layer == other);
   CHECK(state.scenario().view.sel_head == 1);
-  CHECK(state.scenario().view.tab == int(ViewTab::heads));
+  CHECK(state.window().tab == ViewTab::heads);
 
   // Off: the current layer's heads only.
   state.view().overview_layers = false;
-  ui.env.select_tab = int(ViewTab::overview);
+  state.apply(show_view(ViewTab::overview));
   ui.frame(state);
   ui.frame(state);
   CHECK(overview_info(ui.env.panels).layers == 1);
@@ -187,7 +187,7 @@ TEST_CASE("linked hover: a Heads cell under the pointer marks its query and key 
   REQUIRE(found);
   const int q = state.scenario().view.hover_query;
   // The Token lines view, drawn with that hover, keeps only query q's lines.
-  ui.env.select_tab = int(ViewTab::token_lines);
+  state.apply(show_view(ViewTab::token_lines));
   state.view().hover_query = q;
   ui.frame(state);  // take_hover clears what no view reports; the test reports it as a view would
   report_hover(q, -1);
@@ -277,26 +277,34 @@ TEST_CASE("what-if is refused with a model, and a bad temperature is a file erro
       mha::FileError);
 }
 
-TEST_CASE("tabs are saved by name, read by name or by their old number", "[views]") {
-  for (int t = 0; t < kViewTabCount; ++t) {
+TEST_CASE("a file's view is saved by name, read by name in any case or by its old number", "[views]") {
+  for (const ViewInfo& v : views()) {
     Scenario s;
-    s.view.tab = t;
-    const std::string text = to_json(s);
-    CHECK(text.find(std::string("\"") + to_string(ViewTab(t)) + "\"") != std::string::npos);
-    CHECK(scenario_from_json(text, "t").view.tab == t);
+    const std::string text = to_json(s, v.id);
+    CHECK(text.find(std::string("\"") + v.file_name + "\"") != std::string::npos);
+    CHECK(scenario_from_json(text, "t").suggested_tab == v.id);
+    CHECK(find_view(v.name) == &v);
   }
   CHECK(scenario_from_json(R"({"format": "mha-studio-scenario", "version": 1, "view": {"tab": 3}})", "t")
-            .view.tab == int(ViewTab::mask));
+            .suggested_tab == ViewTab::mask);
   CHECK(scenario_from_json(
             R"({"format": "mha-studio-scenario", "version": 1, "view": {"tab": "token_lines"}})", "t")
-            .view.tab == int(ViewTab::token_lines));
+            .suggested_tab == ViewTab::token_lines);
+  CHECK(scenario_from_json(R"({"format": "mha-studio-scenario", "version": 1, "view": {"tab": "Token Lines"}})",
+                           "t")
+            .suggested_tab == ViewTab::token_lines);
+  CHECK_FALSE(scenario_from_json(R"({"format": "mha-studio-scenario", "version": 1})", "t").suggested_tab);
   CHECK_THROWS_AS(scenario_from_json(
                       R"({"format": "mha-studio-scenario", "version": 1, "view": {"tab": "bertviz"}})", "t"),
                   mha::FileError);
-  // Every tab the app shows has a name in the file format, and the tab bar shows each once.
-  std::vector<int> order(kTabOrder, kTabOrder + kTabCount);
-  std::sort(order.begin(), order.end());
-  for (int t = 0; t < kTabCount; ++t) CHECK(order[std::size_t(t)] == t);
+  // Every view id is in the table once.
+  std::vector<int> ids;
+  for (const ViewInfo& v : views()) ids.push_back(int(v.id));
+  std::sort(ids.begin(), ids.end());
+  for (std::size_t t = 0; t < ids.size(); ++t) CHECK(ids[t] == int(t));
+  CHECK(find_view("heads") == find_view("HEADS"));
+  CHECK(find_view("large-l") == &view_info(ViewTab::large_l));
+  CHECK(find_view("bertviz") == nullptr);
 }
 
 TEST_CASE("the padded_batch preset opens on a batch item that has padding", "[views]") {
@@ -308,7 +316,7 @@ TEST_CASE("the padded_batch preset opens on a batch item that has padding", "[vi
   int padded = 0;
   for (std::int64_t j = 0; j < S; ++j) padded += s.mask.key_padding[std::size_t(n * S + j)];
   CHECK(padded > 0);
-  CHECK(s.view.tab == int(ViewTab::heads));
+  CHECK(s.suggested_tab == ViewTab::heads);
 }
 
 TEST_CASE("heatmap zoom: Ctrl+wheel grows the cells about the pointer, values appear, a right drag pans",
@@ -422,7 +430,7 @@ TEST_CASE("every preset draws the Overview and Token lines with the pointer swee
     AppState state;
     open(ui, state, load_scenario(path), ViewTab::overview);
     for (const ViewTab tab : {ViewTab::overview, ViewTab::token_lines, ViewTab::heads}) {
-      ui.env.select_tab = int(tab);
+      state.apply(show_view(tab));
       for (int f = 0; f < 16; ++f) {
         const ImVec2 mouse(360.0f + float((f * 131) % 560), 90.0f + float((f * 71) % 560));
         REQUIRE(ui.frame(state, mouse, f % 5 == 2) > 0);

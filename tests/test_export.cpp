@@ -1,9 +1,9 @@
 // The exporter: PNGs decoded with stb_image and checked against the documented layout (size, cell
 // colours = colormap(value) ±1, masked colour, labels and colorbar drawn, byte-identical repeats);
 // the SVG and PDF of the same drawing (well-formed, each cell a filled path of its colour where the
-// layout puts it); CSV and the stage slicing (heads, average, errors); the merged mask, difference
-// maps, the reshape figure, the formats by extension, labels that are not UTF-8, and font files that
-// are not fonts.
+// layout puts it); CSV and the stage slicing (heads, average, errors); the colours (the Heads view's
+// colormap and automatic range, row scaling); the merged mask, difference maps, the reshape figure,
+// the formats' table and its one writer, labels that are not UTF-8, and font files that are not fonts.
 #include <stb_image.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,6 +1,7 @@
 // The app's Export dialog: the figure requests the views build (Heads, Compare, Mask), written by
-// export_choice as the dialog's Export button does; errors come back as messages and the scenario is
-// untouched; the Export... button opens the dialog (headless ImGui, fake mouse).
+// export_choice as the dialog's Export button does, in the Heads view's colours; errors come back as
+// messages and the scenario is untouched; the Export... button opens the dialog (headless ImGui, fake
+// mouse).
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "clipboard_image.hpp"
+#include "colour_range.hpp"
 #include "data_dir.hpp"
 #include "errors.hpp"
 #include "file_chooser.hpp"
@@ -20,10 +21,19 @@ namespace mha::app {
 namespace {
 
 struct DialogState {
-  int choice = 0, format = 0;  // format: 0 PNG, 1 SVG, 2 CSV, 3 PDF
+  int choice = 0, format = 0;  // format: a row of exporter::figure_formats()
   bool values = false, transparent = false;
   std::string path, suggested, error;
 };
+
+// The choice's heatmap with the dialog's look: the font, cell values, the background.
+exporter::StageFigure styled(const FigureChoice& choice, const ExportOptions& options) {
+  exporter::StageFigure fig = choice.make();
+  fig.spec.font_path = platform::default_font().path;
+  fig.spec.show_values = options.values;
+  fig.spec.transparent = options.transparent;
+  return fig;
+}
 
 }  // namespace
 
@@ -31,26 +41,11 @@ std::string export_choice(const FigureChoice& choice, const ExportOptions& optio
   try {
     if (path.empty()) throw FileError("file", "no file name given");
     if (choice.drawing) {
-      if (options.format == "csv")
-        throw ConfigError("format", "this figure is an image: PNG, SVG or PDF, not CSV");
-      const exporter::Drawing d = choice.drawing(options.transparent);
-      if (options.format == "png") {
-        const std::vector<std::uint8_t> png = exporter::render_png(d);
-        exporter::write_file(path, png.data(), png.size());
-      } else if (options.format == "pdf") {
-        const std::vector<std::uint8_t> pdf = exporter::render_pdf(d);
-        exporter::write_file(path, pdf.data(), pdf.size());
-      } else {
-        const std::string svg = exporter::render_svg(d);
-        exporter::write_file(path, svg.data(), svg.size());
-      }
+      exporter::write_figure(options.format, choice.drawing(options.transparent), path);
       return "";
     }
-    exporter::StageFigure fig = choice.make();
-    fig.spec.font_path = platform::default_font().path;
-    fig.spec.show_values = options.values;
-    fig.spec.transparent = options.transparent;
-    exporter::write_figure(fig, options.format, path);
+    const exporter::StageFigure fig = styled(choice, options);  // the spec points into its buffers
+    exporter::write_figure(options.format, fig.spec, path);
     return "";
   } catch (const Error& e) {
     return e.what();
@@ -72,7 +67,11 @@ FigureRequest stage_request(const AppState& state, const std::string& stage, int
   exporter::StageSlice slice;
   slice.stage = stage;
   slice.batch_index = n;
-  slice.colormap = state.window().colormap;
+  // The view's look: its colormap (made the stage's as on screen) and row scaling; the range is the
+  // one the view computes, render::auto_colour_range over every head of the item.
+  const ViewState& view = state.scenario().view;
+  slice.colormap = render::stage_colormap(stage, state.window().colormap);
+  slice.row_scale = view.weights_row_scale;
   slice.query_labels = state.result.query_tokens;
   slice.key_labels = state.result.key_tokens;
   const std::string stem = "mha-" + stage + "-batch" + std::to_string(n);
@@ -109,20 +108,18 @@ void export_button(AppState& state, const FigureRequest& req) {
     if (k > 0) ImGui::SameLine();
     ImGui::RadioButton(req.choices[std::size_t(k)].label.c_str(), &d.choice, k);
   }
-  ImGui::RadioButton("PNG", &d.format, 0);
-  ImGui::SameLine();
-  ImGui::RadioButton("SVG", &d.format, 1);
-  ImGui::SameLine();
-  ImGui::RadioButton("PDF", &d.format, 3);
-  ImGui::SameLine();
-  ImGui::RadioButton("CSV (values)", &d.format, 2);
+  const std::vector<exporter::FigureFormat>& formats = exporter::figure_formats();
+  for (int k = 0; k < int(formats.size()); ++k) {
+    if (k > 0) ImGui::SameLine();
+    ImGui::RadioButton(formats[std::size_t(k)].label.c_str(), &d.format, k);
+  }
   ImGui::Checkbox("cell values", &d.values);
   ImGui::SameLine();
   ImGui::Checkbox("transparent background", &d.transparent);
-  static const char* const kFormats[] = {"png", "svg", "csv", "pdf"};
+  if (d.format < 0 || d.format >= int(formats.size())) d.format = 0;
   const std::string suggested =
-      (req.choices.empty() ? std::string("mha-figure") : req.choices[std::size_t(d.choice)].file_stem) + "." +
-      kFormats[d.format];
+      (req.choices.empty() ? std::string("mha-figure") : req.choices[std::size_t(d.choice)].file_stem) +
+      formats[std::size_t(d.format)].extension;
   // Follow the suggestion until the user types a name of their own.
   if (ImGui::IsWindowAppearing() || d.path.empty() || d.path == d.suggested) d.path = suggested;
   d.suggested = suggested;
@@ -147,17 +144,17 @@ void export_button(AppState& state, const FigureRequest& req) {
     DialogState& asked = dialogs[answer->first];
     asked.path = answer->second.path;
     const std::string f = exporter::format_from_extension(asked.path);  // the chosen name's format
-    for (int k = 0; k < 4; ++k)
-      if (f == kFormats[k]) asked.format = k;
+    for (int k = 0; k < int(formats.size()); ++k)
+      if (f == formats[std::size_t(k)].name) asked.format = k;
     asked.suggested =
         (req.choices.empty() ? std::string("mha-figure") : req.choices[std::size_t(asked.choice)].file_stem) +
-        "." + kFormats[asked.format];
+        formats[std::size_t(asked.format)].extension;
   } else if (answer && answer->second.status != platform::ChooserResult::Status::cancelled) {
     d.error = answer->second.message;
   }
   if (ImGui::Button("Export") && !req.choices.empty()) {
-    d.error = export_choice(req.choices[std::size_t(d.choice)], {kFormats[d.format], d.values, d.transparent},
-                            d.path);
+    d.error = export_choice(req.choices[std::size_t(d.choice)],
+                            {formats[std::size_t(d.format)].name, d.values, d.transparent}, d.path);
     // On failure the dialog stays open with the reason; nothing else changes.
     if (d.error.empty()) {
       std::error_code ec;  // the full path, so the user can find the file
@@ -174,15 +171,10 @@ void export_button(AppState& state, const FigureRequest& req) {
     const FigureChoice& c = req.choices[std::size_t(d.choice)];
     try {
       std::vector<std::uint8_t> png;
-      if (c.drawing) {
-        png = exporter::render_png(c.drawing(d.transparent));
-      } else {
-        exporter::StageFigure fig = c.make();
-        fig.spec.font_path = platform::default_font().path;
-        fig.spec.show_values = d.values;
-        fig.spec.transparent = d.transparent;
-        png = exporter::render_png(fig.spec);
-      }
+      if (c.drawing)
+        png = exporter::render_figure("png", c.drawing(d.transparent));
+      else
+        png = exporter::render_figure("png", styled(c, {"png", d.values, d.transparent}).spec);
       platform::copy_png_to_clipboard(std::move(png), c.label);
       ImGui::CloseCurrentPopup();
     } catch (const Error& e) {

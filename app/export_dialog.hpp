@@ -1,7 +1,8 @@
 // The Export button and its dialog, for any heatmap view: the view says what can be exported (a
 // FigureRequest of named choices, each building an exporter::StageFigure); the dialog picks a choice,
-// PNG/SVG/CSV and a file, renders with the GL-free exporter (export/), so the app's images are
-// `mha export`'s. A failure (unwritable folder, full disk, bad name) is shown; the scenario is kept.
+// a format (exporter::figure_formats()) and a file, and writes it with the GL-free exporter's
+// write_figure (export/), so the app's images are `mha export`'s. A failure (unwritable folder,
+// full disk, bad name) is shown; the scenario is kept.
 #pragma once
 
 #include <functional>
@@ -19,7 +20,7 @@ struct FigureChoice {
   std::string label;                            // radio button: "head 3", "all heads + average"
   std::string file_stem;                        // suggested file name, without the extension
   std::function<exporter::StageFigure()> make;  // builds the figure; may throw mha::Error
-  // A free-form figure instead (the reshape figure: PNG or SVG only); `make` is then unused.
+  // A free-form figure instead (the reshape figure: an image format only); `make` is then unused.
   std::function<exporter::Drawing(bool transparent)> drawing = nullptr;
 };
 
@@ -32,7 +33,7 @@ struct FigureRequest {
 
 // What the dialog adds to a figure: the format and the look.
 struct ExportOptions {
-  std::string format = "png";  // png, svg or csv
+  std::string format = "png";  // a name of exporter::figure_formats()
   bool values = false, transparent = false;
 };
 
@@ -45,7 +46,8 @@ std::string export_choice(const FigureChoice& choice, const ExportOptions& optio
 void export_button(AppState& state, const FigureRequest& request);
 
 // Heads-style request for a per-head stage of the current result: head `head`, the head average, or
-// every head with the average as a grid.
+// every head with the average as a grid, in the Heads view's colours (its colormap for the stage,
+// its row scaling, its colour range).
 FigureRequest stage_request(const AppState& state, const std::string& stage, int head);
 inline void export_button(AppState& state, const std::string& stage, int head) {
   export_button(state, stage_request(state, stage, head));

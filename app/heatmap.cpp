@@ -14,6 +14,7 @@
 
 #include "clipboard_image.hpp"
 #include "clipboard_text.hpp"
+#include "colour_range.hpp"
 #include "data_dir.hpp"
 #include "errors.hpp"
 #include "heatmap_export.hpp"
@@ -76,14 +77,9 @@ void finite_range(const float* v, std::int64_t n, float* lo, float* hi) {
   *hi = b;
 }
 
-float row_top(const Heatmap& h, int r) {
-  float top = 0;
-  const float* v = h.values + std::int64_t(r) * h.row_stride;
-  for (int c = 0; c < h.cols; ++c) {
-    const float x = v[c * h.col_stride];
-    if (std::isfinite(x) && x > top && !(h.blocked && h.blocked(r, c))) top = x;
-  }
-  return top > 0 ? top : 1.0f;  // an all-zero or all-blocked row: any range draws it
+float row_top(const Heatmap& h, int r) {  // the exporter's rule, so a figure's rows match
+  return render::row_colour_top(h.values + std::int64_t(r) * h.row_stride, h.cols, h.col_stride,
+                                [&](int c) { return h.blocked && h.blocked(r, c); });
 }
 
 namespace {

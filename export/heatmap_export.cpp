@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <new>
 
+#include "colour_range.hpp"
 #include "errors.hpp"
 #include "font.hpp"
 #include "io/npy.hpp"
@@ -291,13 +292,30 @@ Plan plan(const ExportSpec& s) {
   return pl;
 }
 
+// Each row's colour top when rows are coloured on their own (ExportSpec::row_scale); else empty.
+std::vector<float> row_tops(const ExportSpec& s, const Panel& p) {
+  std::vector<float> tops;
+  if (!s.row_scale) return tops;
+  for (int r = 0; r < p.rows; ++r)
+    tops.push_back(render::row_colour_top(p.values + std::int64_t(r) * p.row_stride, p.cols, p.col_stride,
+                                          [&](int c) { return p.blocked && p.blocked(r, c); }));
+  return tops;
+}
+
+// A cell's colour on the figure's range, or on [0, its row's top] with row_scale.
+std::uint32_t cell_rgba(const ExportSpec& s, const Panel& p, const std::vector<float>& tops, int r, int c) {
+  const float v = value_at(p, r, c);
+  return tops.empty() ? render::value_rgba(s.colormap, v, s.vmin, s.vmax)
+                      : render::value_rgba(s.colormap, v, 0.0f, tops[std::size_t(r)]);
+}
+
 // A panel's cells. Small maps: one filled rectangle a cell, real vectors in SVG and PDF. Large ones:
 // one image of the grid's pixels (a cell is `cell` pixels of its colour), so an L = 512 map is not a
 // quarter of a million paths.
 void draw_cells(cairo_t* cr, const ExportSpec& s, const Panel& p, const Rect& g, int cell) {
+  const std::vector<float> tops = row_tops(s, p);
   auto colour = [&](int r, int c) {
-    return p.blocked && p.blocked(r, c) ? render::kMaskedColor
-                                        : render::value_rgba(s.colormap, value_at(p, r, c), s.vmin, s.vmax);
+    return p.blocked && p.blocked(r, c) ? render::kMaskedColor : cell_rgba(s, p, tops, r, c);
   };
   if (std::int64_t(p.rows) * p.cols <= kMaxVectorCells) {
     for (int r = 0; r < p.rows; ++r)
@@ -370,6 +388,7 @@ void draw_heatmap(cairo_t* cr, const ExportSpec& s, const Plan& pl) {
         }
       cairo_restore(cr);
     }
+    const std::vector<float> tops = pl.values_fit ? row_tops(s, p) : std::vector<float>();
     if (pl.values_fit)
       for (int r = 0; r < p.rows; ++r)
         for (int c = 0; c < p.cols; ++c) {
@@ -378,7 +397,7 @@ void draw_heatmap(cairo_t* cr, const ExportSpec& s, const Plan& pl) {
           const std::string t = format_value(v, s.vmin, s.vmax);
           const int x = g.x + c * cell, y = g.y + r * cell;
           f.draw(cr, x + (cell - f.advance(t)) / 2, y + (cell - line) / 2 + f.ascent(), t,
-                 dark(render::value_rgba(s.colormap, v, s.vmin, s.vmax)) ? kWhite : kText);
+                 dark(cell_rgba(s, p, tops, r, c)) ? kWhite : kText);
         }
     outline(cr, g, kBorder);
     if (!pl.panel_titles[k].empty())
@@ -499,14 +518,6 @@ std::vector<std::uint8_t> render_spec(Kind kind, const ExportSpec& s) {
 
 }  // namespace
 
-std::string format_from_extension(const std::string& path) {
-  std::string ext = std::filesystem::path(path).extension().string();
-  for (char& ch : ext) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  for (const std::string& f : kFigureFormats)
-    if (ext == "." + f) return f;
-  return "";
-}
-
 Layout layout(const ExportSpec& spec) {
   return plan(spec).lay;
 }
@@ -605,6 +616,85 @@ std::string render_svg(const Drawing& d) {
 
 std::vector<std::uint8_t> render_pdf(const Drawing& d) {
   return render_drawing(Kind::pdf, d);
+}
+
+// --- the formats and the one writer ---
+
+namespace {
+
+std::vector<std::uint8_t> csv_bytes(const ExportSpec& s) {
+  if (s.panels.size() != 1)
+    throw ConfigError("--format", "CSV holds one 2-D slice: pick one head or the average, not all heads");
+  const std::string csv = render_csv(s.panels[0]);
+  return std::vector<std::uint8_t>(csv.begin(), csv.end());
+}
+
+template <class Figure>
+std::vector<std::uint8_t> svg_bytes(const Figure& f) {
+  const std::string svg = render_svg(f);
+  return std::vector<std::uint8_t>(svg.begin(), svg.end());
+}
+
+}  // namespace
+
+const std::vector<FigureFormat>& figure_formats() {
+  using SpecBytes = std::vector<std::uint8_t> (*)(const ExportSpec&);
+  using DrawingBytes = std::vector<std::uint8_t> (*)(const Drawing&);
+  static const std::vector<FigureFormat> table = {
+      {"png", ".png", "PNG", true, SpecBytes(render_png), DrawingBytes(render_png)},
+      {"svg", ".svg", "SVG", true, svg_bytes<ExportSpec>, svg_bytes<Drawing>},
+      {"pdf", ".pdf", "PDF", true, SpecBytes(render_pdf), DrawingBytes(render_pdf)},
+      {"csv", ".csv", "CSV (values)", false, csv_bytes, nullptr},
+  };
+  return table;
+}
+
+std::vector<std::string> figure_format_names() {
+  std::vector<std::string> names;
+  for (const FigureFormat& f : figure_formats()) names.push_back(f.name);
+  return names;
+}
+
+const FigureFormat& figure_format(const std::string& name) {
+  std::string names;
+  for (const FigureFormat& f : figure_formats()) {
+    if (f.name == name) return f;
+    names += (names.empty() ? "" : ", ") + f.name;
+  }
+  throw ConfigError("--format", "format " + name + ": expected " + names);
+}
+
+std::string format_from_extension(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  for (char& ch : ext) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  for (const FigureFormat& f : figure_formats())
+    if (ext == f.extension) return f.name;
+  return "";
+}
+
+std::vector<std::uint8_t> render_figure(const std::string& format, const ExportSpec& spec) {
+  return figure_format(format).heatmap(spec);
+}
+
+std::vector<std::uint8_t> render_figure(const std::string& format, const Drawing& d) {
+  const FigureFormat& f = figure_format(format);
+  if (!f.drawing) {
+    std::string images;
+    for (const FigureFormat& g : figure_formats())
+      if (g.drawing) images += (images.empty() ? "" : ", ") + g.name;
+    throw ConfigError("--format", "this figure is an image: " + images + ", not " + format);
+  }
+  return f.drawing(d);
+}
+
+void write_figure(const std::string& format, const ExportSpec& spec, const std::string& path) {
+  const std::vector<std::uint8_t> bytes = render_figure(format, spec);
+  write_file(path, bytes.data(), bytes.size());
+}
+
+void write_figure(const std::string& format, const Drawing& d, const std::string& path) {
+  const std::vector<std::uint8_t> bytes = render_figure(format, d);
+  write_file(path, bytes.data(), bytes.size());
 }
 
 void write_file(const std::string& path, const void* data, std::size_t size) {

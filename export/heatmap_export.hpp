@@ -13,12 +13,6 @@
 
 namespace mha::exporter {
 
-// The formats figures are written in, by the names `--format` takes. csv holds one panel's values;
-// the others are images of the same drawing.
-inline const std::vector<std::string> kFigureFormats = {"png", "svg", "pdf", "csv"};
-// The format a file name's extension names (case-insensitive: ".PDF" is "pdf"); "" for any other.
-std::string format_from_extension(const std::string& path);
-
 // One heatmap: a strided 2-D view (no copy), rows = queries, cols = keys.
 struct Panel {
   std::string title;  // above the panel in a grid ("head 3", "average"); may be empty
@@ -38,6 +32,10 @@ struct ExportSpec {
   int columns = 0;  // grid columns; 0: all in one row up to 4 panels, else ceil(sqrt(n))
   float vmin = 0, vmax = 1;
   render::Colormap colormap = render::Colormap::viridis;
+  // Colour each row on [0, that row's largest finite, unblocked value] (render::row_colour_top), as
+  // the Heads view's "colour each row to its max" does; vmin/vmax then label the colorbar (0 to 1:
+  // a fraction of each row's largest) and printed values stay the values themselves.
+  bool row_scale = false;
   bool show_values = false;  // print values in cells wide enough for them
   int cell_px = 0;           // pixels per cell; 0: automatic (48 px at teaching sizes, 1 px at L = 512)
   bool transparent = false;  // no background instead of white
@@ -118,6 +116,33 @@ class TextMeter {
  private:
   std::unique_ptr<Fonts> fonts_;
 };
+
+// The formats a figure is written in, in the order the Export dialog offers them: the CLI's
+// --format names, the file extensions, the dialog's buttons and the one writer below all come from
+// this table. A heatmap figure goes in every format (CSV: its values, one panel only); a free-form
+// Drawing only in the image formats.
+struct FigureFormat {
+  std::string name;       // as --format takes it: "png"
+  std::string extension;  // with the dot, lower case: ".png"
+  std::string label;      // the Export dialog's button: "PNG", "CSV (values)"
+  bool image = true;      // a drawing of the figure; false: its values as text
+  std::vector<std::uint8_t> (*heatmap)(const ExportSpec&) = nullptr;  // the file's bytes
+  std::vector<std::uint8_t> (*drawing)(const Drawing&) = nullptr;     // null: not for a Drawing
+};
+const std::vector<FigureFormat>& figure_formats();
+std::vector<std::string> figure_format_names();  // "png", "svg", "pdf", "csv"
+// The table's row for `name`; ConfigError("--format") listing the names for any other.
+const FigureFormat& figure_format(const std::string& name);
+// The format a file name's extension names (case-insensitive: ".PDF" is "pdf"); "" for any other.
+std::string format_from_extension(const std::string& path);
+
+// A figure's file bytes in `format`. ConfigError for an unknown format, CSV of a figure with more
+// than one panel, or CSV of a Drawing (an image only).
+std::vector<std::uint8_t> render_figure(const std::string& format, const ExportSpec& spec);
+std::vector<std::uint8_t> render_figure(const std::string& format, const Drawing& d);
+// Renders and writes atomically (write_file); the CLI's, the app's and every figure's one writer.
+void write_figure(const std::string& format, const ExportSpec& spec, const std::string& path);
+void write_figure(const std::string& format, const Drawing& d, const std::string& path);
 
 // Writes bytes to `path` atomically (temp file, fsync, rename: a failed or interrupted export keeps
 // the old file whole); throws FileError naming the path and the reason (unwritable, disk full).

@@ -168,19 +168,4 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
   return fig;
 }
 
-void write_drawing(const Drawing& d, const std::string& format, const std::string& path) {
-  if (format == "png") {
-    const std::vector<std::uint8_t> png = render_png(d);
-    write_file(path, png.data(), png.size());
-  } else if (format == "svg") {
-    const std::string svg = render_svg(d);
-    write_file(path, svg.data(), svg.size());
-  } else if (format == "pdf") {
-    const std::vector<std::uint8_t> pdf = render_pdf(d);
-    write_file(path, pdf.data(), pdf.size());
-  } else {
-    throw ConfigError("--format", "the reshape figure is an image: png, svg or pdf, not " + format);
-  }
-}
-
 }  // namespace mha::exporter

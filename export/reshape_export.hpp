@@ -39,8 +39,4 @@ struct ReshapeSpec {
 // Throws ConfigError when the trace lacks q, q_view or q_heads or the batch index is out of range.
 ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& spec);
 
-// Renders a drawing as "png", "svg" or "pdf" and writes it to `path` (ConfigError for another format,
-// FileError naming the path).
-void write_drawing(const Drawing& d, const std::string& format, const std::string& path);
-
 }  // namespace mha::exporter

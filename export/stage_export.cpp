@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 
+#include "colour_range.hpp"
 #include "errors.hpp"
 #include "labels.hpp"
 
@@ -149,29 +150,19 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
       };
     }
 
-  // Colours: weights are probabilities, on a fixed [0, 1] so heads compare; other stages take their
-  // finite range over what is shown, symmetric about 0 on the diverging map.
+  // Colours as the Heads view draws this stage: its map, and one range over every head of the item.
   ExportSpec& s = fig.spec;
-  s.colormap = sl.colormap           ? *sl.colormap
-               : is_weights(st.name) ? render::Colormap::viridis
-                                     : render::Colormap::diverging;
-  if (is_weights(st.name)) {
-    s.vmin = 0;
-    s.vmax = 1;
-  } else {
-    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-    for (const Panel& p : s.panels)
-      for (int i = 0; i < rows; ++i)
-        for (int j = 0; j < cols; ++j) {
-          const float v = p.values[i * p.row_stride + j * p.col_stride];
-          if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-        }
-    if (lo > hi) lo = hi = 0;
-    if (s.colormap == render::Colormap::diverging) hi = std::max(std::fabs(lo), std::fabs(hi)), lo = -hi;
-    if (lo == hi) lo -= 1, hi += 1;  // a constant map still gets a readable colorbar
-    s.vmin = lo;
-    s.vmax = hi;
-  }
+  const bool weights = is_weights(st.name);
+  s.colormap = render::stage_colormap(
+      st.name, sl.colormap.value_or(weights ? render::Colormap::viridis : render::Colormap::diverging));
+  s.row_scale = weights && sl.row_scale;
+  render::ValueRange values;
+  for (int h = 0; h < std::max(fig.heads, 1); ++h)
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) values.add(base[h * hs + i * rs + j * cs]);
+  const render::ColourRange range = render::auto_colour_range(values, s.colormap, weights, s.row_scale);
+  s.vmin = range.vmin;
+  s.vmax = range.vmax;
   const std::string which = !fig.heads                ? ""
                             : sl.head == kAllHeads    ? ", all heads"
                             : sl.head == kHeadAverage ? ", head average"
@@ -180,6 +171,7 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& sl) {
             shape_str(st.shape) + "  N=" + std::to_string(r.dims.N) + " H=" + std::to_string(r.dims.H) +
             " L=" + std::to_string(r.dims.L) + " S=" + std::to_string(r.dims.S_total);
   if (st.name == "attn_mask") s.title += "  hatched: -inf (blocked)";
+  if (s.row_scale) s.title += "  colour: each row to its max";
   return fig;
 }
 
@@ -266,26 +258,6 @@ AttentionMap attention_map(const Array& a, std::optional<std::int64_t> layer, co
   d.H = d.G = H;
   d.L = d.S = d.S_total = L;
   return m;
-}
-
-void write_figure(const StageFigure& fig, const std::string& format, const std::string& path) {
-  if (format == "png") {
-    const std::vector<std::uint8_t> png = render_png(fig.spec);
-    write_file(path, png.data(), png.size());
-  } else if (format == "svg") {
-    const std::string svg = render_svg(fig.spec);
-    write_file(path, svg.data(), svg.size());
-  } else if (format == "pdf") {
-    const std::vector<std::uint8_t> pdf = render_pdf(fig.spec);
-    write_file(path, pdf.data(), pdf.size());
-  } else if (format == "csv") {
-    if (fig.spec.panels.size() != 1)
-      throw ConfigError("--format", "CSV holds one 2-D slice: pick one head or the average, not all heads");
-    const std::string csv = render_csv(fig.spec.panels[0]);
-    write_file(path, csv.data(), csv.size());
-  } else {
-    throw ConfigError("--format", "format " + format + ": expected png, svg, pdf or csv");
-  }
 }
 
 StageFigure difference_figure(const ForwardResult<float>& a, const StageSlice& sa, const std::string& a_name,

@@ -1,6 +1,7 @@
 // From a forward's trace to an export figure: which 2-D slice of a stage (batch item, head, all
-// heads with their average), its labels, mask and colour range. The CLI and the app call this, then
-// render_png / render_svg / render_pdf / render_csv (heatmap_export.hpp).
+// heads with their average), its labels, mask and colours. The CLI and the app call this, then
+// write_figure (heatmap_export.hpp). The colours are the Heads view's (render/colour_range.hpp): the
+// figure of a head is coloured as that head is on screen.
 #pragma once
 
 #include <optional>
@@ -19,7 +20,12 @@ struct StageSlice {
   std::string stage = "attn_weights";
   int batch_index = 0;
   int head = 0;  // an index, kAllHeads or kHeadAverage; ignored for stages without a head axis
-  std::optional<render::Colormap> colormap;           // default: viridis for weights, diverging otherwise
+  // The map chosen in the view; default: viridis for weights, diverging otherwise. Scores are drawn
+  // diverging and weights never are, whatever the choice (render::stage_colormap), as on screen.
+  std::optional<render::Colormap> colormap;
+  // Weights: each row coloured on [0, its largest visible weight] (the Heads view's "colour each
+  // row to its max"); ignored for other stages.
+  bool row_scale = false;
   std::vector<std::string> query_labels, key_labels;  // tokens; empty: indices
 };
 
@@ -39,7 +45,9 @@ struct StageFigure {
   StageFigure& operator=(const StageFigure&) = delete;
 };
 
-// Throws ConfigError for an unknown stage (listing the valid ones) or an index out of range.
+// The colour range: render::auto_colour_range over the finite values of every head of the batch
+// item (the panels shown or not: heads compare on one range, as in the Heads view), [0, 1] with
+// row_scale. Throws ConfigError for an unknown stage (listing the valid ones) or an index out of range.
 StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& slice);
 // A difference map: `a` − `b`, each one panel (a head or the head average) of the same size, drawn
 // with the diverging colormap on a range symmetric about 0. `a_name`/`b_name` say what is subtracted
@@ -48,10 +56,6 @@ StageFigure stage_figure(const ForwardResult<float>& r, const StageSlice& slice)
 // Throws ConfigError for a grid (kAllHeads) or unequal shapes.
 StageFigure difference_figure(const ForwardResult<float>& a, const StageSlice& sa, const std::string& a_name,
                               const ForwardResult<float>& b, const StageSlice& sb, const std::string& b_name);
-
-// Renders `fig` as "png", "svg", "pdf" or "csv" (CSV: one panel only, else ConfigError) and writes it to
-// `path`; throws FileError naming the path. The CLI's and the app's writer.
-void write_figure(const StageFigure& fig, const std::string& format, const std::string& path);
 
 // Size of the stage's head axis (0 when it has none); throws ConfigError for an unknown stage.
 int stage_heads(const ForwardResult<float>& r, const std::string& stage);

@@ -1,9 +1,9 @@
 // The exporter: PNGs decoded with stb_image and checked against the documented layout (size, cell
 // colours = colormap(value) ±1, masked colour, labels and colorbar drawn, byte-identical repeats);
 // the SVG and PDF of the same drawing (well-formed, each cell a filled path of its colour where the
-// layout puts it); CSV and the stage slicing (heads, average, errors); the merged mask, difference
-// maps, the reshape figure, the formats by extension, labels that are not UTF-8, and font files that
-// are not fonts.
+// layout puts it); CSV and the stage slicing (heads, average, errors); the colours (the Heads view's
+// colormap and automatic range, row scaling); the merged mask, difference maps, the reshape figure,
+// the formats' table and its one writer, labels that are not UTF-8, and font files that are not fonts.
 #include <stb_image.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "colour_range.hpp"
 #include "errors.hpp"
 #include "font.hpp"
 #include "head_colour.hpp"
@@ -178,6 +179,161 @@ TEST_CASE("export PNG: size, cell colours, masked cells, labels and colorbar, de
   CHECK(near(centre(0, 0), render::value_rgba(render::Colormap::viridis, w.at({0, 1, 0, 0}), 0, 1)));
 }
 
+TEST_CASE("export colours: a random-init head on the Heads view's range, not a fixed 0-1", "[export]") {
+  // Untrained weights over 12 keys: every weight is small, so on a fixed 0-1 range the map is one
+  // dark colour. The figure takes the view's range, auto_colour_range over every head of the item.
+  Config c;
+  c.embed_dim = 16;
+  c.num_heads = 4;
+  const SeededCase<float> sc = torch_seeded_case<float>(c, 7, 2, 12, 12);
+  const ForwardResult<float> r = forward(c, sc.weights, sc.inputs);
+  const Stage<float>& w = r.trace["attn_weights"];  // (N, H, L, S)
+  render::ValueRange seen;  // every head of batch item 1, as the Heads view folds them
+  int top_head = 0, top_i = 0, top_j = 0;
+  for (int h = 0; h < 4; ++h)
+    for (int i = 0; i < 12; ++i)
+      for (int j = 0; j < 12; ++j) {
+        const float v = w.at({1, h, i, j});
+        if (v > seen.hi) top_head = h, top_i = i, top_j = j;
+        seen.add(v);
+      }
+  REQUIRE(seen.hi < 0.6f);  // the case is what it claims: weights far below 1
+  const render::ColourRange screen = render::auto_colour_range(seen, render::Colormap::viridis, true);
+  StageSlice sl;
+  sl.batch_index = 1;
+  sl.head = top_head;
+  StageFigure fig = stage_figure(r, sl);
+  CHECK(fig.spec.colormap == render::Colormap::viridis);
+  CHECK(fig.spec.vmin == 0);
+  CHECK(fig.spec.vmax == screen.vmax);
+  CHECK(fig.spec.vmax == seen.hi);
+  CHECK_FALSE(fig.spec.row_scale);
+
+  // The PNG: each cell its colour on that range, the item's largest weight the top of the map (on
+  // 0-1 it was in the map's bottom 60 %).
+  fig.spec.font_path = kFont;
+  fig.spec.cell_px = 20;
+  const Layout lay = layout(fig.spec);
+  const Image im = decode(render_png(fig.spec));
+  auto centre = [&](int row, int col) {
+    return im.at(lay.grids[0].x + col * lay.cell + lay.cell / 2,
+                 lay.grids[0].y + row * lay.cell + lay.cell / 2);
+  };
+  for (int i = 0; i < 12; ++i)
+    for (int j = 0; j < 12; ++j) {
+      INFO("query " << i << " key " << j);
+      CHECK(near(centre(i, j),
+                 render::value_rgba(render::Colormap::viridis, w.at({1, top_head, i, j}), 0, seen.hi)));
+    }
+  CHECK(near(centre(top_i, top_j), render::colormap_rgba(render::Colormap::viridis, 1)));
+  // The colorbar: the top is the range's top colour, and the tick labels are drawn.
+  const Rect& cb = lay.colorbar;
+  CHECK(near(im.at(cb.x + cb.w / 2, cb.y), render::colormap_rgba(render::Colormap::viridis, 1)));
+  CHECK(ink(im, lay.colorbar_labels, 0xFFFFFFFFu) > 20);
+
+  // Every head and the grid on the same range: heads compare at a glance, as on screen.
+  sl.head = kAllHeads;
+  CHECK(stage_figure(r, sl).spec.vmax == seen.hi);
+  sl.head = kHeadAverage;
+  CHECK(stage_figure(r, sl).spec.vmax == seen.hi);
+
+  // Scores: diverging whatever map the view chose, symmetric about 0 over every head.
+  render::ValueRange scores;
+  for (int h = 0; h < 4; ++h)
+    for (int i = 0; i < 12; ++i)
+      for (int j = 0; j < 12; ++j) scores.add(r.trace["scores"].at({1, h, i, j}));
+  sl.stage = "scores";
+  sl.head = 0;
+  sl.colormap = render::Colormap::magma;
+  const StageFigure sf = stage_figure(r, sl);
+  CHECK(sf.spec.colormap == render::Colormap::diverging);
+  CHECK(sf.spec.vmax == scores.maxabs);
+  CHECK(sf.spec.vmin == -scores.maxabs);
+  // Weights are never diverging; context takes the view's map on [lo, hi].
+  sl.stage = "attn_weights";
+  sl.colormap = render::Colormap::diverging;
+  CHECK(stage_figure(r, sl).spec.colormap == render::Colormap::viridis);
+  sl.stage = "context";
+  sl.colormap = render::Colormap::cividis;
+  const StageFigure cf = stage_figure(r, sl);
+  render::ValueRange ctx;
+  const Stage<float>& context = r.trace["context"];
+  for (int h = 0; h < 4; ++h)
+    for (int i = 0; i < 12; ++i)
+      for (int k = 0; k < 4; ++k) ctx.add(context.at({1, h, i, k}));
+  CHECK(cf.spec.colormap == render::Colormap::cividis);
+  CHECK(cf.spec.vmin == ctx.lo);
+  CHECK(cf.spec.vmax == ctx.hi);
+}
+
+TEST_CASE("export colours: the shared range rule for empty, constant and signed maps", "[export]") {
+  using render::auto_colour_range;
+  using render::Colormap;
+  render::ValueRange none;
+  CHECK(none.empty());
+  none.add(std::nanf(""));
+  none.add(-INFINITY);
+  CHECK(none.empty());  // only finite values count
+  CHECK(auto_colour_range(none, Colormap::viridis, true).vmax == 1);
+  CHECK(auto_colour_range(none, Colormap::diverging, false).vmin == -1);
+  render::ValueRange flat;
+  flat.add(0.5f);
+  CHECK(auto_colour_range(flat, Colormap::magma, false).vmin == 0.5f);
+  CHECK(auto_colour_range(flat, Colormap::magma, false).vmax == 1.5f);
+  render::ValueRange signed_values;
+  signed_values.add(-3);
+  signed_values.add(2);
+  CHECK(auto_colour_range(signed_values, Colormap::diverging, false).vmin == -3);
+  CHECK(auto_colour_range(signed_values, Colormap::diverging, false).vmax == 3);
+  CHECK(auto_colour_range(signed_values, Colormap::viridis, false).vmin == -3);
+  CHECK(auto_colour_range(signed_values, Colormap::viridis, false).vmax == 2);
+  CHECK(auto_colour_range(signed_values, Colormap::viridis, true, true).vmax == 1);  // row scaling
+  CHECK(render::stage_colormap("scores_masked", Colormap::viridis) == Colormap::diverging);
+  CHECK(render::stage_colormap("attn_weights", Colormap::diverging) == Colormap::viridis);
+  CHECK(render::stage_colormap("attn_weights", Colormap::magma) == Colormap::magma);
+  CHECK(render::stage_colormap("q_heads", Colormap::diverging) == Colormap::diverging);
+}
+
+TEST_CASE("export colours: row scaling colours each row to its own max, blocked keys left out", "[export]") {
+  const ForwardResult<float> r = notebook_causal();  // causal: row i sees keys 0..i
+  const Stage<float>& w = r.trace["attn_weights"];
+  StageSlice sl;
+  sl.head = 1;
+  sl.row_scale = true;
+  StageFigure fig = stage_figure(r, sl);
+  CHECK(fig.spec.row_scale);
+  CHECK(fig.spec.vmin == 0);
+  CHECK(fig.spec.vmax == 1);  // the colorbar: a fraction of each row's max
+  CHECK(fig.spec.title.find("each row to its max") != std::string::npos);
+  fig.spec.font_path = kFont;
+  fig.spec.cell_px = 30;
+  const Layout lay = layout(fig.spec);
+  const Image im = decode(render_png(fig.spec));
+  auto centre = [&](int row, int col) {
+    return im.at(lay.grids[0].x + col * lay.cell + lay.cell / 2,
+                 lay.grids[0].y + row * lay.cell + lay.cell / 2);
+  };
+  for (int i = 0; i < 4; ++i) {
+    float top = 0;
+    int arg = 0;
+    for (int j = 0; j <= i; ++j)
+      if (w.at({0, 1, i, j}) > top) top = w.at({0, 1, i, j}), arg = j;
+    INFO("query " << i);
+    CHECK(near(centre(i, arg),
+               render::colormap_rgba(render::Colormap::viridis, 1)));  // each row's max: the top
+    for (int j = 0; j <= i; ++j)
+      CHECK(near(centre(i, j), render::value_rgba(render::Colormap::viridis, w.at({0, 1, i, j}), 0, top)));
+    for (int j = i + 1; j < 4; ++j) CHECK(near(centre(i, j), render::kMaskedColor));
+  }
+  // The same rule as the screen's rows: row_colour_top of the row, blocked keys skipped.
+  const float row2[] = {0.1f, 0.3f, 0.9f, NAN};
+  CHECK(render::row_colour_top(row2, 4, 1, [](int c) { return c == 2; }) == 0.3f);
+  CHECK(render::row_colour_top(row2, 1, 1, [](int) { return true; }) == 1.0f);  // all blocked
+  // Row scaling is for weights: another stage keeps its range.
+  sl.stage = "scores";
+  CHECK_FALSE(stage_figure(r, sl).spec.row_scale);
+}
+
 TEST_CASE("export grid: all heads and their average; L = 512 labels thin out", "[export]") {
   const ForwardResult<float> r = notebook_causal();
   StageSlice sl;
@@ -244,7 +400,8 @@ TEST_CASE("export SVG and PDF: the PNG's drawing as vectors, cells where the lay
     for (int j = 0; j < 5; ++j) {
       INFO("query " << i << " key " << j);
       const std::uint32_t want =
-          i == 1 ? render::kMaskedColor : render::value_rgba(fig.spec.colormap, w.at({0, 0, i, j}), 0, 1);
+          i == 1 ? render::kMaskedColor
+                 : render::value_rgba(fig.spec.colormap, w.at({0, 0, i, j}), fig.spec.vmin, fig.spec.vmax);
       CHECK(near(svg_fill_at(rects, g.x + j * lay.cell, g.y + i * lay.cell, lay.cell, lay.cell), want));
     }
 
@@ -423,20 +580,34 @@ TEST_CASE("export write_figure: formats, CSV needs one panel, unwritable paths t
   sl.head = kAllHeads;
   StageFigure fig = stage_figure(r, sl);
   fig.spec.font_path = MHA_ASSETS_DIR "/fonts/DejaVuSans.ttf";
-  CHECK_THROWS_WITH(write_figure(fig, "csv", "/tmp/never-written.csv"), Catch::Contains("one 2-D slice"));
-  CHECK_THROWS_AS(write_figure(fig, "png", "/nonexistent-dir/x.png"), FileError);
-  CHECK_THROWS_AS(write_figure(fig, "bmp", "/tmp/x.bmp"), ConfigError);
+  CHECK_THROWS_WITH(write_figure("csv", fig.spec, "/tmp/never-written.csv"),
+                    Catch::Contains("one 2-D slice"));
+  CHECK_THROWS_AS(write_figure("png", fig.spec, "/nonexistent-dir/x.png"), FileError);
+  CHECK_THROWS_WITH(write_figure("bmp", fig.spec, "/tmp/x.bmp"), Catch::Contains("png, svg, pdf, csv"));
 
-  // Each format through the writer: the file starts as its format does.
+  // Each format of the table through the one writer: the file starts as its format does.
   const test::TempDir dir;
-  for (const std::string& format : {std::string("png"), std::string("svg"), std::string("pdf")}) {
-    write_figure(fig, format, dir.file("f." + format));
-    std::ifstream in(dir.file("f." + format), std::ios::binary);
+  sl.head = 0;
+  StageFigure one = stage_figure(r, sl);
+  one.spec.font_path = kFont;
+  for (const FigureFormat& f : figure_formats()) {
+    INFO(f.name);
+    const std::string path = dir.file("f" + f.extension);
+    write_figure(f.name, one.spec, path);
+    std::ifstream in(path, std::ios::binary);
     std::string head(5, '\0');
     in.read(head.data(), 5);
-    INFO(format);
-    CHECK(head == (format == "png" ? "\x89PNG\r" : format == "svg" ? "<?xml" : "%PDF-"));
+    CHECK(head == (f.name == "png"   ? "\x89PNG\r"
+                   : f.name == "svg" ? "<?xml"
+                   : f.name == "pdf" ? "%PDF-"
+                                     : ",0,1,"));
+    CHECK(format_from_extension(path) == f.name);
+    CHECK(f.image == (f.drawing != nullptr));  // a free-form drawing goes in the image formats only
+    CHECK(render_figure(f.name, one.spec).size() == std::size_t(std::ifstream(path, std::ios::ate).tellg()));
   }
+  CHECK(figure_format_names() == std::vector<std::string>{"png", "svg", "pdf", "csv"});
+  CHECK(figure_format("pdf").label == "PDF");
+  CHECK_THROWS_AS(figure_format("jpeg"), ConfigError);
 }
 
 TEST_CASE("export formats by extension: png, svg, pdf, csv in any case, nothing else", "[export]") {
@@ -537,7 +708,13 @@ TEST_CASE("export reshape figure: q, its view and its transpose, cells in their 
 
   rs.batch_index = 3;
   CHECK_THROWS_WITH(reshape_figure(r, rs), Catch::Contains("out of range"));
-  CHECK_THROWS_AS(write_drawing(fig.drawing, "csv", "/tmp/x.csv"), ConfigError);
+  CHECK_THROWS_WITH(write_figure("csv", fig.drawing, "/tmp/x.csv"),
+                    Catch::Contains("an image: png, svg, pdf, not csv"));
+  const test::TempDir dir;
+  write_figure("svg", fig.drawing, dir.file("reshape.svg"));
+  std::ifstream in(dir.file("reshape.svg"));
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(svg_rects(written).size() == rects.size());  // the same cells (cairo numbers glyphs per document)
 }
 
 TEST_CASE("export labels that are not UTF-8: U+FFFD in the figure, well-formed SVG and CSV", "[export]") {

@@ -1,11 +1,14 @@
 // The app's Export dialog: the figure requests the views build (Heads, Compare, Mask), written by
-// export_choice as the dialog's Export button does; errors come back as messages and the scenario is
-// untouched; the Export... button opens the dialog (headless ImGui, fake mouse).
+// export_choice as the dialog's Export button does, in the Heads view's colours; errors come back as
+// messages and the scenario is untouched; the Export... button opens the dialog (headless ImGui, fake
+// mouse).
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "colour_range.hpp"
+#include "data_dir.hpp"
 #include "export_dialog.hpp"
 #include "reshape_export.hpp"
 #include "temp_dir.hpp"
@@ -140,5 +143,62 @@ TEST_CASE("export dialog: a drawing choice (the reshape figure) writes PNG, SVG 
   CHECK(head_of(dir.file("r.svg"), 5) == "<?xml");
   CHECK(export_choice(c, {"pdf", false, false}, dir.file("r.pdf")).empty());
   CHECK(head_of(dir.file("r.pdf"), 5) == "%PDF-");
-  CHECK_THAT(export_choice(c, {"csv", false, false}, dir.file("r.csv")), Catch::Contains("PNG, SVG or PDF"));
+  CHECK_THAT(export_choice(c, {"csv", false, false}, dir.file("r.csv")),
+             Catch::Contains("an image: png, svg, pdf, not csv"));
+}
+
+TEST_CASE("export dialog: the Heads request draws in the view's colours, range and row scaling",
+          "[ui][export]") {
+  mha::test::HeadlessUi ui;
+  AppState state;
+  load_preset(state, "course_notebook");  // nn.MultiheadAttention at its random init
+  REQUIRE(state.result.valid());
+  const mha::Stage<float>& w = state.result.forward->trace["attn_weights"];  // (N, H, L, S)
+  const int b = state.view().batch_index;
+  // The range the Heads view colours this batch item's weights on: every head's finite values.
+  mha::render::ValueRange seen;
+  for (std::int64_t h = 0; h < w.shape[1]; ++h)
+    for (std::int64_t i = 0; i < w.shape[2]; ++i)
+      for (std::int64_t j = 0; j < w.shape[3]; ++j) seen.add(w.at({b, h, i, j}));
+  REQUIRE(seen.hi < 0.9f);  // random-init weights: on a fixed 0-1 range the figure is one colour
+
+  state.view().colormap = mha::render::Colormap::magma;
+  state.view().weights_row_scale = false;
+  FigureRequest req = stage_request(state, "attn_weights", 1);
+  for (const FigureChoice& c : req.choices) {
+    INFO(c.label);
+    const mha::exporter::StageFigure fig = c.make();
+    const mha::render::ColourRange screen =
+        mha::render::auto_colour_range(seen, mha::render::Colormap::magma, true, false);
+    CHECK(fig.spec.colormap == mha::render::Colormap::magma);
+    CHECK(fig.spec.vmin == screen.vmin);
+    CHECK(fig.spec.vmax == screen.vmax);
+    CHECK_FALSE(fig.spec.row_scale);
+  }
+  // Row scaling on: the figure's rows too, the colorbar 0 to 1.
+  state.view().weights_row_scale = true;
+  req = stage_request(state, "attn_weights", 1);
+  const mha::exporter::StageFigure rows = req.choices[0].make();
+  CHECK(rows.spec.row_scale);
+  CHECK(rows.spec.vmax == 1);
+  // The diverging map the view may hold is not the weights' (viridis on screen), but is the scores'.
+  state.view().colormap = mha::render::Colormap::diverging;
+  CHECK(stage_request(state, "attn_weights", 0).choices[0].make().spec.colormap ==
+        mha::render::Colormap::viridis);
+  state.view().colormap = mha::render::Colormap::cividis;
+  const mha::exporter::StageFigure scores = stage_request(state, "scores", 0).choices[0].make();
+  CHECK(scores.spec.colormap == mha::render::Colormap::diverging);
+  CHECK(scores.spec.vmin == -scores.spec.vmax);
+  CHECK_FALSE(scores.spec.row_scale);
+
+  // Written through the dialog's writer, the PNG is the figure's, byte for byte.
+  TempDir dir;
+  state.view().weights_row_scale = false;
+  state.view().colormap = mha::render::Colormap::viridis;
+  req = stage_request(state, "attn_weights", 0);
+  REQUIRE(export_choice(req.choices[0], {"png", false, false}, dir.file("h0.png")).empty());
+  mha::exporter::StageFigure fig = req.choices[0].make();
+  fig.spec.font_path = mha::platform::default_font().path;
+  const std::vector<std::uint8_t> png = mha::exporter::render_figure("png", fig.spec);
+  CHECK(head_of(dir.file("h0.png"), png.size() + 1) == std::string(png.begin(), png.end()));
 }

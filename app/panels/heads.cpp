@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "colour_range.hpp"
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
 #include "panel_util.hpp"
@@ -737,25 +738,13 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   }
 
   // Colours: scores are signed around 0, so diverging with a symmetric range; weights are
-  // probabilities, so sequential from 0; context follows the user's map.
-  const bool scores = si < kWeights;
-  Colormap cmap = state.window().colormap;
-  if (scores) cmap = Colormap::diverging;
-  if (si == kWeights && cmap == Colormap::diverging) cmap = Colormap::viridis;
-  float vmin = cache.lo, vmax = cache.hi;
-  if (cmap == Colormap::diverging) {
-    const float m = cache.maxabs > 0 ? cache.maxabs : 1.0f;
-    vmin = -m;
-    vmax = m;
-  } else if (si == kWeights) {
-    vmin = 0;
-    vmax = cache.hi > 0 ? cache.hi : 1.0f;
-  } else if (vmax <= vmin) {
-    vmax = vmin + 1.0f;
-  }
-
+  // probabilities, so sequential from 0; context follows the user's map. The exporter draws a
+  // figure by the same rule (render/colour_range.hpp).
+  const Colormap cmap = render::stage_colormap(kStages[si].name, state.window().colormap);
   const bool row_scale = si == kWeights && view.weights_row_scale;
-  if (row_scale) vmin = 0, vmax = 1;  // the colour bar reads as a fraction of each row's max
+  const render::ColourRange range =
+      render::auto_colour_range({cache.lo, cache.hi, cache.maxabs}, cmap, si == kWeights, row_scale);
+  const float vmin = range.vmin, vmax = range.vmax;
 
   const int R = int(s.shape[2]), C = int(s.shape[3]);
   // A mask edit's result: the query rows of this batch item that may differ from the last result.
@@ -968,10 +957,10 @@ void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector
   const float cell = std::max(1.0f, px * float(k));
   const float map_w = cell * float(c.C), map_h = cell * float(c.R);
 
-  const Colormap picked = state.window().colormap;
-  Colormap cmap = picked == Colormap::diverging ? Colormap::viridis : picked;
+  const Colormap cmap = render::stage_colormap("attn_weights", state.window().colormap);
   const bool row_scale = view.weights_row_scale;
-  const float vmin = 0, vmax = row_scale ? 1.0f : c.hi;
+  const render::ColourRange range = render::auto_colour_range({0, c.hi, c.hi}, cmap, true, row_scale);
+  const float vmin = range.vmin, vmax = range.vmax;
   const std::uint64_t gen = state.result.generation;
   const std::size_t plane = std::size_t(c.R) * std::size_t(c.C);
   const float child_h = std::min(grid_h, float((n_maps + cols - 1) / cols) * (map_h + row_extra));

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   slice.head = mha::exporter::kAllHeads;
   mha::exporter::StageFigure fig = mha::exporter::stage_figure(r, slice);
   fig.spec.font_path = MHA_FONT;
-  mha::exporter::write_figure(fig, "png", argv[1]);
+  mha::exporter::write_figure("png", fig.spec, argv[1]);
   std::printf("wrote %s\n", argv[1]);
   return 0;
 }

@@ -2,6 +2,7 @@
 // computed elsewhere), then a stage's heatmap as PNG, SVG, PDF or CSV — one head, the head average, or all
 // heads as a grid; or, given a folder, every head and the average as separate files plus the grid,
 // listed in index.json.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,11 @@ struct ExportArgs : ForwardArgs {
   std::string stage = "attn_weights", head = "0", format, colormap, out, font;
   int batch_index = 0, scale = 0;
   bool transparent = false, values = false, quiet = false;
+  // The colour range: the Heads view's automatic one, with either end fixed by --vmin / --vmax
+  // (texts until checked: a bad number is refused with its option's name).
+  std::string vmin_text, vmax_text;
+  std::optional<float> vmin, vmax;
+  bool row_scale = false;          // weights: each row coloured to its own max, as the Heads view can
   std::string tokens, key_tokens;  // labels; default: the scenario's sentence, else indices
   // A difference map: this head minus another head, or minus the same head from another backend or
   // another scenario file.
@@ -76,6 +82,63 @@ std::optional<std::int64_t> attention_layer(const std::string& text) {
   throw ConfigError("--layer", "--layer " + text + ": expected a layer number");
 }
 
+// --vmin / --vmax: a finite number, or a ConfigError naming the option. `end`: "bottom" or "top".
+std::optional<float> range_end(const std::string& text, const char* option, const char* end) {
+  if (text.empty()) return std::nullopt;
+  float v = 0;
+  try {
+    std::size_t used = 0;
+    v = std::stof(text, &used);
+    if (used != text.size()) throw std::invalid_argument(text);
+  } catch (const std::exception&) {
+    throw ConfigError(option, std::string(option) + " " + text + ": expected a number, the " + end +
+                                  " of the colour range");
+  }
+  if (!std::isfinite(v))
+    throw ConfigError(option, std::string(option) + " " + text + ": expected a finite number, the " + end +
+                                  " of the colour range");
+  return v;
+}
+
+// The colour options, checked before the forward (a bad value costs nothing).
+void check_colour_options(ExportArgs& a) {
+  a.vmin = range_end(a.vmin_text, "--vmin", "bottom");
+  a.vmax = range_end(a.vmax_text, "--vmax", "top");
+  if (a.vmin && a.vmax && !(*a.vmin < *a.vmax))
+    throw ConfigError("--vmin", "--vmin " + a.vmin_text + " is not below --vmax " + a.vmax_text +
+                                    ": the colour range runs from --vmin up to --vmax");
+  if (a.row_scale && (a.vmin || a.vmax))
+    throw ConfigError("--row-scale",
+                      "--row-scale colours each row from 0 to its own max: leave out "
+                      "--vmin and --vmax, or --row-scale");
+  if (a.row_scale && a.stage != "attn_weights" && a.stage != "attn_weights_avg")
+    throw ConfigError("--row-scale",
+                      "--row-scale colours the weights' rows; --stage " + a.stage + " is not attn_weights");
+  if ((a.vmin || a.vmax || a.row_scale) && a.figure == "reshape")
+    throw ConfigError(a.row_scale ? "--row-scale"
+                      : a.vmin    ? "--vmin"
+                                  : "--vmax",
+                      "--figure reshape colours q by head: --vmin, --vmax and --row-scale are for heatmaps");
+}
+
+// --vmin / --vmax over the figure's automatic range: each one given replaces its end.
+void fix_range(exporter::ExportSpec& s, const ExportArgs& a) {
+  if (!a.vmin && !a.vmax) return;
+  const float lo = a.vmin.value_or(s.vmin), hi = a.vmax.value_or(s.vmax);
+  if (!(lo < hi)) {  // one end given, on the wrong side of the other, automatic end
+    char other[32];
+    std::snprintf(other, sizeof other, "%g", double(a.vmin ? s.vmax : s.vmin));
+    throw ConfigError(
+        a.vmin ? "--vmin" : "--vmax",
+        a.vmin ? "--vmin " + a.vmin_text + " is not below the automatic top of the colour range, " + other +
+                     ": give --vmax too"
+               : "--vmax " + a.vmax_text + " is not above the automatic bottom of the colour range, " +
+                     other + ": give --vmin too");
+  }
+  s.vmin = lo;
+  s.vmax = hi;
+}
+
 // The format: --format when given, else the one --out's extension names (png, svg, pdf, csv); an
 // extension that names none is refused rather than guessed. A folder's files are PNG by default.
 std::string figure_format(const ExportArgs& a, bool folder) {
@@ -84,7 +147,7 @@ std::string figure_format(const ExportArgs& a, bool folder) {
   const std::string f = exporter::format_from_extension(a.out);
   if (!f.empty()) return f;
   std::string names;
-  for (const std::string& n : exporter::kFigureFormats) names += (names.empty() ? "" : ", ") + n;
+  for (const std::string& n : exporter::figure_format_names()) names += (names.empty() ? "" : ", ") + n;
   throw ConfigError("--out", "--out " + a.out + ": the extension names no figure format; formats: " + names +
                                  " (end the name with one, or give --format)");
 }
@@ -164,12 +227,14 @@ int run(const ExportArgs& a) {
   if (a.colormap == "magma") slice.colormap = render::Colormap::magma;
   if (a.colormap == "cividis") slice.colormap = render::Colormap::cividis;
   if (a.colormap == "diverging") slice.colormap = render::Colormap::diverging;
+  slice.row_scale = a.row_scale;
   auto style = [&](exporter::StageFigure& fig) {
     fig.spec.title = title_prefix + fig.spec.title;
     fig.spec.cell_px = a.scale;
     fig.spec.transparent = a.transparent;
     fig.spec.show_values = a.values;
     fig.spec.font_path = a.font;
+    fix_range(fig.spec, a);
   };
 
   if (a.figure == "reshape") {
@@ -184,7 +249,7 @@ int run(const ExportArgs& a) {
     rs.transparent = a.transparent;
     rs.font_path = a.font;
     const exporter::ReshapeFigure fig = exporter::reshape_figure(r, rs);
-    exporter::write_drawing(fig.drawing, format, a.out);
+    exporter::write_figure(format, fig.drawing, a.out);
     std::printf("wrote %s (%s, reshape figure %d×%d)\n", a.out.c_str(), format.c_str(), fig.drawing.width,
                 fig.drawing.height);
     return 0;
@@ -222,16 +287,17 @@ int run(const ExportArgs& a) {
     const ForwardResult<float>& rb_ref = a.minus_head.empty() ? rb : r;
     exporter::StageFigure fig = exporter::difference_figure(r, slice, a_name, rb_ref, other, b_name);
     style(fig);
-    exporter::write_figure(fig, format, a.out);
+    exporter::write_figure(format, fig.spec, a.out);
     std::printf("wrote %s (%s): %s\n", a.out.c_str(), format.c_str(), fig.spec.title.c_str());
     return 0;
   }
   if (!folder) {
     exporter::StageFigure fig = exporter::stage_figure(r, slice);
     style(fig);
-    exporter::write_figure(fig, format, a.out);
-    std::printf("wrote %s (%s, %zu panel%s)\n", a.out.c_str(), format.c_str(), fig.spec.panels.size(),
-                fig.spec.panels.size() == 1 ? "" : "s");
+    exporter::write_figure(format, fig.spec, a.out);
+    std::printf("wrote %s (%s, %zu panel%s, colour range %g to %g%s)\n", a.out.c_str(), format.c_str(),
+                fig.spec.panels.size(), fig.spec.panels.size() == 1 ? "" : "s", double(fig.spec.vmin),
+                double(fig.spec.vmax), fig.spec.row_scale ? " of each row's max" : "");
     return 0;
   }
 
@@ -255,7 +321,7 @@ int run(const ExportArgs& a) {
       slice.head = jobs[k].second;
       exporter::StageFigure fig = exporter::stage_figure(r, slice);
       style(fig);
-      exporter::write_figure(fig, format, (fs::path(staging) / jobs[k].first).string());
+      exporter::write_figure(format, fig.spec, (fs::path(staging) / jobs[k].first).string());
       const int h = jobs[k].second;
       files.push_back(
           {{"file", jobs[k].first},
@@ -296,11 +362,22 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_option("--format", a->format,
                   "png, svg, pdf or csv; wins over --out's extension (default: from the extension; PNG "
                   "for a folder)")
-      ->check(CLI::IsMember(exporter::kFigureFormats));
+      ->check(CLI::IsMember(exporter::figure_format_names()));
   cmd->add_option("--scale", a->scale, "Pixels per cell (default: automatic, 48 at teaching sizes)")
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--colormap", a->colormap, "viridis, magma, cividis or diverging (default by stage)")
+  cmd->add_option("--colormap", a->colormap,
+                  "viridis, magma, cividis or diverging (default: viridis for weights, diverging otherwise; "
+                  "scores are always diverging and weights never, as in the app)")
       ->check(CLI::IsMember({"viridis", "magma", "cividis", "diverging"}));
+  cmd->add_option("--vmin", a->vmin_text,
+                  "Bottom of the colour range (default: the app's automatic range: weights from 0 to their "
+                  "largest, scores symmetric about 0, over every head of the batch item)")
+      ->type_name("NUMBER");
+  cmd->add_option("--vmax", a->vmax_text, "Top of the colour range (default: automatic, as --vmin)")
+      ->type_name("NUMBER");
+  cmd->add_flag("--row-scale", a->row_scale,
+                "Weights: colour each row from 0 to its own largest weight, as the app's \"colour each "
+                "row to its max\"");
   cmd->add_flag("--transparent", a->transparent, "Transparent background instead of white");
   cmd->add_flag("--values", a->values, "Print values in cells large enough for them");
   cmd->add_option("--tokens", a->tokens,
@@ -327,6 +404,7 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_flag("--quiet", a->quiet, "No progress line on stderr (it is shown only on a terminal)");
   return [a, font]() -> int {
     if (a->model.model_dir.empty() && a->attention_file.empty()) check_forward_args(*a);
+    check_colour_options(*a);
     if (font->count() && a->font.empty()) throw FileError("--font", "--font is empty: give a font file");
     if (a->font.empty()) {  // the shipped font, else fontconfig's match, said on stderr
       const platform::FontLookup found = platform::default_font();

@@ -162,7 +162,7 @@ TEST_CASE("export dialog: the Heads request draws in the view's colours, range a
       for (std::int64_t j = 0; j < w.shape[3]; ++j) seen.add(w.at({b, h, i, j}));
   REQUIRE(seen.hi < 0.9f);  // random-init weights: on a fixed 0-1 range the figure is one colour
 
-  state.view().colormap = mha::render::Colormap::magma;
+  state.apply(mha::studio::set_control("colormap", "magma"));
   state.view().weights_row_scale = false;
   FigureRequest req = stage_request(state, "attn_weights", 1);
   for (const FigureChoice& c : req.choices) {
@@ -182,10 +182,10 @@ TEST_CASE("export dialog: the Heads request draws in the view's colours, range a
   CHECK(rows.spec.row_scale);
   CHECK(rows.spec.vmax == 1);
   // The diverging map the view may hold is not the weights' (viridis on screen), but is the scores'.
-  state.view().colormap = mha::render::Colormap::diverging;
+  state.apply(mha::studio::set_control("colormap", "diverging"));
   CHECK(stage_request(state, "attn_weights", 0).choices[0].make().spec.colormap ==
         mha::render::Colormap::viridis);
-  state.view().colormap = mha::render::Colormap::cividis;
+  state.apply(mha::studio::set_control("colormap", "cividis"));
   const mha::exporter::StageFigure scores = stage_request(state, "scores", 0).choices[0].make();
   CHECK(scores.spec.colormap == mha::render::Colormap::diverging);
   CHECK(scores.spec.vmin == -scores.spec.vmax);
@@ -194,7 +194,7 @@ TEST_CASE("export dialog: the Heads request draws in the view's colours, range a
   // Written through the dialog's writer, the PNG is the figure's, byte for byte.
   TempDir dir;
   state.view().weights_row_scale = false;
-  state.view().colormap = mha::render::Colormap::viridis;
+  state.apply(mha::studio::set_control("colormap", "viridis"));
   req = stage_request(state, "attn_weights", 0);
   REQUIRE(export_choice(req.choices[0], {"png", false, false}, dir.file("h0.png")).empty());
   mha::exporter::StageFigure fig = req.choices[0].make();

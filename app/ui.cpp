@@ -311,13 +311,18 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float font = ImGui::GetFontSize();
   const float status_h = ImGui::GetFrameHeightWithSpacing();
   const float h = ImGui::GetContentRegionAvail().y - status_h;
-  const float left_w = std::min(font * 19, io.DisplaySize.x * 0.26f);
-  const float right_w = std::min(font * 22, io.DisplaySize.x * 0.26f);
   const PanelsShown shown = panels_shown(w, io.DisplaySize.x, font);
   const bool left = shown.controls, right = shown.inspector;
+  // The side panels keep their width in font sizes (a presenter font widens them, so their labels
+  // are not clipped) up to a share of the window that leaves the view at least 30% of it.
+  const float share = left && right ? 0.35f : 0.45f;
+  const float left_w = std::min(font * 19, io.DisplaySize.x * share);
+  const float right_w = std::min(font * 22, io.DisplaySize.x * share);
   if (left) {
     ImGui::BeginChild("controls", ImVec2(left_w, h), true);
+    ImGui::PushTextWrapPos(0.0f);  // its lines wrap at the panel's edge rather than run off it
     if (draw_controls(env.panels, state)) ask_open_folder(state, env);  // loads in the background
+    ImGui::PopTextWrapPos();
     ImGui::EndChild();
     ImGui::SameLine();
   }

@@ -48,9 +48,9 @@ void draw_presenter_strip(const AppState& state) {
                                      : "");
     ImGui::PopStyleColor();
   }
-  for (const auto& [slot, message] : state.errors) {
+  for (const auto& error : state.errors) {  // each message names what it is about
     ImGui::PushStyleColor(ImGuiCol_Text, error_colour);
-    ImGui::TextWrapped("%s: %s", slot.c_str(), message.c_str());
+    ImGui::TextWrapped("%s", error.second.c_str());
     ImGui::PopStyleColor();
   }
 }

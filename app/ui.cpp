@@ -330,9 +330,11 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       right ? ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x : 0.0f;
   ImGui::BeginChild("views", ImVec2(centre_w, h), !w.focus);
   // In presenter mode (or with the Controls panel away) what the class must see stays with the view.
-  if ((w.presenter || !left) && presenter_strip_has_content(state)) {
-    draw_presenter_strip(state);
-    ImGui::Separator();
+  if (w.presenter || !left) {
+    if (const std::vector<StripLine> strip = presenter_strip(state); !strip.empty()) {
+      draw_presenter_strip(strip, w.presenter);
+      ImGui::Separator();
+    }
   }
   if (w.focus) {  // the view alone: no tab bar, no side panels
     ImGui::BeginChild("view-body");

@@ -91,10 +91,14 @@ struct TokenLinesInfo {
   float left_x = 0, right_x = 0, top = 0, row_h = 0;  // token columns: query i at y = top + (i + 0.5)·row_h
 };
 const TokenLinesInfo& token_lines_info(const Panels& panels);
-// strip.cpp: the presenter strip above the view (next-token guess, what-ifs, errors), and whether it
-// has anything to show.
-bool presenter_strip_has_content(const AppState& state);
-void draw_presenter_strip(const AppState& state);
+// strip.cpp: the presenter strip above the view: the next-token guess, the what-ifs in force, every
+// error; drawn wrapped, in the theme's colours.
+struct StripLine {
+  enum Kind { prediction, what_if, error } kind;
+  std::string text;
+};
+std::vector<StripLine> presenter_strip(const AppState& state);
+void draw_presenter_strip(const std::vector<StripLine>& lines, bool light_theme);
 // what_if.cpp: the temperature and scale what-if controls (not torch's computation), and a one-line
 // warning for views that show its numbers (returns whether the what-if is on).
 void draw_what_if(Panels& panels, AppState& state);

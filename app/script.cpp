@@ -368,16 +368,13 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
   } else if (verb == "pin") {
     if (!state.pin(w[1])) fail(line, state.status);
   } else if (verb == "compare" && w[1] == "previous" && w[2] == "live") {  // before / after the last edit
-    state.view().compare_mode = 1;
+    state.apply(set_compare_mode(CompareMode::before_after));
     state.apply(show_view(ViewTab::compare));
   } else if (verb == "compare") {
     for (const std::string& p : {w[1], w[2]})
       if (p != "live" && !state.find_pin(p))
         return fail(line, "no pin \"" + p + "\" (pin it first, or say live)");
-    ViewState& v = state.view();
-    v.compare_mode = 3;
-    v.compare_pin_a = w[1];
-    v.compare_pin_b = w[2];
+    state.apply(set_compare_pins(w[1], w[2]));
     state.apply(show_view(ViewTab::compare));
   } else if (verb == "undo") {
     state.undo();
@@ -470,14 +467,14 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
   r["pins"] = pins;
   if (win.tab == ViewTab::compare && state.result.valid()) {
     std::shared_ptr<const ForwardResult<float>> after = state.result.forward, before;
-    if (v.compare_mode == 1) before = state.previous.forward;
-    if (v.compare_mode == 3) {
+    if (v.compare_mode == CompareMode::before_after) before = state.previous.forward;
+    if (v.compare_mode == CompareMode::pins) {
       const Pin* a = state.find_pin(v.compare_pin_a);
       const Pin* b = state.find_pin(v.compare_pin_b);
       before = a ? a->result.forward : nullptr;
       if (b) after = b->result.forward;
     }
-    nlohmann::json c = {{"mode", v.compare_mode}};
+    nlohmann::json c = {{"mode", int(v.compare_mode)}};
     if (before && after) c.update(stage_difference(*after, *before, v.stage));
     r["compare"] = c;
   }

@@ -289,6 +289,18 @@ Action step_reshape(int step) {
   });
 }
 
+Action set_compare_mode(CompareMode mode) {
+  return view_action("compare mode", [mode](Display& d) { d.view.compare_mode = mode; });
+}
+
+Action set_compare_pins(std::string a, std::string b) {
+  return view_action("compare " + a + " and " + b, [a, b](Display& d) {
+    d.view.compare_mode = CompareMode::pins;
+    d.view.compare_pin_a = a;
+    d.view.compare_pin_b = b;
+  });
+}
+
 Action step_head(int step, std::int64_t heads) {
   return view_action("head", [step, heads](Display& d) {
     d.view.sel_head = int(std::clamp<std::int64_t>(d.view.sel_head + step, 0, std::max<std::int64_t>(0, heads - 1)));

@@ -103,5 +103,8 @@ Action step_stage(int step, std::vector<std::string> order);
 Action step_reshape(int step);
 Action show_pipeline_stage(std::string stage);  // the Pipeline's box drawn below its graph
 Action step_head(int step, std::int64_t heads);
+Action set_compare_mode(CompareMode mode);
+// Compare, pins: B - A of two pins by name ("live": the state now).
+Action set_compare_pins(std::string a, std::string b);
 
 }  // namespace mha::studio

@@ -402,7 +402,7 @@ class Reader {
     for (int* index :
          {&v.batch_index, &v.compare_a, &v.compare_b, &v.sel_head, &v.sel_query, &v.sel_key, &v.head_order})
       *index = std::max(*index, 0);
-    v.compare_mode = std::clamp(v.compare_mode, 0, 1);
+
     v.reshape_step = std::clamp(v.reshape_step, 0, 5);
     v.mistake = std::clamp(v.mistake, 0, 3);
   }
@@ -614,7 +614,9 @@ class Reader {
     }
     get(j, "view", "batch_index", v.batch_index);
     get(j, "view", "stage", v.stage);
-    get(j, "view", "compare_mode", v.compare_mode);
+    int compare_mode = int(v.compare_mode);  // a saved mode: two heads or before/after (pins are the session's)
+    get(j, "view", "compare_mode", compare_mode);
+    v.compare_mode = CompareMode(std::clamp(compare_mode, 0, 1));
     get(j, "view", "compare_a", v.compare_a);
     get(j, "view", "compare_b", v.compare_b);
     get(j, "view", "show_values", v.show_values);
@@ -952,7 +954,7 @@ std::string to_json(const Scenario& s, std::optional<ViewTab> tab) {
   const ViewState& v = s.view;
   j["view"] = {{"batch_index", v.batch_index},
                {"stage", v.stage},
-               {"compare_mode", v.compare_mode},
+               {"compare_mode", int(v.compare_mode)},
                {"compare_a", v.compare_a},
                {"compare_b", v.compare_b},
                {"show_values", v.show_values},

@@ -58,10 +58,13 @@ struct WhatIf {
 // stage or reshape step) and taken from a file when it is opened, but never changed by undo or redo
 // (History keeps the one on screen). The window's own settings (the view shown, presenter mode, the
 // font, the colormap, the side panels) are not here: window.hpp.
+// What Compare sets against what (the numbers are saved in files).
+enum class CompareMode { two_heads = 0, before_after = 1, trained_untrained = 2, pins = 3 };
+
 struct ViewState {
   int batch_index = 0;                 // which batch item the views show
   std::string stage = "attn_weights";  // Heads view: which stage
-  int compare_mode = 0;                // Compare view: 0 two heads, 1 before/after last edit
+  CompareMode compare_mode = CompareMode::two_heads;  // Compare view
   int compare_a = 0, compare_b = 1;    // heads compared
   // Compare, mode 3: B - A of two pins by name ("live" = the current state). Pins live for the
   // session only, so these are not saved.

@@ -566,7 +566,7 @@ TEST_CASE("JSON round trip keeps every field", "[scenario]") {
   s.suggested_tab = ViewTab::heads;
   v.batch_index = 1;
   v.stage = "scores";
-  v.compare_mode = 1;
+  v.compare_mode = CompareMode::before_after;
   v.compare_a = 3;
   v.compare_b = 0;
   v.show_values = false;

@@ -143,8 +143,8 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
   }
   ViewState& view = state.view();
   // Mode 3 compares two pins (or a pin and the live state): B takes the live result's place.
-  const Pin* pin_a = view.compare_mode == 3 ? state.find_pin(view.compare_pin_a) : nullptr;
-  const Pin* pin_b = view.compare_mode == 3 ? state.find_pin(view.compare_pin_b) : nullptr;
+  const Pin* pin_a = view.compare_mode == CompareMode::pins ? state.find_pin(view.compare_pin_a) : nullptr;
+  const Pin* pin_b = view.compare_mode == CompareMode::pins ? state.find_pin(view.compare_pin_b) : nullptr;
   const std::shared_ptr<const ForwardResult<float>> live =
       pin_b ? pin_b->result.forward : state.result.forward;
   const Result& live_result = pin_b ? pin_b->result : state.result;
@@ -154,14 +154,17 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
   const ImGuiStyle& style = ImGui::GetStyle();
   const int N = int(d.N), H = int(d.H);
 
-  ImGui::RadioButton("two heads", &view.compare_mode, 0);
+  auto mode_button = [&](const char* label, CompareMode m) {  // a view action, as a script's `compare`
+    if (ImGui::RadioButton(label, view.compare_mode == m)) state.apply(set_compare_mode(m));
+  };
+  mode_button("two heads", CompareMode::two_heads);
   same_line_if_fits(labelled("before / after the last edit", ImGui::GetFrameHeight()));
-  ImGui::RadioButton("before / after the last edit", &view.compare_mode, 1);
+  mode_button("before / after the last edit", CompareMode::before_after);
   // With a trained model: its heads beside the same layer with untrained (default-init) weights.
   const ModelResult* model = state.result.model ? &*state.result.model : nullptr;
   if (model && model->untrained) {
     same_line_if_fits(labelled("trained / untrained", ImGui::GetFrameHeight()));
-    ImGui::RadioButton("trained / untrained", &view.compare_mode, 2);
+    mode_button("trained / untrained", CompareMode::trained_untrained);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip(
           "The same layer input (ln_1 of the residual stream) through nn.MultiheadAttention's\n"
@@ -169,16 +172,17 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
   }
   if (!state.pins.empty()) {
     same_line_if_fits(labelled("pins", ImGui::GetFrameHeight()));
-    ImGui::RadioButton("pins", &view.compare_mode, 3);
+    mode_button("pins", CompareMode::pins);
   }
   ImGui::SameLine();
   if (ImGui::SmallButton("Pin this")) state.pin("pin " + std::to_string(state.pins.size() + 1));
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("Keep this state and its result to compare against later");
-  const int mode = view.compare_mode == 2 && model && model->untrained ? 2
-                   : view.compare_mode == 3 && !state.pins.empty()     ? 3
-                   : view.compare_mode == 1                            ? 1
-                                                                       : 0;
-  if (mode == 3) {  // A and B: any pin, or the live state
+  const CompareMode mode =
+      view.compare_mode == CompareMode::trained_untrained && model && model->untrained ? CompareMode::trained_untrained
+      : view.compare_mode == CompareMode::pins && !state.pins.empty()                 ? CompareMode::pins
+      : view.compare_mode == CompareMode::before_after                                ? CompareMode::before_after
+                                                                                      : CompareMode::two_heads;
+  if (mode == CompareMode::pins) {  // A and B: any pin, or the live state
     if (!pin_a && !state.pins.empty()) view.compare_pin_a = state.pins.front().name;
     pin_a = state.find_pin(view.compare_pin_a);
     auto pick = [&](const char* label, std::string& name, bool allow_live) {
@@ -195,9 +199,9 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
     pick("B (after)", view.compare_pin_b, true);
   }
   // The result subtracted in modes 1, 2 and 3 (mode 0 subtracts a head of the same result).
-  const std::shared_ptr<const ForwardResult<float>> other = mode == 1            ? state.previous.forward
-                                                            : mode == 2          ? model->untrained
-                                                            : mode == 3 && pin_a ? pin_a->result.forward
+  const std::shared_ptr<const ForwardResult<float>> other = mode == CompareMode::before_after            ? state.previous.forward
+                                                            : mode == CompareMode::trained_untrained          ? model->untrained
+                                                            : mode == CompareMode::pins && pin_a ? pin_a->result.forward
                                                                                  : nullptr;
 
   const int si = stage_index(view.stage);
@@ -218,7 +222,7 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
   // The two sides, or a message that says why there is nothing to subtract.
   const ForwardResult<float>* before = nullptr;
   int ha = std::clamp(view.compare_a, 0, H - 1), hb = std::clamp(view.compare_b, 0, H - 1);
-  if (mode == 0) {
+  if (mode == CompareMode::two_heads) {
     if (H < 2) {
       ImGui::TextWrapped("There is one head only: set num_heads to 2 or more to compare heads.");
       return;
@@ -261,18 +265,18 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
         kStages[si].name);
     return;
   }
-  const Side A = mode == 0 ? side_of(f, si, b, ha) : side_of(*before, si, b, ha);
-  const Side B = mode == 0 ? side_of(f, si, b, hb) : side_of(f, si, b, ha);
+  const Side A = mode == CompareMode::two_heads ? side_of(f, si, b, ha) : side_of(*before, si, b, ha);
+  const Side B = mode == CompareMode::two_heads ? side_of(f, si, b, hb) : side_of(f, si, b, ha);
   // Mode 0 shows A - B; mode 1 after - before, i.e. B - A: swap the rebuild's operands.
-  const Side& first = mode == 0 ? A : B;
-  const Side& second = mode == 0 ? B : A;
-  const std::uint64_t gen = live_result.generation, prev_gen = mode == 1   ? state.previous.generation
-                                                               : mode == 2 ? ~gen
-                                                               : mode == 3 && pin_a ? pin_a->result.generation
+  const Side& first = mode == CompareMode::two_heads ? A : B;
+  const Side& second = mode == CompareMode::two_heads ? B : A;
+  const std::uint64_t gen = live_result.generation, prev_gen = mode == CompareMode::before_after   ? state.previous.generation
+                                                               : mode == CompareMode::trained_untrained ? ~gen
+                                                               : mode == CompareMode::pins && pin_a ? pin_a->result.generation
                                                                                     : 0;
   const std::uint64_t key = mix({std::uint64_t(mode), gen, prev_gen, std::uint64_t(std::uintptr_t(&f)),
                                  std::uint64_t(std::uintptr_t(before)), std::uint64_t(si), std::uint64_t(b),
-                                 std::uint64_t(ha), std::uint64_t(mode == 0 ? hb : 0)});
+                                 std::uint64_t(ha), std::uint64_t(mode == CompareMode::two_heads ? hb : 0)});
   const std::shared_ptr<const ForwardResult<float>> none;
   if (cache.key != key || !same_owner(cache.after, live) ||
       !same_owner(cache.before, before ? other : none)) {
@@ -280,7 +284,7 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
     cache.after = live;
     cache.before = before ? other : none;
     cache.head_max.clear();
-    if (mode != 0)  // which heads moved most: one pass over every head, here only
+    if (mode != CompareMode::two_heads)  // which heads moved most: one pass over every head, here only
       for (int h = 0; h < H; ++h) {
         CompareCache one;
         rebuild(one, 0, si, side_of(f, si, b, h), side_of(*before, si, b, h));
@@ -295,11 +299,11 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
 
   // The summary line: what is subtracted and the largest difference, with its tokens.
   char what[64];
-  if (mode == 0)
+  if (mode == CompareMode::two_heads)
     std::snprintf(what, sizeof what, "head %d - head %d", ha, hb);
-  else if (mode == 1)
+  else if (mode == CompareMode::before_after)
     std::snprintf(what, sizeof what, "after - before, head %d", ha);
-  else if (mode == 3)
+  else if (mode == CompareMode::pins)
     std::snprintf(what, sizeof what, "%.20s - %.20s, head %d", view.compare_pin_b.c_str(),
                   view.compare_pin_a.c_str(), ha);
   else
@@ -311,14 +315,14 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
                        si == kContext ? "" : label_at(col_labels, cache.arg_j));
   else
     ImGui::TextWrapped("%s (%s): no comparable cells", what, kStages[si].name);
-  if (mode != 0 && !cache.head_max.empty()) {
+  if (mode != CompareMode::two_heads && !cache.head_max.empty()) {
     const auto top = std::max_element(cache.head_max.begin(), cache.head_max.end());
     if (*top == 0)
       note("Identical in every head: the last edit did not change %s.", kStages[si].name);
     else
       note("Over all heads: max |diff| = %.3g in head %d.", double(*top), int(top - cache.head_max.begin()));
   }
-  if (mode == 0 && d.G < d.H && ha / (d.H / d.G) == hb / (d.H / d.G))
+  if (mode == CompareMode::two_heads && d.G < d.H && ha / (d.H / d.G) == hb / (d.H / d.G))
     note("Heads %d and %d share kv head %lld (GQA): same keys and values, so only their queries differ.", ha,
          hb, (long long)(ha / (d.H / d.G)));
   if (cache.nan_cells > 0 || !cache.blocked.empty())
@@ -341,21 +345,21 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
     sa.key_labels = live_result.key_tokens;
     exporter::StageSlice sb = sa;
     const std::shared_ptr<const ForwardResult<float>> after = live;
-    const std::shared_ptr<const ForwardResult<float>> prev = mode != 0 ? other : after;
-    if (mode == 0) sb.head = hb;
-    const std::string a_name = mode == 0   ? "head " + std::to_string(ha)
-                               : mode == 1 ? "after (head " + std::to_string(ha) + ")"
-                               : mode == 3 ? view.compare_pin_b + " (head " + std::to_string(ha) + ")"
+    const std::shared_ptr<const ForwardResult<float>> prev = mode != CompareMode::two_heads ? other : after;
+    if (mode == CompareMode::two_heads) sb.head = hb;
+    const std::string a_name = mode == CompareMode::two_heads   ? "head " + std::to_string(ha)
+                               : mode == CompareMode::before_after ? "after (head " + std::to_string(ha) + ")"
+                               : mode == CompareMode::pins ? view.compare_pin_b + " (head " + std::to_string(ha) + ")"
                                            : "trained (head " + std::to_string(ha) + ")";
-    const std::string b_name = mode == 0   ? "head " + std::to_string(hb)
-                               : mode == 1 ? "before"
-                               : mode == 3 ? view.compare_pin_a
+    const std::string b_name = mode == CompareMode::two_heads   ? "head " + std::to_string(hb)
+                               : mode == CompareMode::before_after ? "before"
+                               : mode == CompareMode::pins ? view.compare_pin_a
                                            : "untrained";
     req.choices.push_back({"difference map",
                            "mha-" + sa.stage + "-batch" + std::to_string(b) +
-                               (mode == 0 ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
-                                : mode == 1 ? "-head" + std::to_string(ha) + "-after-minus-before"
-                                : mode == 3 ? "-head" + std::to_string(ha) + "-pin-difference"
+                               (mode == CompareMode::two_heads ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
+                                : mode == CompareMode::before_after ? "-head" + std::to_string(ha) + "-after-minus-before"
+                                : mode == CompareMode::pins ? "-head" + std::to_string(ha) + "-pin-difference"
                                             : "-head" + std::to_string(ha) + "-trained-minus-untrained"),
                            [after, prev, sa, sb, a_name, b_name] {
                              return exporter::difference_figure(*after, sa, a_name, *prev, sb, b_name);
@@ -430,11 +434,11 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
     for (int k = 0; k < 2; ++k) {
       const Side& s = k == 0 ? A : B;
       char title[48];
-      if (mode == 0)
+      if (mode == CompareMode::two_heads)
         std::snprintf(title, sizeof title, "%s: head %d", k == 0 ? "A" : "B", k == 0 ? ha : hb);
-      else if (mode == 1)
+      else if (mode == CompareMode::before_after)
         std::snprintf(title, sizeof title, "%s: head %d", k == 0 ? "before" : "after", ha);
-      else if (mode == 3)
+      else if (mode == CompareMode::pins)
         std::snprintf(title, sizeof title, "%.20s: head %d",
                       k == 0 ? view.compare_pin_a.c_str() : view.compare_pin_b.c_str(), ha);
       else

@@ -36,6 +36,10 @@ const char* backend_name(Backend b) {
   return "?";
 }
 
+Backend cpu_backend_for(double work) {
+  return work <= kReferenceWorkLimit ? Backend::reference : Backend::eigen;
+}
+
 void validate(const Config& c) {
   auto positive = [](const char* name, std::int64_t v) {
     if (v <= 0) throw ConfigError(name, std::string(name) + " must be positive, got " + std::to_string(v));
@@ -165,6 +169,11 @@ Dims dims_for(const Config& c, std::int64_t N, std::int64_t L, std::int64_t S) {
 template <class T>
 Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o) {
   validate(c);
+  // 0 is √d_k (torch); a negative or non-finite divisor would flip or blank every score.
+  if (!(o.score_divisor >= 0) || !std::isfinite(o.score_divisor))
+    throw ConfigError("score_divisor",
+                      "score_divisor must be 0 (torch's √d_k) or a finite number above 0, got " +
+                          std::to_string(o.score_divisor));
   Dims d;
   const std::int64_t qd = in.query.dim();
   if (qd != 2 && qd != 3)

@@ -52,6 +52,11 @@ double multiply_adds(const Shape& s) {
   return sum;
 }
 
+double forward_work(Shape s) {
+  s.H = 1, s.d_k = s.E;
+  return multiply_adds(s) + stage(stages(s), Stage::scores).multiply_adds;
+}
+
 double matmul_flops(const Shape& s) {
   return 2 * multiply_adds(s);
 }

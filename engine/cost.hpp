@@ -63,6 +63,10 @@ const StageCost& stage(const Table& t, Stage which);
 
 // Multiply-adds of the six matrix products (q, k, v, scores, weights·v, out); bias adds excluded.
 double multiply_adds(const Shape& s);
+// The work the app's scheduler and the CPU path choice (cpu_backend_for) count: multiply_adds with
+// the scores product counted twice (raw and scaled), the heads folded into one of width E (only
+// H·d_k = E enters the products), so the limits tuned on it decide as they always have.
+double forward_work(Shape s);
 // 2 · multiply_adds: the FLOPs the Eigen path's thread count and the bench's GFLOP/s count.
 double matmul_flops(const Shape& s);
 // The matmul FLOPs of one part: projection (q, k, v, out) or attention (q·kᵀ, weights·v).

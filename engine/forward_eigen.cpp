@@ -176,6 +176,7 @@ kernels::Args<T> make_args(const Problem<T>& p, Buffers<T>& b) {
   a.kdim = d.kdim, a.vdim = d.vdim;
   a.heads_per_kv = d.H / d.G;
   a.score_divisor = p.score_divisor;
+  a.as_torch = kernels::rounds_as_torch(d.L, d.S_total, d.d_k);
   a.query = p.query->data(), a.key = p.key->data(), a.value = p.value->data();
   a.w_q = p.w_q, a.w_k = p.w_k, a.w_v = p.w_v, a.w_o = p.w_o;
   a.b_q = p.b_q, a.b_k = p.b_k, a.b_v = p.b_v, a.b_o = p.b_o;
@@ -771,6 +772,7 @@ void stage_rows_into(const ForwardResult<T>& r, const std::string& stage, std::i
   a.N = d.N, a.L = d.L, a.S = d.S, a.Sp = Sp, a.E = E, a.H = d.H, a.dk = d.d_k, a.kv = d.G * d.d_k;
   a.kdim = d.kdim, a.vdim = d.vdim, a.heads_per_kv = d.H / d.G;
   a.score_divisor = r.score_divisor;
+  a.as_torch = detail::kernels::rounds_as_torch(d.L, Sp, d.d_k);
   a.fully_masked_zero = r.fully_masked == FullyMasked::zero;
   auto data = [&](const char* name) {
     const Stage<T>& s = r.trace[name];

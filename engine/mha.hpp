@@ -244,6 +244,14 @@ void check_bytes_fit(const Dims& d, std::uint64_t need, std::uint64_t max_trace_
 // The sizes a batch-first forward of this config would have (used before inputs exist).
 Dims dims_for(const Config& c, std::int64_t N, std::int64_t L, std::int64_t S);
 
+// Up to this many multiply-adds (cost::forward_work; the course notebook is ~4·10^3) a CPU forward
+// runs on the reference path: it takes microseconds there and rounds as torch does, so the numbers
+// meet the notebook's own tolerance (atol 1e-8) with room to spare.
+constexpr double kReferenceWorkLimit = 2e5;
+// The CPU path for a forward of `work` multiply-adds: reference up to kReferenceWorkLimit, else
+// Eigen. What the app computes on and what `mha compute` runs when no --backend is given.
+Backend cpu_backend_for(double work);
+
 // Checks every input against the config and returns the sizes; throws ShapeError/DtypeError/ConfigError.
 template <class T>
 Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Options& o);

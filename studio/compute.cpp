@@ -70,12 +70,14 @@ ModelRun run_model_forward(const Scenario& s) {
   if (s.layer < 0 || s.layer >= m.config.n_layer)
     throw ConfigError("sizes", "layer " + std::to_string(s.layer) + ": the model has " +
                                    std::to_string(m.config.n_layer) + " layers");
-  if (s.what_if.active())
-    throw ConfigError("what_if",
-                      "the temperature and scale what-if apply to one attention module, not to a model's "
-                      "layer: set the temperature to 1 and the scale on");
   r.options.attn_masks.resize(std::size_t(m.config.n_layer));
   r.options.attn_masks[std::size_t(s.layer)] = model_layer_mask(s, T);
+  // The temperature and scale what-ifs, like the mask, at the chosen layer only: the layers after it
+  // read the residual stream it changed.
+  if (s.what_if.active()) {
+    r.options.score_divisors.assign(std::size_t(m.config.n_layer), 0.0);
+    r.options.score_divisors[std::size_t(s.layer)] = s.what_if.divisor(m.config.head_dim());
+  }
   gpt2_forward(m, r.tokens.ids, r.options, r.run);
   return r;
 }
@@ -94,6 +96,7 @@ Built build_model_layer(const Scenario& s) {
   b.inputs.attn_mask = r.options.attn_masks[l];
   b.options.fully_masked = s.fully_masked;
   b.options.backend = Backend::eigen;
+  if (l < r.options.score_divisors.size()) b.options.score_divisor = r.options.score_divisors[l];
   return b;
 }
 
@@ -183,7 +186,7 @@ void build_into(const Scenario& s, const Snapshot* packed, Built& b, bool check_
     b.inputs.key_padding_mask = std::move(kpm);
   }
   b.options.fully_masked = s.fully_masked;
-  b.options.backend = forward_work(s) <= kReferenceWorkLimit ? Backend::reference : Backend::eigen;
+  b.options.backend = cpu_backend_for(forward_work(s));
   // validate() above: num_heads divides embed_dim.
   if (s.what_if.active()) b.options.score_divisor = s.what_if.divisor(s.embed_dim / s.num_heads);
 }
@@ -208,15 +211,12 @@ Mask<float> model_layer_mask(const Scenario& s, std::int64_t T) {
 double forward_work(const Scenario& s) {
   // A model runs every layer and is loaded on first use: always on the worker.
   if (s.has_model()) return 2 * kSyncWorkLimit;
-  // The cost model's multiply-adds, adapted so the sync and reference limits (tuned on this count)
-  // decide as they always have: key and value of width E (kdim/vdim not asked), the S inputs without
-  // bias_k / zero rows, and the scores product counted twice (raw and scaled). Only H·d_k = E enters
-  // the products, so the heads are folded into one of width E.
+  // A scenario's key and value have width E (no kdim/vdim) and no bias_k / zero rows.
   cost::Shape sh;
   sh.N = double(s.batch), sh.L = double(s.L()), sh.S = double(s.S()), sh.S_total = sh.S;
-  sh.E = sh.kdim = sh.vdim = double(s.embed_dim), sh.H = 1, sh.d_k = sh.E;
+  sh.E = sh.kdim = sh.vdim = double(s.embed_dim);
   sh.kv = s.num_heads > 0 && s.num_kv_heads > 0 ? sh.E * double(s.num_kv_heads) / double(s.num_heads) : sh.E;
-  return cost::multiply_adds(sh) + cost::stage(cost::stages(sh), cost::Stage::scores).multiply_adds;
+  return cost::forward_work(sh);
 }
 
 namespace {
@@ -482,7 +482,10 @@ Result Computer::run_model(const Scenario& s) {
   in.key = in.query;
   in.value = in.query;
   in.attn_mask = o.attn_masks[std::size_t(s.layer)];
-  mr.untrained = std::make_shared<const ForwardResult<float>>(forward(c, w, in));
+  Options untrained;  // with the layer's what-if too: the comparison changes one thing, the weights
+  if (std::size_t(s.layer) < o.score_divisors.size())
+    untrained.score_divisor = o.score_divisors[std::size_t(s.layer)];
+  mr.untrained = std::make_shared<const ForwardResult<float>>(forward(c, w, in, untrained));
   r.model = std::move(mr);
   return r;
 }

@@ -83,13 +83,9 @@ double forward_work(const Scenario& s);  // multiply-adds of one forward at the 
 
 // The layer's mask with a model: the scenario's mask cells (a what-if) or GPT-2's causal mask.
 Mask<float> model_layer_mask(const Scenario& s, std::int64_t T);
-// Up to this many multiply-adds (the course notebook is ~4·10^3) the app computes on the reference
-// path: it takes microseconds there and rounds as torch does, so the numbers on screen meet the
-// notebook's own tolerance (atol 1e-8), which the Eigen path does not promise.
-constexpr double kReferenceWorkLimit = 2e5;
 
-// The Controls panel's backend choice. cpu: the reference path up to kReferenceWorkLimit, then
-// Eigen (as before the GPU path existed). auto: the same, but the engine may pick the GPU above its
+// The Controls panel's backend choice. cpu: the path cpu_backend_for picks (the reference path up
+// to kReferenceWorkLimit, then Eigen). auto: the same, but the engine may pick the GPU above its
 // threshold (engine/gpu/gpu_backend.hpp). gpu: always the GPU path, falling back with the reason.
 enum class BackendChoice { automatic, cpu, gpu };
 

@@ -210,9 +210,14 @@ void large_rows_and_tiles(gpu::GpuBackend* gpu) {
     attn.values.data[std::size_t(5 * 90 + j)] = -std::numeric_limits<float>::infinity();
   sc.inputs.attn_mask = attn;
   sc.inputs.key_padding_mask = key_padding_from_lengths<float>({90, 61}, 90);
-  for (FullyMasked policy : {FullyMasked::nan, FullyMasked::zero}) {
+  // torch's √d_k, then the app's what-if (a temperature): the row statistics divide q as the CPU does.
+  for (const auto& [policy, divisor] : {std::pair<FullyMasked, double>{FullyMasked::nan, 0.0},
+                                        {FullyMasked::zero, 0.0},
+                                        {FullyMasked::nan, 3 * std::sqrt(16.0)}}) {
+    INFO("score_divisor " << divisor);
     Options o;
     o.fully_masked = policy;
+    o.score_divisor = divisor;
     o.backend = Backend::reference;
     const ForwardResult<float> ref = forward(c, sc.weights, sc.inputs, o);
     const Stage<float>& masked = ref.trace["scores_masked"];  // (N, H, L, S')

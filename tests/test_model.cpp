@@ -158,6 +158,79 @@ TEST_CASE("GPT-2 recompute from a layer equals a full forward with the same mask
   CHECK(run.attn[1].trace["attn_weights"].at({0, 0, 5, 1}) == 0.0f);
 }
 
+namespace {
+
+// The largest |a − softmax(x)| over the rows of (1, H, T, T) scores_masked x and weights a, the
+// softmax in double (blocked keys, -inf, give exactly 0).
+double softmax_error(const Stage<float>& masked, const Stage<float>& weights) {
+  const std::int64_t H = masked.shape[1], T = masked.shape[2], S = masked.shape[3];
+  double worst = 0;
+  for (std::int64_t h = 0; h < H; ++h)
+    for (std::int64_t i = 0; i < T; ++i) {
+      double top = -INFINITY, sum = 0;
+      for (std::int64_t j = 0; j < S; ++j) top = std::max(top, double(masked.at({0, h, i, j})));
+      for (std::int64_t j = 0; j < S; ++j) sum += std::exp(double(masked.at({0, h, i, j})) - top);
+      for (std::int64_t j = 0; j < S; ++j)
+        worst = std::max(worst, std::abs(double(weights.at({0, h, i, j})) -
+                                         std::exp(double(masked.at({0, h, i, j})) - top) / sum));
+    }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 temperature and scale what-ifs at one layer: its softmax, the layers after it follow",
+          "[model]") {
+  const GPT2Model m = load_gpt2(model_dir("f32")).model;
+  const std::vector<std::int32_t> ids = fixture_ids("f32");
+  const double root_dk = std::sqrt(double(m.config.head_dim()));
+  REQUIRE(m.config.n_layer == 3);
+  const std::int64_t layer = 1;
+  for (Backend backend : {Backend::reference, Backend::eigen}) {
+    GPT2Options torch_options;
+    torch_options.backend = backend;
+    const GPT2Run torch = gpt2_forward(m, ids, torch_options);
+    // Temperature 3 (q / (√d_k·3)), and the scale off (q / 1).
+    for (const auto& [divisor, temperature] :
+         {std::pair<double, double>{3 * root_dk, 3}, {1.0, 1 / root_dk}}) {
+      INFO(backend_name(backend) << ", q divided by " << divisor << " at layer " << layer);
+      GPT2Options o = torch_options;
+      o.score_divisors = {0, divisor};
+      const GPT2Run run = gpt2_forward(m, ids, o);
+      auto weights = [](const GPT2Run& r, std::int64_t l) {
+        return r.attn[std::size_t(l)].trace["attn_weights"].contiguous().data;
+      };
+
+      // Before the layer: nothing changes, bit for bit.
+      CHECK(weights(run, 0) == weights(torch, 0));
+      CHECK(layer_of(run.residual, 1).data == layer_of(torch.residual, 1).data);
+      // At the layer: the same input and raw scores; the scaled scores are torch's divided by the
+      // temperature; the weights are the softmax of the engine's own masked scores.
+      const ForwardResult<float>& at = run.attn[std::size_t(layer)];
+      const ForwardResult<float>& was = torch.attn[std::size_t(layer)];
+      CHECK(at.score_divisor == divisor);
+      CHECK(at.trace["query"].contiguous().data == was.trace["query"].contiguous().data);
+      CHECK(test::mismatch(at.trace["scores"].contiguous(), was.trace["scores"].contiguous(), 1e-5, 1e-5) ==
+            "");
+      Tensor<float> expected_scaled = was.trace["scores_scaled"].contiguous();
+      for (float& x : expected_scaled.data) x = float(x / temperature);
+      CHECK(test::mismatch(at.trace["scores_scaled"].contiguous(), expected_scaled, 1e-5, 1e-5) == "");
+      CHECK(softmax_error(at.trace["scores_masked"], at.trace["attn_weights"]) < 1e-6);
+      CHECK(softmax_error(at.trace["scores_masked"], was.trace["attn_weights"]) > 1e-3);  // not torch's
+      CHECK(at.trace["attn_weights"].at({0, 0, 1, 2}) == 0.0f);                           // still causal
+      // After it: every later layer and the next-token logits follow.
+      CHECK(weights(run, 1) != weights(torch, 1));
+      CHECK(weights(run, 2) != weights(torch, 2));
+      CHECK(test::mismatch(run.logits, torch.logits, 1e-4, 1e-4) != "");
+      // A recompute from the layer gives the whole forward's digits.
+      GPT2Run from = torch;
+      gpt2_forward_from(m, from, layer, o);
+      CHECK(weights(from, 2) == weights(run, 2));
+      CHECK(from.logits.data == run.logits.data);
+    }
+  }
+}
+
 TEST_CASE("GPT-2 forward refuses texts it cannot run", "[model]") {
   const GPT2Model m = load_gpt2(model_dir("f32")).model;
   CHECK_THROWS_WITH(gpt2_forward(m, {}), Catch::Contains("no tokens"));

@@ -1,8 +1,11 @@
 // A GPT-2 in the app: the fixture model (tests/fixtures/gpt2/f32) chosen as a user chooses it, every
 // panel drawn on its layers, a painted what-if that moves the next-token prediction, and the trained
 // heads against the untrained ones in Compare.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "io/npy.hpp"
 #include "masks.hpp"
@@ -91,6 +94,91 @@ TEST_CASE("a what-if mask at one layer moves the prediction; undo brings it back
   CHECK(state.result.forward->trace["attn_weights"].contiguous().data == weights0);
   CHECK(state.result.model->top_k[0].id == before[0].id);
   CHECK(state.result.model->top_k[0].probability == before[0].probability);
+}
+
+namespace {
+
+// The largest |weight − softmax(scores_masked)| over every row of a (1, H, T, T) result, in double.
+double softmax_error(const mha::ForwardResult<float>& f) {
+  const mha::Stage<float>& x = f.trace["scores_masked"];
+  const mha::Stage<float>& w = f.trace["attn_weights"];
+  const std::int64_t H = x.shape[1], T = x.shape[2];
+  double worst = 0;
+  for (std::int64_t h = 0; h < H; ++h)
+    for (std::int64_t i = 0; i < T; ++i) {
+      double top = -INFINITY, sum = 0;
+      for (std::int64_t j = 0; j < T; ++j) top = std::max(top, double(x.at({0, h, i, j})));
+      for (std::int64_t j = 0; j < T; ++j) sum += std::exp(double(x.at({0, h, i, j})) - top);
+      for (std::int64_t j = 0; j < T; ++j)
+        worst = std::max(
+            worst, std::abs(double(w.at({0, h, i, j})) - std::exp(double(x.at({0, h, i, j})) - top) / sum));
+    }
+  return worst;
+}
+
+std::vector<float> weights_of(const mha::ForwardResult<float>& f) {
+  return f.trace["attn_weights"].contiguous().data;
+}
+
+}  // namespace
+
+TEST_CASE("temperature and the scale switch on a trained model: the chosen layer, the layers after it",
+          "[ui][model]") {
+  HeadlessUi ui;
+  AppState state;
+  open_scenario(ui, state, load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/model_induction.json"));
+  REQUIRE(state.errors.empty());
+  REQUIRE(state.result.model);
+  REQUIRE(state.result.model->n_layer == 2);
+  const ModelResult torch = *state.result.model;
+  const std::int64_t dk = state.result.forward->dims.d_k;
+
+  for (std::int64_t layer : {1, 0}) {
+    INFO("layer " << layer);
+    if (state.scenario().layer != layer) REQUIRE(state.apply(choose_layer(layer)));
+    ui.settle(state);
+    for (const auto& [id, value] :
+         {std::pair<const char*, const char*>{"temperature", "3"}, {"scale_by_sqrt_dk", "false"}}) {
+      INFO(id << " = " << value);
+      REQUIRE(state.apply(set_control(id, value)));
+      ui.settle(state);
+      REQUIRE(state.errors.empty());
+      REQUIRE(state.result.model);
+      const ModelResult& now = *state.result.model;
+      const mha::ForwardResult<float>& at = *now.layers[std::size_t(layer)];
+      CHECK(state.result.forward == now.layers[std::size_t(layer)]);  // the views show the layer
+      // The layer's scores are torch's divided by 3 (T = 3), then by √d_k less (scale off too).
+      const double temperature = std::string(id) == "temperature" ? 3 : 3 / std::sqrt(double(dk));
+      CHECK(at.score_divisor == Approx(std::sqrt(double(dk)) * temperature));
+      const mha::Stage<float>& was = torch.layers[std::size_t(layer)]->trace["scores_scaled"];
+      const mha::Stage<float>& scaled = at.trace["scores_scaled"];
+      for (std::int64_t j = 0; j < 6; ++j)
+        CHECK(scaled.at({0, 1, 9, j}) == Approx(was.at({0, 1, 9, j}) / temperature).margin(1e-5));
+      CHECK(softmax_error(at) < 1e-6);
+      CHECK(weights_of(at) != weights_of(*torch.layers[std::size_t(layer)]));  // the heatmaps change
+      // The layers before it are torch's; those after it and the prediction follow.
+      for (std::int64_t l = 0; l < now.n_layer; ++l)
+        CHECK((weights_of(*now.layers[std::size_t(l)]) == weights_of(*torch.layers[std::size_t(l)])) ==
+              (l < layer));
+      CHECK(now.top_k[0].probability != torch.top_k[0].probability);
+      // The untrained comparison gets the same what-if.
+      CHECK(now.untrained->score_divisor == at.score_divisor);
+    }
+    state.undo();
+    state.undo();
+    ui.settle(state);
+    CHECK(!state.scenario().what_if.active());
+    CHECK(weights_of(*state.result.forward) == weights_of(*torch.layers[std::size_t(layer)]));
+    CHECK(state.result.model->top_k[0].probability == torch.top_k[0].probability);
+  }
+  // Every panel draws a model's what-if.
+  REQUIRE(state.apply(set_control("temperature", "0.5")));
+  ui.settle(state);
+  for (int tab = 0; tab < kTabCount; ++tab) {
+    ui.env.select_tab = tab;
+    for (int f = 0; f < 3; ++f) REQUIRE(ui.frame(state) > 0);
+  }
+  CHECK(state.errors.empty());
 }
 
 TEST_CASE("back to random init keeps the course's single module", "[ui][model]") {

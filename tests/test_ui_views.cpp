@@ -262,15 +262,19 @@ TEST_CASE("what-if: temperature and the scale change the scores as documented, a
         torch->trace["attn_weights"].at({0, 1, 3, 2}));
 }
 
-TEST_CASE("what-if is refused with a model, and a bad temperature is a file error", "[views]") {
+TEST_CASE("what-if with a model applies at its layer, and a bad temperature is a file error", "[views]") {
   Scenario s = load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/model_previous_token.json");
+  const Built torch = build_forward(s);
   s.what_if.temperature = 2;
-  try {
-    build_forward(s);
-    FAIL("a model scenario with a what-if computed");
-  } catch (const mha::Error& e) {
-    CHECK(e.argument == "what_if");
-  }
+  const Built b = build_forward(s);  // the layer as one module: its what-if with it
+  const std::int64_t dk = b.config.embed_dim / b.config.num_heads;
+  CHECK(b.options.score_divisor == Approx(2 * std::sqrt(double(dk))));
+  CHECK(b.inputs.query.identical(torch.inputs.query));  // the layers before it are torch's
+  const mha::ForwardResult<float> f = mha::forward(b.config, b.weights, b.inputs, b.options);
+  const mha::ForwardResult<float> t = mha::forward(torch.config, torch.weights, torch.inputs, torch.options);
+  for (std::int64_t j = 0; j < 3; ++j)
+    CHECK(f.trace["scores_scaled"].at({0, 0, 3, j}) ==
+          Approx(t.trace["scores_scaled"].at({0, 0, 3, j}) / 2).margin(1e-6));
   CHECK_THROWS_AS(
       scenario_from_json(R"({"format": "mha-studio-scenario", "version": 1, "what_if": {"temperature": 0}})",
                          "t"),

@@ -145,7 +145,8 @@ class GpuBackend : public DeviceForward {
   // Large L without the (N, H, L, S') stages (the FlashAttention idea): projects q and k on the
   // GPU and keeps only each row's max and log-sum-exp of scores_masked; weights_tile then
   // recomputes exactly the attn_weights tile asked for, weight = exp(s·q_i·k_j + mask − lse_i).
-  // float32; the mask is held merged, as the engine merges it (a (L, S) mask is L·S floats).
+  // float32; the mask is held merged, as the engine merges it (a (L, S) mask is L·S floats). The
+  // scores' divisor is Options::score_divisor's where one is set (the what-if), as on the CPU.
   // Throws the engine's input errors, or DeviceError (no CPU fallback here). A forward() in
   // between reuses the buffers: call prepare_rows again before the next tile.
   struct RowStats {
@@ -256,6 +257,7 @@ class GpuBackend : public DeviceForward {
   FullyMasked rows_policy_ = FullyMasked::nan;
   bool rows_has_mask_ = false;
   std::int64_t rows_m_n_ = 1, rows_m_h_ = 1, rows_m_l_ = 1;  // the merged mask's broadcast sizes
+  float rows_scale_ = 1;  // what q is divided by: √d_k, or Options::score_divisor
 };
 
 }  // namespace mha::gpu

@@ -16,15 +16,16 @@ namespace mha::gpu {
 namespace {
 
 // The sizes and mask layout that row_stats.comp, the tile shader and weights_blocks.comp all read.
-void set_problem(Params& params, const Dims& d, bool has_mask, std::int64_t m_n, std::int64_t m_h,
-                 std::int64_t m_l) {
+// scale: what q is divided by (√d_k, or Options::score_divisor's what-if).
+void set_problem(Params& params, const Dims& d, float scale, bool has_mask, std::int64_t m_n,
+                 std::int64_t m_h, std::int64_t m_l) {
   params.set("L", int(d.L))
       .set("S_total", int(d.S_total))
       .set("E", int(d.E))
       .set("H", int(d.H))
       .set("G", int(d.G))
       .set("d_k", int(d.d_k))
-      .set("scale", std::sqrt(float(d.d_k)))
+      .set("scale", scale)
       .set("has_mask", int(has_mask))
       .set("m_n", int(m_n))
       .set("m_h", int(m_h))
@@ -45,6 +46,7 @@ GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<flo
   p.d = check_inputs(c, w, in, o);
   p.mask = merge_masks(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, nullptr);
   p.fully_masked = o.fully_masked;
+  p.score_divisor = o.score_divisor;  // the shaders divide q by the uniform `scale`: a what-if too
   auto batch_first = [&](const Tensor<float>& t) {
     auto out = std::make_shared<std::vector<float>>(t.data);
     if (p.d.batched && !c.batch_first) {  // (L, N, F) -> (N, L, F)
@@ -90,7 +92,7 @@ GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<flo
   const Projected r = upload_inputs(p);
   project(p, r);
   Params params(program("row_stats"));
-  set_problem(params, d, bool(p.mask), p.mask ? p.mask->n_size : 1, p.mask ? p.mask->h_size : 1,
+  set_problem(params, d, p.scale(), bool(p.mask), p.mask ? p.mask->n_size : 1, p.mask ? p.mask->h_size : 1,
               p.mask ? p.mask->l_size : 1);
   dispatch(params, params_buffer_, {r.q, r.k, r.mask, row_max, row_lse}, GLuint(L), GLuint(N * H), 1);
 
@@ -102,6 +104,7 @@ GpuBackend::RowStats GpuBackend::prepare_rows(const Config& c, const Weights<flo
   check_gl("while computing the row statistics");
   rows_dims_ = d;
   rows_policy_ = o.fully_masked;
+  rows_scale_ = p.scale();
   rows_has_mask_ = bool(p.mask);
   rows_m_n_ = p.mask ? p.mask->n_size : 1;
   rows_m_h_ = p.mask ? p.mask->h_size : 1;
@@ -128,7 +131,7 @@ Tensor<float> GpuBackend::weights_tile(std::int64_t n, std::int64_t h, std::int6
   if (groups(rows, sizes_.tile) > kMaxGroups || groups(cols, sizes_.tile) > kMaxGroups)
     throw DeviceError("gpu", "a tile of more than 65535·TILE rows or columns");
   Params params(program(rows_policy_ == FullyMasked::zero ? "tile_zero" : "tile_nan"));
-  set_problem(params, d, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
+  set_problem(params, d, rows_scale_, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
   set_origin(params, n, h, i0, j0);
   params.set("rows", int(rows)).set("cols", int(cols));
   dispatch(params, params_buffer_,
@@ -146,7 +149,7 @@ void GpuBackend::run_blocks(std::int64_t n, std::int64_t h, std::int64_t i0, std
                             GLuint out, bool to_image, float vmin, float vmax, std::uint32_t nan_rgba,
                             std::uint32_t blocked_rgba, int log_decades) {
   Params params(program(rows_policy_ == FullyMasked::zero ? "blocks_zero" : "blocks_nan"));
-  set_problem(params, rows_dims_, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
+  set_problem(params, rows_dims_, rows_scale_, rows_has_mask_, rows_m_n_, rows_m_h_, rows_m_l_);
   set_origin(params, n, h, i0, j0);
   params.set("block", int(block))
       .set("out_rows", int(out_rows))

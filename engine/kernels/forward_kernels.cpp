@@ -54,11 +54,34 @@ double ms_since(Clock::time_point& t) {
   return ms;
 }
 
+// acc + x·b rounded as torch's plain loops round it: the product, then the sum. The empty asm makes
+// the product opaque, so a compiler allowed to contract (-mfma with GCC's -ffp-contract=fast) cannot
+// fuse the two into one FMA.
+template <class T>
+inline T plain_madd(T acc, T x, T b) {
+  T p = x * b;
+#if defined(__SSE2__) && defined(__GNUC__)
+  __asm__("" : "+x"(p));
+#endif
+  return acc + p;
+}
+
 // y = x·Wᵀ + b, torch's F.linear: x (rows, in), W (out, in), y (rows, out) with row stride y_stride.
+// as_torch (rounds_as_torch): each element one fused multiply-add chain in index order from 0, as
+// BLAS sgemm sums at the notebook's sizes (std::fma: exact on every instruction set).
 template <class T>
 void linear(const T* x, std::int64_t rows, std::int64_t in, const T* W, const T* b, std::int64_t out, T* y,
-            std::int64_t y_stride) {
+            std::int64_t y_stride, bool as_torch = false) {
   if (rows <= 0) return;
+  if (as_torch) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t o = 0; o < out; ++o) {
+        T acc = 0;
+        for (std::int64_t i = 0; i < in; ++i) acc = std::fma(x[r * in + i], W[o * in + i], acc);
+        y[r * y_stride + o] = acc + (b ? b[o] : T(0));
+      }
+    return;
+  }
   StridedMap<T> Y(y, rows, out, Eigen::OuterStride<>(y_stride));
   if (in + rows + out < EIGEN_GEMM_TO_COEFFBASED_THRESHOLD) {
     // Eigen computes products this small coefficient by coefficient, vectorised in a pattern set by
@@ -79,10 +102,10 @@ void linear(const T* x, std::int64_t rows, std::int64_t in, const T* W, const T*
 // n·Sp + s, since rows S.. of each batch item hold bias_k and the zero row.
 template <class T>
 void linear_batched_rows(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t S, std::int64_t Sp,
-                         std::int64_t in, const T* W, const T* b, std::int64_t out, T* y) {
+                         std::int64_t in, const T* W, const T* b, std::int64_t out, T* y, bool as_torch) {
   for (std::int64_t r = r0; r < r1;) {
     const std::int64_t n = r / S, s = r % S, end = std::min(r1, (n + 1) * S);
-    linear(x + r * in, end - r, in, W, b, out, y + (n * Sp + s) * out, out);
+    linear(x + r * in, end - r, in, W, b, out, y + (n * Sp + s) * out, out, as_torch);
     r = end;
   }
 }
@@ -417,12 +440,13 @@ template <class T>
 void in_projection(const Args<T>& a, int t) {
   const std::int64_t N = a.N, L = a.L, S = a.S, E = a.E, threads = a.threads;
   const T scale = a.score_divisor > 0 ? T(a.score_divisor) : std::sqrt(T(a.dk));
+  const bool as_torch = a.as_torch;
   const std::int64_t q0 = N * L * t / threads, q1 = N * L * (t + 1) / threads;
-  linear(a.query + q0 * E, q1 - q0, E, a.w_q, a.b_q, E, a.q + q0 * E, E);
+  linear(a.query + q0 * E, q1 - q0, E, a.w_q, a.b_q, E, a.q + q0 * E, E, as_torch);
   Map<T>(a.q_scaled + q0 * E, q1 - q0, E).array() = Map<T>(a.q + q0 * E, q1 - q0, E).array() / scale;
   const std::int64_t k0 = N * S * t / threads, k1 = N * S * (t + 1) / threads;
-  linear_batched_rows(a.key, k0, k1, S, a.Sp, a.kdim, a.w_k, a.b_k, a.kv, a.k);
-  linear_batched_rows(a.value, k0, k1, S, a.Sp, a.vdim, a.w_v, a.b_v, a.kv, a.v);
+  linear_batched_rows(a.key, k0, k1, S, a.Sp, a.kdim, a.w_k, a.b_k, a.kv, a.k, as_torch);
+  linear_batched_rows(a.value, k0, k1, S, a.Sp, a.vdim, a.w_v, a.b_v, a.kv, a.v, as_torch);
 }
 
 // The rows of [s0, s1), a range in_projection projects in one product, to project again so that
@@ -461,12 +485,13 @@ void flagged_groups(std::int64_t s0, std::int64_t s1, const Flag& flag, const F&
 template <class T>
 void in_projection_rows(const Args<T>& a, int t, const char* q_rows, const char* k_rows, const char* v_rows) {
   const std::int64_t N = a.N, L = a.L, S = a.S, Sp = a.Sp, E = a.E, threads = a.threads;
+  const bool as_torch = a.as_torch;  // then a row's digits are its own whatever the groups
   const std::int64_t q0 = N * L * t / threads, q1 = N * L * (t + 1) / threads;
   if (q_rows)
     flagged_groups(
         q0, q1, [&](std::int64_t r) { return q_rows[r] != 0; },
         [&](std::int64_t r0, std::int64_t r1) {
-          linear(a.query + r0 * E, r1 - r0, E, a.w_q, a.b_q, E, a.q + r0 * E, E);
+          linear(a.query + r0 * E, r1 - r0, E, a.w_q, a.b_q, E, a.q + r0 * E, E, as_torch);
         });
   // Keys and values: the per-batch pieces linear_batched_rows projects, each its own product.
   const std::int64_t k0 = N * S * t / threads, k1 = N * S * (t + 1) / threads;
@@ -477,7 +502,7 @@ void in_projection_rows(const Args<T>& a, int t, const char* q_rows, const char*
       flagged_groups(
           r, end, [&](std::int64_t i) { return rows[i] != 0; },
           [&](std::int64_t r0, std::int64_t r1) {
-            linear(x + r0 * in, r1 - r0, in, W, b, a.kv, y + (n * Sp + r0 % S) * a.kv, a.kv);
+            linear(x + r0 * in, r1 - r0, in, W, b, a.kv, y + (n * Sp + r0 % S) * a.kv, a.kv, as_torch);
           });
     };
     project(k_rows, a.key, a.kdim, a.w_k, a.b_k, a.k);
@@ -546,6 +571,7 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
   const bool want_average = a.weights_avg || a.overview_weights;
   const bool want_weights = a.weights || want_average || want_context;
   const bool want_masked = a.scores_masked || want_weights;
+  const bool as_torch = a.as_torch;
   Tally& mine = *tally;
   const std::int64_t ld = a.ld, G = kv / dk;
   // x rounded up to a multiple of 64 bytes, at most S'
@@ -617,7 +643,14 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
 
       // (rows, cols) = (q / √d_k)·kᵀ; a row alone reads k as it is (the same digits, no packing)
       const T* k = a.k + n * Sp * kv + g * dk;  // (S', d_k), row stride kv
-      if (rows == 1)
+      if (as_torch) {                           // torch's plain bmm loop
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < cols; ++j) {
+            T acc = 0;
+            for (std::int64_t c = 0; c < dk; ++c) acc = plain_madd(acc, Qs[i * E + c], k[j * kv + c]);
+            sc_block[i * ld + j] = acc;
+          }
+      } else if (rows == 1)
         row_product_transposed(Qs, dk, k, kv, sc_block, cols);
       else
         product<T, kTileVecs>(Qs, E, a.k_packed + (n * G + g) * a.k_group, dk, sc_block, ld, rows, cols);
@@ -652,6 +685,12 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
           ++mine.fully_masked_rows;
           w.setConstant(a.fully_masked_zero ? T(0) : std::numeric_limits<T>::quiet_NaN());
           if (!a.fully_masked_zero) keys = Sp;  // NaN weights: NaN context, as without skipping
+        } else if (as_torch) {  // std::exp, summed in key order, times 1 / sum: the reference's
+          T* wp = w.data();
+          for (std::int64_t j = 0; j < len; ++j) z += std::exp(x_row[j] - row_max);
+          const T inv = T(1) / z;
+          for (std::int64_t j = 0; j < len; ++j) wp[j] = std::exp(x_row[j] - row_max) * inv;
+          w.tail(width - len).setZero();
         } else {
           // vectorised; within an ulp or two of std::exp (the reference)
           w.head(len) = (x.array() - row_max).exp();
@@ -695,7 +734,16 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
 
       if (want_context) {
         // weights·v over the keys some row of the block sees: the others add exact zeros
-        if (rows == 1)
+        if (as_torch) {                             // torch's plain bmm loop
+          const T* v = a.v + n * Sp * kv + g * dk;  // (S', d_k), row stride kv
+          for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t c = 0; c < dk; ++c) {
+              T acc = 0;
+              for (std::int64_t j = 0; j < keys; ++j)
+                acc = plain_madd(acc, w_block[i * ld + j], v[j * kv + c]);
+              ctx_block[i * dk + c] = acc;
+            }
+        } else if (rows == 1)
           row_product(w_block, keys, a.v + n * Sp * kv + g * dk, kv, ctx_block, dk);
         else
           context_product(a, w_block, a.v_packed + (n * G + g) * a.v_group, ctx_block, rows, keys);
@@ -741,7 +789,9 @@ void out_projection(const Args<T>& a, std::int64_t r0, std::int64_t r1) {
   const std::int64_t E = a.E;
   T* y = a.output + r0 * E;
   const std::int64_t rows = r1 - r0;
-  if (rows == 1) {  // W_o as torch stores it, (out, in): no packing for one row
+  if (a.as_torch) {  // F.linear at the notebook's sizes: see linear
+    linear(a.concat + r0 * E, rows, E, a.w_o, static_cast<const T*>(nullptr), E, y, E, true);
+  } else if (rows == 1) {  // W_o as torch stores it, (out, in): no packing for one row
     row_product_transposed(a.concat + r0 * E, E, a.w_o, E, y, E);
   } else if (a.out_few_rows) {  // outputᵀ (E, rows) = W_o·concatᵀ, then transposed into place
     const T* x = a.concat + r0 * E;

@@ -91,6 +91,7 @@ void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2O
   mo.backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
   mo.threads = o.threads;
   mo.count_nonfinite_weights = false;  // counted once for the whole model: GPT2Model::nonfinite_weights
+  if (li < o.score_divisors.size()) mo.score_divisor = o.score_divisors[li];
   forward(attention_config(c), w.attn, in, mo, run.workspaces[li], run.attn[li]);
 
   const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous

@@ -79,6 +79,10 @@ struct GPT2Options {
   // A mask per layer replacing the causal one (a what-if: block a key at layer i). Empty or nullopt:
   // causal. Shapes as mha::forward takes them: (T, T) or (H, T, T), torch's conventions.
   std::vector<std::optional<Mask<float>>> attn_masks;
+  // A what-if per layer, not torch's computation: layer l's q is divided by score_divisors[l]
+  // instead of √d_k (Options::score_divisor: the temperature and "scale off" controls). Missing or
+  // 0: √d_k, GPT-2's own.
+  std::vector<double> score_divisors;
   std::int64_t top_k = 5;
 };
 

@@ -75,6 +75,9 @@ int run(const ComputeArgs& a) {
 
   std::printf("MHA forward (%s, %s, %s backend)\n", source.c_str(), sizeof(T) == 4 ? "float32" : "float64",
               backend_name(r.backend));
+  if (r.score_divisor > 0)
+    std::printf("  WHAT-IF, not torch: q divided by %g instead of sqrt(d_k) = %g\n", r.score_divisor,
+                std::sqrt(double(r.dims.d_k)));
   if (!r.fallback_reason.empty())
     std::printf("  GPU path fell back to cpu: %s\n", r.fallback_reason.c_str());
   else if (p.options.backend == Backend::automatic)
@@ -181,23 +184,25 @@ nlohmann::json write_forward_outputs(const fs::path& out_dir, const ForwardResul
                       {"note", s.note}});
   }
   const Dims& d = r.dims;
-  return {{"dtype", sizeof(T) == 4 ? "float32" : "float64"},
-          {"backend", backend_name(r.backend)},
-          {"gpu_fallback_reason", r.fallback_reason},
-          {"fully_masked", r.fully_masked == FullyMasked::nan ? "nan" : "zero"},
-          {"fully_masked_rows", r.fully_masked_rows},
-          {"nonfinite_inputs", r.nonfinite_inputs},
-          {"warnings", r.warnings},
-          {"dims",
-           {{"N", d.N},
-            {"L", d.L},
-            {"S", d.S},
-            {"S_total", d.S_total},
-            {"E", d.E},
-            {"H", d.H},
-            {"num_kv_heads", d.G},
-            {"d_k", d.d_k}}},
-          {"stages", stages}};
+  nlohmann::json j = {{"dtype", sizeof(T) == 4 ? "float32" : "float64"},
+                      {"backend", backend_name(r.backend)},
+                      {"gpu_fallback_reason", r.fallback_reason},
+                      {"fully_masked", r.fully_masked == FullyMasked::nan ? "nan" : "zero"},
+                      {"fully_masked_rows", r.fully_masked_rows},
+                      {"nonfinite_inputs", r.nonfinite_inputs},
+                      {"warnings", r.warnings},
+                      {"dims",
+                       {{"N", d.N},
+                        {"L", d.L},
+                        {"S", d.S},
+                        {"S_total", d.S_total},
+                        {"E", d.E},
+                        {"H", d.H},
+                        {"num_kv_heads", d.G},
+                        {"d_k", d.d_k}}},
+                      {"stages", stages}};
+  if (r.score_divisor > 0) j["what_if_score_divisor"] = r.score_divisor;  // not torch: q / this, not √d_k
+  return j;
 }
 template nlohmann::json write_forward_outputs<float>(const fs::path&, const ForwardResult<float>&,
                                                      const std::function<void(std::size_t, std::size_t)>&);
@@ -216,6 +221,7 @@ std::function<int()> add_compute(CLI::App& app) {
       "or --torch-seed S with sizes (torch.manual_seed(S); query, key, value = torch.rand(...) x3;\n"
       "nn.MultiheadAttention(...) default init, exactly as torch draws them).");
   add_forward_options(cmd, *a);
+  add_what_if_options(cmd, *a);
   cmd->add_option("--out", a->out_dir,
                   "Folder for output.npy, attn_weights.npy (N,H,L,S), attn_weights_avg.npy, trace.json, "
                   "trace/<stage>.npy, and with --scenario masks.py (its masks as PyTorch); replaced whole "
@@ -230,7 +236,8 @@ std::function<int()> add_compute(CLI::App& app) {
                                 {a->inputs_dir, a->weights_file, a->scenario_file, a->model.model_dir});
     if (!a->model.model_dir.empty()) {
       check_model_alone(*a);
-      return run_model_compute(a->model, a->out_dir, a->quiet);
+      // d_k is the model's: the divisor is made once its config is read.
+      return run_model_compute(a->model, a->out_dir, a->quiet, *a);
     }
     if (!a->model.text.empty() || !a->model.token_ids.empty() || !a->model.layer.empty())
       throw ConfigError("--model", "--text, --token-ids and --layer go with --model DIR");

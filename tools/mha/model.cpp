@@ -2,6 +2,7 @@
 // `mha bench` share, `mha compute --model` (a layer's attention trace, or every layer's, with the
 // tokens and the next-token top-5) and `mha model-info` (architecture, sizes, tokenizer, head roles).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -55,6 +56,7 @@ struct ComputeModelArgs {
   ModelArgs model;
   std::string out_dir;
   bool quiet = false;
+  const ForwardArgs* what_if = nullptr;  // --temperature, --no-scale
 };
 
 int run_compute(const ComputeModelArgs& a) {
@@ -62,13 +64,29 @@ int run_compute(const ComputeModelArgs& a) {
   const ModelInput in = load_model_input(
       a.model, "all", [&](double f) { progress.fraction(f, "loading " + a.model.model_dir); });
   const GPT2Model& m = in.loaded.model;
+  GPT2Options o;
+  const double divisor = a.what_if ? what_if_divisor(*a.what_if, m.config.head_dim()) : 0;
+  if (divisor > 0) {
+    if (in.layers.size() != 1)
+      throw ConfigError("--layer",
+                        "--temperature and --no-scale apply at one layer of the model (the layers after it "
+                        "follow): give --layer 0 to " +
+                            std::to_string(m.config.n_layer - 1));
+    o.score_divisors.assign(std::size_t(m.config.n_layer), 0.0);
+    o.score_divisors[std::size_t(in.layers[0])] = divisor;
+  }
   progress.waiting("forward");
-  const GPT2Run run = gpt2_forward(m, in.ids);
+  const GPT2Run run = gpt2_forward(m, in.ids, o);
   progress.clear();
   std::printf("GPT-2 forward (%s: %lld layers, %lld heads, n_embd %lld), %zu tokens:\n ",
               in.loaded.folder.c_str(), (long long)m.config.n_layer, (long long)m.config.n_head,
               (long long)m.config.n_embd, in.ids.size());
   for (const std::string& t : in.tokens) std::printf(" %s", t.c_str());
+  if (divisor > 0)
+    std::printf(
+        "\nWHAT-IF, not torch: layer %lld's q divided by %g instead of sqrt(d_k) = %g; the layers "
+        "after it follow",
+        (long long)in.layers[0], divisor, std::sqrt(double(m.config.head_dim())));
   std::printf("\nnext token, top %zu:\n", run.top_k.size());
   for (const TokenProb& t : run.top_k)
     std::printf("  %-16s %6.2f %%\n", describe(in, t).c_str(), 100 * t.probability);
@@ -202,8 +220,9 @@ std::function<int()> add_model_info(CLI::App& app) {
   return [folder, roles]() { return run_model_info(*folder, *roles); };
 }
 
-int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet) {
-  return run_compute({m, out_dir, quiet});
+int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet,
+                      const ForwardArgs& what_if) {
+  return run_compute({m, out_dir, quiet, &what_if});
 }
 
 }  // namespace mha::cli

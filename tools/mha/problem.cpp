@@ -3,6 +3,7 @@
 #include "problem.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -10,6 +11,7 @@
 #include <type_traits>
 
 #include "compute.hpp"  // studio/: build_forward(Scenario)
+#include "cost.hpp"
 #include "errors.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
@@ -142,8 +144,8 @@ void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
       ->check(CLI::IsMember({"nan", "zero"}));
   cmd->add_option("--backend", a.backend,
                   "reference (explicit loops), cpu (Eigen), gpu (GLSL compute shaders; falls back to cpu "
-                  "with the reason) or auto (gpu above a size threshold on a hardware GPU); default cpu, "
-                  "with --scenario the app's choice")
+                  "with the reason) or auto (gpu above a size threshold on a hardware GPU); default: the "
+                  "app's choice, reference up to 2e5 multiply-adds (the course notebook), cpu above")
       ->each([&a](const std::string&) { a.backend_given = true; })
       ->check(CLI::IsMember({"reference", "cpu", "gpu", "auto"}));
   cmd->add_option("--attn-mask-layout", a.mask_layout,
@@ -152,6 +154,25 @@ void add_forward_options(CLI::App* cmd, ForwardArgs& a) {
   cmd->add_option("--mask-convention", a.mask_convention,
                   "torch: attn_mask True/1 = blocked; keep: 1 = attend, 0 = blocked (converted explicitly)")
       ->check(CLI::IsMember({"torch", "keep"}));
+}
+
+void add_what_if_options(CLI::App* cmd, ForwardArgs& a) {
+  cmd->add_option("--temperature", a.temperature,
+                  "What-if, not torch: softmax temperature T > 0, weights = softmax(q·kᵀ / (√d_k·T) + mask) "
+                  "(1 = torch); with --model at the --layer chosen, the layers after it following")
+      ->each([&a](const std::string&) { a.what_if_given = true; });
+  cmd->add_flag("--no-scale", a.no_scale,
+                "What-if, not torch: scores not divided by √d_k (with --model at the --layer chosen)")
+      ->each([&a](const std::string&) { a.what_if_given = true; });
+}
+
+double what_if_divisor(const ForwardArgs& a, std::int64_t d_k) {
+  if (!a.what_if_given) return 0;
+  if (!(a.temperature > 0) || !std::isfinite(a.temperature))
+    throw ConfigError("--temperature",
+                      "--temperature must be a finite number above 0, got " + std::to_string(a.temperature));
+  const studio::WhatIf w{a.temperature, !a.no_scale};
+  return w.active() ? w.divisor(d_k) : 0;
 }
 
 Backend parse_backend(const std::string& name) {
@@ -226,8 +247,12 @@ bool check_forward_args(const ForwardArgs& a) {
 // on the reference path for tiny problems; --backend, when given, overrides that choice.
 Problem<float> scenario_problem(const ForwardArgs& a) {
   std::vector<std::string> warnings;
-  const studio::Scenario s = studio::load_scenario(a.scenario_file, &warnings);
+  studio::Scenario s = studio::load_scenario(a.scenario_file, &warnings);
   for (const std::string& w : warnings) std::fprintf(stderr, "mha: warning: %s\n", w.c_str());
+  if (a.what_if_given) {
+    what_if_divisor(a, 1);  // checks --temperature
+    s.what_if = {a.temperature, !a.no_scale};
+  }
   studio::Built b = studio::build_forward(s);
   Problem<float> p;
   p.config = b.config;
@@ -309,7 +334,12 @@ Problem<T> build_problem(const ForwardArgs& a) {
       in.key_padding_mask = to_mask<T>(load(dir, "key_padding_mask"), "key_padding_mask", "torch");
     source = a.inputs_dir;
   }
-
+  // validate() in the forward names a num_heads that does not divide embed_dim; d_k is not used then.
+  if (c.num_heads > 0) o.score_divisor = what_if_divisor(a, c.embed_dim / c.num_heads);
+  // No --backend: the CPU path the app would take for these sizes (the reference path for tiny
+  // problems, which rounds as torch does).
+  if (!a.backend_given)
+    o.backend = cpu_backend_for(cost::forward_work(cost::shape(check_inputs(c, w, in, o))));
   return p;
 }
 

@@ -30,10 +30,20 @@ struct ForwardArgs {
   bool no_bias = false, add_zero_attn = false, seq_first = false, causal = false;
   std::string dtype = "float32", fully_masked = "nan", backend = "cpu", mask_layout = "torch",
               mask_convention = "torch";
+  // The what-if of the scores' scale (not torch): q divided by (√d_k, or 1 with no_scale)·temperature.
+  // With --scenario, given ones replace the file's.
+  float temperature = 1;
+  bool no_scale = false;
+  bool what_if_given = false;  // --temperature or --no-scale on the command line
 };
 
-// Registers the options above on `cmd`.
+// Registers the options above on `cmd`, but for the what-if's.
 void add_forward_options(CLI::App* cmd, ForwardArgs& a);
+// Registers --temperature and --no-scale (a module's, or with --model the chosen layer's).
+void add_what_if_options(CLI::App* cmd, ForwardArgs& a);
+// What q is divided by for head size d_k under a's what-if; 0 (torch's √d_k) when none is given.
+// Throws ConfigError naming --temperature for one that is not a finite number above 0.
+double what_if_divisor(const ForwardArgs& a, std::int64_t d_k);
 // Throws ConfigError/FileError for a missing or contradictory choice of inputs, or a size option
 // outside limits.hpp (0 included: a size left out takes its default, one given is used as given);
 // returns whether the forward runs in double (--dtype float64, or a float64 query.npy).
@@ -91,7 +101,9 @@ ModelInput load_model_input(const ModelArgs& m, const char* default_layer, const
 // `mha compute --model`: prints the tokens and the next-token top-5; with --out, writes each chosen
 // layer's attention trace as `mha compute` writes one (layer_<i>/ for --layer all).
 // quiet: no progress line on stderr.
-int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet);
+// what_if: --temperature / --no-scale, applied at the one --layer chosen, the layers after it
+// following (ConfigError naming --layer for --layer all).
+int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet, const ForwardArgs& what_if);
 // Refuses --model together with another source of inputs (--inputs, --torch-seed, --scenario).
 void check_model_alone(const ForwardArgs& a);
 

@@ -656,6 +656,11 @@ void draw_mistake_view(const F& f) {
         d.L == 1 ? "L = 1" : "H = 1", shape_str(ct.shape).c_str());
     ImGui::TextDisabled("%s", kViewError);
   }
+}
+
+// What mends mistake 2, after the grid (the message above comes first).
+void draw_mistake_view_remedy(const F& f) {
+  const Dims& d = f.dims;
   ImGui::TextWrapped(
       ".contiguous() copies the N·L·E = %lld values (%s) into token-major order; .reshape() does the "
       "same copy for you when it has to. The transposes themselves never copy.",
@@ -713,14 +718,22 @@ struct ReshapePanel {
   Hover linked;              // hovered cell, drawn in both the grid and the memory row
   WrongRun no_transpose;     // mistake 1, shared by its grid and its comparison
   OutProjCache no_out_proj;  // mistake 3
+  ReshapeInfo info;          // what the last frame drew
   void draw(AppState& state, Textures& tex);
 };
+
+const ReshapeInfo& reshape_info(const Panels& panels) {
+  static const ReshapeInfo none;  // the view has not drawn yet
+  return panels.reshape ? panels.reshape->info : none;
+}
 
 void draw_reshape(Panels& panels, AppState& state, Textures& tex) {
   panel::made(panels.reshape).draw(state, tex);
 }
 
 void ReshapePanel::draw(AppState& state, Textures& tex) {
+  info = ReshapeInfo{};
+  info.view = panel::window_rect();
   if (!state.result.valid()) {
     ImGui::TextDisabled("No result yet: fix the inputs marked in the controls.");
     return;
@@ -806,8 +819,7 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   ImGui::Text("%d.", view.reshape_step);
   ImGui::SameLine();
   if (view_fails) {
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1),
-                       "context.transpose(1, 2).view(N, L, E)  ->  RuntimeError (below)");
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "context.transpose(1, 2).view(N, L, E)  ->  RuntimeError");
   } else {
     ImGui::TextUnformatted(st.code);
   }
@@ -815,12 +827,23 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("%s", step_reason(f, target).c_str());
   ImGui::PopTextWrapPos();
+  // Mistake 2 is a message (torch's RuntimeError and why): it comes before the grid, so no window
+  // is too small to show it.
+  if (view.mistake == 2) {
+    ImGui::Separator();
+    ImGui::BeginGroup();
+    draw_mistake_view(f);
+    ImGui::EndGroup();
+    info.message = panel::rect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::Separator();
+  }
 
-  // The grid, then memory. The mistakes' consequences need room below, so the grid gets less then.
+  // The grid, then memory. The other mistakes' consequences need room below, so the grid gets less
+  // then.
   const std::vector<std::string>& tokens = state.query_tokens();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float strip_h = memory_height();
-  const float grid_budget = std::max(font * 8, (avail.y - strip_h) * (view.mistake == 0 ? 0.9f : 0.42f));
+  const float grid_budget = std::max(font * 8, (avail.y - strip_h) * (view.mistake == 0 || view.mistake == 2 ? 0.9f : 0.42f));
   Grid g = fit_grid(d, tokens, ImVec2(avail.x, grid_budget));
   if (g.rows < d.L || g.heads < d.H || g.cols < d.d_k)
     ImGui::TextDisabled("Showing the first %d of %lld tokens, %d of %lld heads, %d of %lld columns per head.",
@@ -850,11 +873,14 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
       break;
     case 2:
       ImGui::Separator();
-      draw_mistake_view(f);
+      draw_mistake_view_remedy(f);
       break;
     case 3:
       ImGui::Separator();
+      ImGui::BeginGroup();
       draw_mistake_no_out_proj(no_out_proj, state, tex, n);
+      ImGui::EndGroup();
+      info.message = panel::rect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
       break;
     default: break;
   }

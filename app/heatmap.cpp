@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "clipboard_image.hpp"
 #include "clipboard_text.hpp"
@@ -73,8 +74,11 @@ AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_d
   AxisLabels best;
   bool found = false;
   for (int lanes = 1; lanes <= max_lanes; ++lanes) {
-    const float scale = std::min(1.0f, float(lanes) * pitch / text_h);
-    if (scale < min_scale) continue;
+    // The largest font whose labels are lanes·pitch apart, and no larger than the lane's room holds.
+    const float largest = std::min(1.0f, float(lanes) * pitch / text_h);
+    if (largest < min_scale) continue;
+    const float room = (max_depth - gap * float(lanes - 1)) / float(lanes);
+    const float scale = widest > 0 ? std::clamp(room / widest, min_scale, largest) : largest;
     const AxisLabels a = plan(scale, lanes, 1, max_depth);
     // Cut short to about four letters (a letter is about half the text's height) at most.
     if (a.lane_depth < std::min(widest * scale, 2.0f * text_h * scale)) continue;
@@ -82,15 +86,20 @@ AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_d
     if (!found || a.scale > best.scale) best = a, found = true;
   }
   if (found) return best;
-  // No room for every label: every step-th, as many as the smallest font on the fewest lanes holds
-  // in the room one lane of whole labels takes (the cells need the rest more than thinned labels).
+  // No room for every label: every step-th, in the room one lane of whole labels takes (the cells
+  // need the rest more than thinned labels), at full size or the smallest, on as many lanes as fit:
+  // the fewest left out, then the fewest cut short, the larger font, the fewer lanes.
   best = plan(1, 1, render::label_step(pitch, text_h), max_depth);
-  for (int lanes = 1; lanes <= max_lanes; ++lanes) {
-    AxisLabels a = plan(min_scale, lanes, 1, std::min(max_depth, widest));
-    if (a.lane_depth < std::min(widest * min_scale, 2.0f * text_h * min_scale)) continue;
-    a.step = render::label_step(float(lanes) * pitch, text_h * min_scale);
-    if (a.step < best.step) best = a;
-  }
+  auto rank = [&](const AxisLabels& a) {
+    return std::make_tuple(a.step, a.lane_depth < widest * a.scale - 0.5f, -a.scale, a.lanes);
+  };
+  for (const float scale : {1.0f, min_scale})
+    for (int lanes = 1; lanes <= max_lanes; ++lanes) {
+      AxisLabels a = plan(scale, lanes, 1, std::min(max_depth, widest));
+      if (a.lane_depth < std::min(widest * scale, 2.0f * text_h * scale)) continue;
+      a.step = render::label_step(float(lanes) * pitch, text_h * scale);
+      if (rank(a) < rank(best)) best = a;
+    }
   return best;
 }
 
@@ -268,6 +277,58 @@ Zoom& zoom_of(const Heatmap& h) {
 
 }  // namespace
 
+HeatmapFit fit_heatmap(const Heatmap& h, ImVec2 size) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float font = ImGui::GetFontSize();
+  HeatmapFit f;
+  // The widest label decides the margins (capped so long words do not eat the map).
+  for (int i = 0; h.row_labels && i < h.rows && i < int(h.row_labels->size()); ++i)
+    f.widest_row = std::max(f.widest_row, ImGui::CalcTextSize((*h.row_labels)[std::size_t(i)].c_str()).x);
+  for (int j = 0; h.col_labels && j < h.cols && j < int(h.col_labels->size()); ++j)
+    f.widest_col = std::max(f.widest_col, ImGui::CalcTextSize((*h.col_labels)[std::size_t(j)].c_str()).x);
+  const float cap = font * 8, lane_gap = font * 0.4f, min_scale = label_min_scale(font);
+  const float nan_w = h.margins ? font * 1.5f : 0.0f;  // right margin for the NaN-row flag
+  ImVec2 avail = size;
+  if (avail.x <= 0) avail.x = ImGui::GetContentRegionAvail().x;
+  if (avail.y <= 0) avail.y = ImGui::GetContentRegionAvail().y;
+  auto place = [&](float row_depth, float col_depth) {
+    f.row_w = h.margins || h.row_labels ? row_depth + style.ItemSpacing.x : 0.0f;
+    f.col_w = h.margins || h.col_labels ? col_depth + style.ItemSpacing.y : 0.0f;
+    const float grid_w = std::max(1.0f, avail.x - f.row_w - nan_w), grid_h = std::max(1.0f, avail.y - f.col_w);
+    // The fitted cell: the grid's footprint on screen. Zoomed, cells grow and the footprint stays.
+    f.fit = std::max(std::max(h.min_cell, 1e-3f),
+                     std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
+  };
+  // One lane of whole labels first. Labels that do not fit a cell then take lanes side by side, in
+  // the deepest room that costs the cells at most a fifth of their size (row labels take width,
+  // column labels height) and still holds every label at the cells it leaves; the smaller the room,
+  // the smaller the font (plan_axis_labels). Where no room does, they keep one lane's room, thinned.
+  const float one_row = h.row_labels ? std::min(f.widest_row, cap) : 0.0f;
+  const float one_col = h.col_labels ? std::min(f.widest_col, cap) : 0.0f;
+  place(one_row, one_col);
+  const float fit0 = f.fit;
+  float row_depth = one_row, col_depth = one_col;
+  auto widen = [&](float* depth, float widest, float one) {
+    const float before = f.fit;
+    for (float room = cap; room > one; room *= 0.85f) {
+      *depth = std::max(one, plan_axis_labels(fit0, font, widest, room, min_scale, lane_gap).depth);
+      place(row_depth, col_depth);
+      if (f.fit >= 0.8f * before && plan_axis_labels(f.fit, font, widest, *depth, min_scale, lane_gap).step == 1)
+        return;
+    }
+    *depth = one;
+    place(row_depth, col_depth);
+    // Thinned labels may be drawn smaller than whole ones: the room they take then, no more.
+    *depth = std::min(one, plan_axis_labels(f.fit, font, widest, one, min_scale, lane_gap).depth);
+    place(row_depth, col_depth);
+  };
+  if (h.row_labels && fit0 < font) widen(&row_depth, f.widest_row, one_row);
+  if (h.col_labels && fit0 < font && f.widest_col > fit0) widen(&col_depth, f.widest_col, one_col);
+  f.vertical = f.widest_col > f.fit;
+  f.top = !h.margins && !h.col_labels ? 0.0f : f.vertical ? f.col_w : font + style.ItemSpacing.y;
+  return f;
+}
+
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   HeatmapEvent ev;
   if (h.rows <= 0 || h.cols <= 0 || !h.values) return ev;
@@ -278,35 +339,11 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
 
-  // Label extents: the widest label decides the margins (capped so long words do not eat the map).
-  // Cells shorter than a line of text take labels on lanes side by side, or smaller, or cut short
-  // (plan_axis_labels); the margins are planned at the fitted cell, which they then shrink a little.
-  float widest_row = 0, widest_col = 0;
-  for (int i = 0; h.row_labels && i < h.rows && i < int(h.row_labels->size()); ++i)
-    widest_row = std::max(widest_row, ImGui::CalcTextSize((*h.row_labels)[std::size_t(i)].c_str()).x);
-  for (int j = 0; h.col_labels && j < h.cols && j < int(h.col_labels->size()); ++j)
-    widest_col = std::max(widest_col, ImGui::CalcTextSize((*h.col_labels)[std::size_t(j)].c_str()).x);
-  const float cap = font * 8, lane_gap = font * 0.4f, min_scale = label_min_scale(font);
+  const float lane_gap = font * 0.4f, min_scale = label_min_scale(font);
   const float nan_w = h.margins ? font * 1.5f : 0.0f;  // right margin for the NaN-row flag
-
-  ImVec2 avail = h.size;
-  if (avail.x <= 0) avail.x = ImGui::GetContentRegionAvail().x;
-  if (avail.y <= 0) avail.y = ImGui::GetContentRegionAvail().y;
-  float row_w = 0, col_w = 0, grid_w = 1, grid_h = 1, fit = 1;
-  auto place = [&](float row_depth, float col_depth) {
-    row_w = h.margins || h.row_labels ? row_depth + style.ItemSpacing.x : 0.0f;
-    col_w = h.margins || h.col_labels ? col_depth + style.ItemSpacing.y : 0.0f;
-    grid_w = std::max(1.0f, avail.x - row_w - nan_w);
-    grid_h = std::max(1.0f, avail.y - col_w);
-    // The fitted cell: the grid's footprint on screen. Zoomed, cells grow and the footprint stays.
-    fit = std::max(std::max(h.min_cell, 1e-3f), std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
-  };
-  place(h.row_labels ? std::min(widest_row, cap) : 0.0f, h.col_labels ? std::min(widest_col, cap) : 0.0f);
-  if (h.row_labels || (h.col_labels && widest_col > fit))
-    place(h.row_labels ? plan_axis_labels(fit, font, widest_row, cap, min_scale, lane_gap).depth : 0.0f,
-          h.col_labels ? (widest_col > fit ? plan_axis_labels(fit, font, widest_col, cap, min_scale, lane_gap).depth
-                                           : std::min(widest_col, cap))
-                       : 0.0f);
+  const HeatmapFit placed = fit_heatmap(h, h.size);
+  const float row_w = placed.row_w, col_w = placed.col_w, fit = placed.fit;
+  const float widest_row = placed.widest_row, widest_col = placed.widest_col;
   Zoom& z = zoom_of(h);
   const float cell = fit * z.zoom;
   // Column labels run vertically when they do not fit across a cell.
@@ -511,12 +548,12 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   struct Placed {
     int i;
     std::string text;
-    float across0, across1;
+    float size, across0, across1;
     bool must;
   };
   auto draw_axis = [&](const std::vector<std::string>& labels, int lo, int hi, const AxisLabels& plan,
                        std::vector<int> must, float room, const std::function<float(int)>& at,
-                       const std::function<void(const Placed&, float size)>& draw, std::vector<int>& drawn) {
+                       const std::function<void(const Placed&)>& draw, std::vector<int>& drawn) {
     const float size = font * plan.scale;
     hi = std::min(hi, int(labels.size()));
     must.erase(std::remove_if(must.begin(), must.end(), [&](int x) { return x < lo || x >= hi; }), must.end());
@@ -525,9 +562,16 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     auto place = [&](int i, bool is_must) {
       const bool own_lane = plan.step == 1 || !is_must;
       const int lane = own_lane ? i / plan.step % plan.lanes : 0;
-      Placed p{i, fit_label(labels[std::size_t(i)], size, own_lane ? plan.lane_depth : room), 0, 0, is_must};
+      const float depth = own_lane ? plan.lane_depth : room;
+      const std::string& whole = labels[std::size_t(i)];
+      // A marked label too long for its room is drawn smaller, down to the smallest font, before it
+      // is cut short.
+      float sz = size;
+      if (is_must && text_width(whole.c_str(), sz) > depth)
+        sz = std::max(font * min_scale, sz * depth / text_width(whole.c_str(), sz));
+      Placed p{i, fit_label(whole, sz, depth), sz, 0, 0, is_must};
       p.across0 = float(lane) * (plan.lane_depth + lane_gap);
-      p.across1 = p.across0 + text_width(p.text.c_str(), size);
+      p.across1 = p.across0 + text_width(p.text.c_str(), sz);
       return p;
     };
     std::vector<Placed> marks;
@@ -540,11 +584,11 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
         covered = covered ||
                   (std::fabs(at(i) - at(m.i)) < size * 0.99f && p.across0 < m.across1 && m.across0 < p.across1);
       if (covered) continue;
-      draw(p, size);
+      draw(p);
       drawn.push_back(i);
     }
     for (const Placed& m : marks) {
-      draw(m, size);
+      draw(m);
       drawn.push_back(m.i);
     }
     std::sort(drawn.begin(), drawn.end());
@@ -562,11 +606,11 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     must.push_back(h.selected_row);
     draw_axis(
         *h.row_labels, r_lo, r_hi, row_plan, must, right - origin.x, [&](int r) { return cy(float(r) + 0.5f); },
-        [&](const Placed& p, float size) {
-          const ImVec2 at(right - p.across1, cy(float(p.i) + 0.5f) - size * 0.5f);
+        [&](const Placed& p) {
+          const ImVec2 at(right - p.across1, cy(float(p.i) + 0.5f) - p.size * 0.5f);
           const bool hovered = p.i == h.hover_row;
-          if (p.must) plate(ImVec2(at.x - 2, at.y), ImVec2(right - p.across0 + 1, at.y + size), hovered);
-          dl->AddText(ImGui::GetFont(), size, at, p.must && hovered ? IM_COL32(0, 0, 0, 255) : text_col,
+          if (p.must) plate(ImVec2(at.x - 2, at.y), ImVec2(right - p.across0 + 1, at.y + p.size), hovered);
+          dl->AddText(ImGui::GetFont(), p.size, at, p.must && hovered ? IM_COL32(0, 0, 0, 255) : text_col,
                       p.text.c_str());
         },
         ev.row_labels_drawn);
@@ -581,11 +625,11 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     if (vertical) {
       draw_axis(
           *h.col_labels, c_lo, c_hi, col_plan, must, bottom - origin.y, [&](int c) { return cx(float(c) + 0.5f); },
-          [&](const Placed& p, float size) {
-            const float x = cx(float(p.i) + 0.5f) - size * 0.5f;
+          [&](const Placed& p) {
+            const float x = cx(float(p.i) + 0.5f) - p.size * 0.5f;
             const bool hovered = p.i == h.hover_col;
-            if (p.must) plate(ImVec2(x, bottom - p.across1 - 2), ImVec2(x + size, bottom - p.across0 + 1), hovered);
-            add_text_vertical(dl, size, ImVec2(x, bottom - p.across0),
+            if (p.must) plate(ImVec2(x, bottom - p.across1 - 2), ImVec2(x + p.size, bottom - p.across0 + 1), hovered);
+            add_text_vertical(dl, p.size, ImVec2(x, bottom - p.across0),
                               p.must && hovered ? IM_COL32(0, 0, 0, 255) : text_col, p.text.c_str());
           },
           ev.col_labels_drawn);

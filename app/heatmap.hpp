@@ -112,6 +112,16 @@ AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_d
 float label_min_scale(float font_px);
 
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h);
+// Where draw_heatmap puts the cells of `h` in `size` (0: the region available), before any zoom: the
+// label margins (lanes included) and the fitted cell. A view laying out several maps asks it first.
+struct HeatmapFit {
+  float widest_row = 0, widest_col = 0;  // the widest label of each axis
+  float row_w = 0, col_w = 0;            // margins left of and above the cells, for labels
+  float fit = 0;                         // cell size in pixels
+  bool vertical = false;                 // column labels run upwards
+  float top = 0;                         // from the map's top to its cells
+};
+HeatmapFit fit_heatmap(const Heatmap& h, ImVec2 size);
 // Linked hover. A view with the pointer over a token (a cell, an axis label, a line) reports it; once a
 // frame, before the views draw, take_hover moves what the last frame reported into
 // ViewState::hover_query / hover_key (-1 both when nothing was), which every view then marks.

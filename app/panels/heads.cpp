@@ -416,11 +416,10 @@ void verify_rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<flo
   }
 }
 
-// Mirrors the heatmap widget's margins (heatmap.cpp) to know how large a map will be, so the grid
-// can pick its column count before drawing.
+// The heatmap widget's margins for one lane of whole labels (heatmap.cpp): how large a map will be
+// about, so the grid can pick its column count before fit_heatmap says exactly.
 struct LabelSpace {
   float row_w = 0, col_w = 0;
-  float widest_row = 0, widest_col = 0;  // the widest label of each axis, uncapped
 };
 
 LabelSpace label_space(const std::vector<std::string>* rows, int nrows, const std::vector<std::string>* cols,
@@ -432,22 +431,9 @@ LabelSpace label_space(const std::vector<std::string>* rows, int nrows, const st
     l.row_w = std::max(l.row_w, ImGui::CalcTextSize((*rows)[std::size_t(i)].c_str()).x);
   for (int j = 0; cols && j < ncols && j < int(cols->size()); ++j)
     l.col_w = std::max(l.col_w, ImGui::CalcTextSize((*cols)[std::size_t(j)].c_str()).x);
-  l.widest_row = l.row_w, l.widest_col = l.col_w;
   l.row_w = std::min(l.row_w, font * 8) + style.ItemSpacing.x;
   l.col_w = std::min(l.col_w, font * 8) + style.ItemSpacing.y;
   return l;
-}
-
-// The margins at cells of `cell` pixels: labels that do not fit a cell go on lanes side by side
-// (plan_axis_labels), as the widget lays them out.
-LabelSpace label_space_at(const LabelSpace& l, float cell) {
-  const float font = ImGui::GetFontSize(), cap = font * 8, gap = font * 0.4f, min_scale = label_min_scale(font);
-  const ImGuiStyle& style = ImGui::GetStyle();
-  LabelSpace at = l;
-  at.row_w = plan_axis_labels(cell, font, l.widest_row, cap, min_scale, gap).depth + style.ItemSpacing.x;
-  if (l.widest_col > cell)
-    at.col_w = plan_axis_labels(cell, font, l.widest_col, cap, min_scale, gap).depth + style.ItemSpacing.y;
-  return at;
 }
 
 // The cell size of a map `w` wide, before any height limit.
@@ -833,9 +819,13 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
                     (grid_h / float(rows) - row_extra - l.col_w) / float(R));
   };
   // The column count with the largest cells when `rows_shown` rows of maps share the height
-  // (0: all of them), then that cell again with the labels' margins at it (lanes, where a cell is
-  // shorter than a line of text).
-  LabelSpace shown = labels;
+  // (0: all of them), then the cell the widget makes of that room, its labels' margins (lanes, where
+  // a cell is shorter than a line of text) taken.
+  Heatmap proto;  // what fit_heatmap reads of each map
+  proto.rows = R, proto.cols = C, proto.row_labels = row_labels, proto.col_labels = col_labels;
+  proto.max_cell = max_cell;
+  ImVec2 map_room(0, 0);  // each map's room in the grid: its width, and height down to its check lines
+  float map_h = 0;        // the height of a map as drawn
   auto best_grid = [&](float width, int rows_shown, int* cols_out) {
     float best = -1;
     for (int c = 1; c <= n_maps; ++c) {
@@ -846,14 +836,16 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
         best = fit;
       }
     }
-    shown = label_space_at(labels, best);
-    return cell_of(shown, width, *cols_out, rows_shown > 0 ? rows_shown : (n_maps + *cols_out - 1) / *cols_out);
+    const int rows = rows_shown > 0 ? rows_shown : (n_maps + *cols_out - 1) / *cols_out;
+    map_room = ImVec2(width / float(*cols_out) - pad, std::max(1.0f, grid_h / float(rows) - row_extra));
+    const HeatmapFit f = fit_heatmap(proto, map_room);
+    map_h = f.top + f.fit * float(R) + 1.0f;
+    return best < 0 ? best : f.fit;
   };
   int cols = 1;
   float cell = best_grid(grid_w, 0, &cols);
   if (cell < min_cell) cell = best_grid(grid_w - style.ScrollbarSize, 1, &cols);
   if (cell < min_cell) {
-    shown = labels;
     // Scrolling: the widest grid whose maps are >= min_w wide with cells >= 0.7 of a text line
     // (every other label fits), else (large L) the widest at min_w alone.
     const float usable = grid_w - style.ScrollbarSize;
@@ -863,8 +855,9 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
     while (cols > 1 && cell_at(cols) < font * 0.7f) --cols;
     if (cell_at(cols) < font * 0.7f) cols = widest;
     cell = cell_at(cols);
+    map_h = map_height(labels, cell, R);
+    map_room = ImVec2(0, map_h);
   }
-  const float map_h = map_height(shown, cell, R);
   info.cell = cell;
   if (!same_owner(marked_source, state.result.forward) || marked_batch != b) {
     marked_source = state.result.forward;
@@ -912,7 +905,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       hm.col_labels = col_labels;
       hm.show_values = view.show_values;
       hm.max_cell = max_cell;
-      hm.size = ImVec2(w, map_h);
+      hm.size = ImVec2(w, map_room.y);
       // The colours in the version too: a mask edit's result redraws only its changed rows when they
       // are those of the texture it replaces.
       auto version_of = [&](std::uint64_t g) {

@@ -100,7 +100,7 @@ void TokenLinesPanel::draw(AppState& state) {
     int pick = b;
     ImGui::SetNextItemWidth(font * 6);
     if (ImGui::SliderInt("batch item", &pick, 0, N - 1)) view.batch_index = pick;
-    ImGui::SameLine();
+    ImGui::SameLine(0, font * 1.5f);  // apart, so "batch item" does not read as the heads' label
   }
   ImGui::TextUnformatted("heads:");
   for (int h = 0; h < H; ++h) {

@@ -69,10 +69,9 @@ AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_d
     return a;
   };
   if (!(pitch > 0) || !(text_h > 0) || pitch >= text_h) return plan(1, 1, 1, max_depth);
-  // The fewest lanes whose font is nearly full size (one lane reads best), else the largest font.
-  // Labels of one lane are lanes·pitch apart.
+  // The fewest lanes (one lane reads best; labels of one lane are lanes·pitch apart) at the largest
+  // font that fits them, not below min_scale.
   AxisLabels best;
-  bool found = false;
   for (int lanes = 1; lanes <= max_lanes; ++lanes) {
     // The largest font whose labels are lanes·pitch apart, and no larger than the lane's room holds.
     const float largest = std::min(1.0f, float(lanes) * pitch / text_h);
@@ -82,10 +81,8 @@ AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_d
     const AxisLabels a = plan(scale, lanes, 1, max_depth);
     // Cut short to about four letters (a letter is about half the text's height) at most.
     if (a.lane_depth < std::min(widest * scale, 2.0f * text_h * scale)) continue;
-    if (scale >= 0.85f) return a;
-    if (!found || a.scale > best.scale) best = a, found = true;
+    return a;
   }
-  if (found) return best;
   // No room for every label: every step-th, in the room one lane of whole labels takes (the cells
   // need the rest more than thinned labels), at full size or the smallest, on as many lanes as fit:
   // the fewest left out, then the fewest cut short, the larger font, the fewer lanes.

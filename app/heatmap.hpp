@@ -91,10 +91,10 @@ struct HeatmapEvent {
 
 // How the token labels along one axis fit cells smaller than a line of text (GUI-free). A label
 // runs across its axis (a row's is one line tall along the rows; a column's is turned on its side),
-// so a cell `pitch` pixels long holds one when pitch >= text_h. Otherwise, in order of preference:
-// labels alternate between 2 or 3 lanes side by side (each then has lanes·pitch of the axis), the
-// font shrinks (not below min_scale), and a label longer than its lane is cut short with "…" (not
-// shorter than about four letters). Only when none of that fits is every step-th label drawn, at the
+// so a cell `pitch` pixels long holds one when pitch >= text_h. Otherwise the font shrinks (not below
+// min_scale), then labels alternate between 2 or 3 lanes side by side (each then has lanes·pitch of
+// the axis), and a label longer than its lane's room is cut short with "…" (not shorter than about
+// four letters). Only when none of that fits is every step-th label drawn, at the
 // smallest font on the lanes that leave out fewest within the room of one lane of whole labels.
 struct AxisLabels {
   float scale = 1;       // of the font

@@ -71,7 +71,6 @@ AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_d
   if (!(pitch > 0) || !(text_h > 0) || pitch >= text_h) return plan(1, 1, 1, max_depth);
   // The fewest lanes (one lane reads best; labels of one lane are lanes·pitch apart) at the largest
   // font that fits them, not below min_scale.
-  AxisLabels best;
   for (int lanes = 1; lanes <= max_lanes; ++lanes) {
     // The largest font whose labels are lanes·pitch apart, and no larger than the lane's room holds.
     const float largest = std::min(1.0f, float(lanes) * pitch / text_h);
@@ -86,7 +85,7 @@ AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_d
   // No room for every label: every step-th, in the room one lane of whole labels takes (the cells
   // need the rest more than thinned labels), at full size or the smallest, on as many lanes as fit:
   // the fewest left out, then the fewest cut short, the larger font, the fewer lanes.
-  best = plan(1, 1, render::label_step(pitch, text_h), max_depth);
+  AxisLabels best = plan(1, 1, render::label_step(pitch, text_h), max_depth);
   auto rank = [&](const AxisLabels& a) {
     return std::make_tuple(a.step, a.lane_depth < widest * a.scale - 0.5f, -a.scale, a.lanes);
   };
@@ -291,7 +290,8 @@ HeatmapFit fit_heatmap(const Heatmap& h, ImVec2 size) {
   auto place = [&](float row_depth, float col_depth) {
     f.row_w = h.margins || h.row_labels ? row_depth + style.ItemSpacing.x : 0.0f;
     f.col_w = h.margins || h.col_labels ? col_depth + style.ItemSpacing.y : 0.0f;
-    const float grid_w = std::max(1.0f, avail.x - f.row_w - nan_w), grid_h = std::max(1.0f, avail.y - f.col_w);
+    const float grid_w = std::max(1.0f, avail.x - f.row_w - nan_w),
+                grid_h = std::max(1.0f, avail.y - f.col_w);
     // The fitted cell: the grid's footprint on screen. Zoomed, cells grow and the footprint stays.
     f.fit = std::max(std::max(h.min_cell, 1e-3f),
                      std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
@@ -310,7 +310,8 @@ HeatmapFit fit_heatmap(const Heatmap& h, ImVec2 size) {
     for (float room = cap; room > one; room *= 0.85f) {
       *depth = std::max(one, plan_axis_labels(fit0, font, widest, room, min_scale, lane_gap).depth);
       place(row_depth, col_depth);
-      if (f.fit >= 0.8f * before && plan_axis_labels(f.fit, font, widest, *depth, min_scale, lane_gap).step == 1)
+      if (f.fit >= 0.8f * before &&
+          plan_axis_labels(f.fit, font, widest, *depth, min_scale, lane_gap).step == 1)
         return;
     }
     *depth = one;
@@ -347,9 +348,11 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   const bool vertical = widest_col > cell;
   const float top = !h.margins && !h.col_labels ? 0.0f : vertical ? col_w : font + style.ItemSpacing.y;
   // How the labels are drawn at the cell shown (zoomed in, they may need fewer lanes).
-  const AxisLabels row_plan = plan_axis_labels(cell, font, widest_row, row_w - style.ItemSpacing.x, min_scale, lane_gap);
-  const AxisLabels col_plan = vertical ? plan_axis_labels(cell, font, widest_col, col_w - style.ItemSpacing.y, min_scale, lane_gap)
-                                       : AxisLabels{};
+  const AxisLabels row_plan =
+      plan_axis_labels(cell, font, widest_row, row_w - style.ItemSpacing.x, min_scale, lane_gap);
+  const AxisLabels col_plan =
+      vertical ? plan_axis_labels(cell, font, widest_col, col_w - style.ItemSpacing.y, min_scale, lane_gap)
+               : AxisLabels{};
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 g0(origin.x + row_w, origin.y + top);
@@ -553,7 +556,8 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
                        const std::function<void(const Placed&)>& draw, std::vector<int>& drawn) {
     const float size = font * plan.scale;
     hi = std::min(hi, int(labels.size()));
-    must.erase(std::remove_if(must.begin(), must.end(), [&](int x) { return x < lo || x >= hi; }), must.end());
+    must.erase(std::remove_if(must.begin(), must.end(), [&](int x) { return x < lo || x >= hi; }),
+               must.end());
     std::sort(must.begin(), must.end());
     must.erase(std::unique(must.begin(), must.end()), must.end());
     auto place = [&](int i, bool is_must) {
@@ -578,8 +582,8 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
       const Placed p = place(i, false);
       bool covered = false;
       for (const Placed& m : marks)
-        covered = covered ||
-                  (std::fabs(at(i) - at(m.i)) < size * 0.99f && p.across0 < m.across1 && m.across0 < p.across1);
+        covered = covered || (std::fabs(at(i) - at(m.i)) < size * 0.99f && p.across0 < m.across1 &&
+                              m.across0 < p.across1);
       if (covered) continue;
       draw(p);
       drawn.push_back(i);
@@ -602,7 +606,8 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     must.push_back(h.hover_row);
     must.push_back(h.selected_row);
     draw_axis(
-        *h.row_labels, r_lo, r_hi, row_plan, must, right - origin.x, [&](int r) { return cy(float(r) + 0.5f); },
+        *h.row_labels, r_lo, r_hi, row_plan, must, right - origin.x,
+        [&](int r) { return cy(float(r) + 0.5f); },
         [&](const Placed& p) {
           const ImVec2 at(right - p.across1, cy(float(p.i) + 0.5f) - p.size * 0.5f);
           const bool hovered = p.i == h.hover_row;
@@ -621,11 +626,13 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
     must.push_back(h.selected_col);
     if (vertical) {
       draw_axis(
-          *h.col_labels, c_lo, c_hi, col_plan, must, bottom - origin.y, [&](int c) { return cx(float(c) + 0.5f); },
+          *h.col_labels, c_lo, c_hi, col_plan, must, bottom - origin.y,
+          [&](int c) { return cx(float(c) + 0.5f); },
           [&](const Placed& p) {
             const float x = cx(float(p.i) + 0.5f) - p.size * 0.5f;
             const bool hovered = p.i == h.hover_col;
-            if (p.must) plate(ImVec2(x, bottom - p.across1 - 2), ImVec2(x + p.size, bottom - p.across0 + 1), hovered);
+            if (p.must)
+              plate(ImVec2(x, bottom - p.across1 - 2), ImVec2(x + p.size, bottom - p.across0 + 1), hovered);
             add_text_vertical(dl, p.size, ImVec2(x, bottom - p.across0),
                               p.must && hovered ? IM_COL32(0, 0, 0, 255) : text_col, p.text.c_str());
           },

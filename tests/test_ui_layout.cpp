@@ -36,7 +36,9 @@ struct Session {
     }
   }
   // A shipped preset opened as File > Open does, shown on `tab`, its result landed and drawn twice.
-  void open(const std::string& preset, ViewTab tab, const Screen& s) { open(preset_scenario(preset), tab, s); }
+  void open(const std::string& preset, ViewTab tab, const Screen& s) {
+    open(preset_scenario(preset), tab, s);
+  }
   static Scenario preset_scenario(const std::string& preset) {
     return load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/" + preset + ".json");
   }
@@ -58,7 +60,8 @@ struct Session {
 };
 
 bool inside(const ImVec4& r, const ImVec4& region, float slack = 1.0f) {
-  return r.x >= region.x - slack && r.y >= region.y - slack && r.z <= region.z + slack && r.w <= region.w + slack;
+  return r.x >= region.x - slack && r.y >= region.y - slack && r.z <= region.z + slack &&
+         r.w <= region.w + slack;
 }
 
 std::string str(const ImVec4& r) {

@@ -965,7 +965,8 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
           info.entropy_max.push_back(-1);
         } else {
           // Narrow maps (a large font) get the short form, so the lines do not wrap under the grid.
-          row_check_lines(cache.checks[std::size_t(k)], w < ImGui::CalcTextSize("entropy 0.00 bits (max 0.00)").x);
+          row_check_lines(cache.checks[std::size_t(k)],
+                          w < ImGui::CalcTextSize("entropy 0.00 bits (max 0.00)").x);
           info.entropy_max.push_back(cache.checks[std::size_t(k)].entropy_max);
         }
       } else {

@@ -104,9 +104,9 @@ struct HeadsInfo {
 const HeadsInfo& heads_info(const Panels& panels);
 struct PipelineInfo {
   ImVec4 view;
-  ImVec4 graph_view;   // the graph's own scrolling region
-  ImVec4 graph;        // the boxes and arrows
-  float zoom = 1;      // the graph's text and boxes, to the view's font
+  ImVec4 graph_view;               // the graph's own scrolling region
+  ImVec4 graph;                    // the boxes and arrows
+  float zoom = 1;                  // the graph's text and boxes, to the view's font
   ImVec4 head_label, head_slider;  // the detail's head picker: its label, its slider
 };
 const PipelineInfo& pipeline_info(const Panels& panels);

@@ -297,8 +297,8 @@ float fit_zoom(const std::vector<Box>& boxes, const Dims& d, float width, float 
   return std::max(zoom, floor);
 }
 
-void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, float zoom, std::string& selected_stage,
-                PipelineInfo& info) {
+void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, float zoom,
+                std::string& selected_stage, PipelineInfo& info) {
   ImGui::BeginChild("##pipeline_graph", ImVec2(0, height), false, ImGuiWindowFlags_HorizontalScrollbar);
   ImGui::SetWindowFontScale(zoom);  // the child's own scale, times its parent's
   info.graph_view = panel::window_rect();
@@ -669,7 +669,8 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
   const ImGuiStyle& style = ImGui::GetStyle();
   const float avail_w = ImGui::GetContentRegionAvail().x - style.ScrollbarSize;
   const float avail_h = ImGui::GetContentRegionAvail().y;
-  const float room = std::max(ImGui::GetFontSize() * 6, avail_h * 0.55f) - style.ScrollbarSize - style.ItemSpacing.y;
+  const float room =
+      std::max(ImGui::GetFontSize() * 6, avail_h * 0.55f) - style.ScrollbarSize - style.ItemSpacing.y;
   const float zoom = fit_zoom(boxes, f.dims, avail_w, room);
   const float own_scale = ImGui::GetCurrentWindow()->FontWindowScale;
   ImGui::SetWindowFontScale(own_scale * zoom);

@@ -843,7 +843,8 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   const std::vector<std::string>& tokens = state.query_tokens();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float strip_h = memory_height();
-  const float grid_budget = std::max(font * 8, (avail.y - strip_h) * (view.mistake == 0 || view.mistake == 2 ? 0.9f : 0.42f));
+  const float grid_budget =
+      std::max(font * 8, (avail.y - strip_h) * (view.mistake == 0 || view.mistake == 2 ? 0.9f : 0.42f));
   Grid g = fit_grid(d, tokens, ImVec2(avail.x, grid_budget));
   if (g.rows < d.L || g.heads < d.H || g.cols < d.d_k)
     ImGui::TextDisabled("Showing the first %d of %lld tokens, %d of %lld heads, %d of %lld columns per head.",

@@ -4,6 +4,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -15,7 +16,6 @@
 #include "export_dialog.hpp"
 #include "head_colour.hpp"
 #include "heatmap.hpp"
-#include "labels.hpp"
 #include "mistakes.hpp"
 #include "panel_util.hpp"
 #include "panels.hpp"
@@ -287,24 +287,34 @@ void draw_labels(ImDrawList* dl, const Grid& g, const StepView& s, const std::ve
       dl->AddText(ImVec2(x, p.y - g.label_h), cell_colour(h, g.H, 1, 1, alpha), buf);
   }
   // Token labels left of the first column of blocks. Mistake 1's rows hold pieces of tokens:
-  // "cat:1" is token cat's columns of head 1.
-  const int label_step = render::label_step(g.ch, ImGui::GetTextLineHeight());
+  // "cat:1" is token cat's columns of head 1. Rows shorter than a line of text take their labels on
+  // lanes, smaller, before every k-th is left out (plan_axis_labels, as the heatmaps do).
+  const bool pieces = s.wrong && lay == Layout::blocks;
   const int block_rows = lay == Layout::blocks ? g.brows : 1;
+  auto label_of = [&](int b, int r) {
+    if (!pieces) return token(r);
+    const std::int64_t f = (std::int64_t(b) * g.L + r) * g.dk;
+    return token(f / g.E) + ":" + std::to_string((f % g.E) / g.dk);
+  };
+  const float font = ImGui::GetFontSize(), pad = font * 0.4f, gap = font * 0.4f;
+  float widest = 0;
   for (int br = 0; br < block_rows; ++br)
-    for (int r = 0; r < g.rows; r += label_step) {
+    for (int r = 0; r < g.rows; ++r)
+      widest = std::max(widest, ImGui::CalcTextSize(label_of(br * g.bcols, r).c_str()).x);
+  const AxisLabels plan = plan_axis_labels(g.ch, ImGui::GetTextLineHeight(), widest, g.label_w - pad - 2,
+                                           label_min_scale(font), gap);
+  const float size = font * plan.scale;
+  for (int br = 0; br < block_rows; ++br)
+    for (int r = 0; r < g.rows; r += plan.step) {
       const int b = br * g.bcols;
-      std::string label = token(r);
-      if (s.wrong && lay == Layout::blocks) {
-        const std::int64_t f = (std::int64_t(b) * g.L + r) * g.dk;
-        label = token(f / g.E) + ":" + std::to_string((f % g.E) / g.dk);
-      }
+      const std::string label = label_of(b, r);
       const ImVec2 p = g.pos(lay, b, r, 0);
-      const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
-      // Clipped on the left only: long tokens must not run into the panel's edge.
-      dl->PushClipRect(ImVec2(g.origin.x - g.label_w, p.y - ts.y), ImVec2(g.origin.x - 2, p.y + g.ch + ts.y),
-                       true);
-      dl->AddText(ImVec2(g.origin.x - ts.x - ImGui::GetFontSize() * 0.4f, p.y + (g.ch - ts.y) * 0.5f), text,
-                  label.c_str());
+      const float w = ImGui::GetFont()->CalcTextSizeA(size, FLT_MAX, 0.0f, label.c_str()).x;
+      const float right = g.origin.x - pad - float(r / plan.step % plan.lanes) * (plan.lane_depth + gap);
+      // Clipped to its lane: long tokens must not run into the next lane or the panel's edge.
+      dl->PushClipRect(ImVec2(std::max(g.origin.x - g.label_w, right - plan.lane_depth), p.y - size),
+                       ImVec2(right, p.y + g.ch + size), true);
+      dl->AddText(ImGui::GetFont(), size, ImVec2(right - w, p.y + (g.ch - size) * 0.5f), text, label.c_str());
       dl->PopClipRect();
     }
 }

@@ -46,7 +46,11 @@ double percentile(std::vector<double> v, double p) {
 FrameStats::FrameStats(std::string path, bool xl) : path_(std::move(path)), sizes_(xl ? kSizes : kSizes - 1) {
   for (int i = 0; i < sizes_; ++i) {
     const SizeSpec& s = kSpecs[i];
-    runs_.push_back({s.name, s.L, s.E, s.H, s.goal_ms, {}});
+    SizeRun run;
+    run.name = s.name;
+    run.L = s.L, run.E = s.E, run.H = s.H;
+    run.goal_ms = s.goal_ms;
+    runs_.push_back(std::move(run));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "clipboard_image.hpp"
 #include "clipboard_text.hpp"
@@ -26,18 +27,82 @@ namespace mha::app {
 
 namespace {
 
-// Text rotated 90° counter-clockwise, reading upwards from `start` (the trick: rotate the vertices
-// AddText just wrote). A glyph point at (dx, dy) from the text origin lands at (dy, -dx) from start.
-void add_text_vertical(ImDrawList* dl, ImVec2 start, ImU32 col, const char* text) {
+// Text `size` pixels tall rotated 90° counter-clockwise, reading upwards from `start` (the trick:
+// rotate the vertices AddText just wrote). A glyph point at (dx, dy) from the text origin lands at
+// (dy, -dx) from start.
+void add_text_vertical(ImDrawList* dl, float size, ImVec2 start, ImU32 col, const char* text) {
   const int first = dl->VtxBuffer.Size;
-  dl->AddText(start, col, text);
+  dl->AddText(ImGui::GetFont(), size, start, col, text);
   for (int i = first; i < dl->VtxBuffer.Size; ++i) {
     ImVec2& p = dl->VtxBuffer[i].pos;
     p = ImVec2(start.x + (p.y - start.y), start.y - (p.x - start.x));
   }
 }
 
+float text_width(const char* t, float size) {
+  return ImGui::GetFont()->CalcTextSizeA(size, std::numeric_limits<float>::max(), 0.0f, t).x;
+}
+
+// `t` drawn `size` pixels tall within `width` pixels: whole, or its first letters and "…".
+std::string fit_label(const std::string& t, float size, float width) {
+  if (text_width(t.c_str(), size) <= width) return t;
+  const std::string ellipsis = "\xE2\x80\xA6";
+  std::string out;
+  for (const char* p = t.c_str(); *p;) {
+    unsigned int c = 0;
+    const int n = std::max(1, ImTextCharFromUtf8(&c, p, nullptr));
+    const std::string longer = out + std::string(p, std::size_t(n));
+    if (!out.empty() && text_width((longer + ellipsis).c_str(), size) > width) break;
+    out = longer;
+    p += n;
+  }
+  return out + ellipsis;
+}
+
 }  // namespace
+
+AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_depth, float min_scale,
+                            float gap, int max_lanes) {
+  auto plan = [&](float scale, int lanes, int step, float room) {
+    AxisLabels a{scale, lanes, step, 0, 0};
+    a.lane_depth = std::min(widest * scale, (room - gap * float(lanes - 1)) / float(lanes));
+    a.depth = a.lane_depth * float(lanes) + gap * float(lanes - 1);
+    return a;
+  };
+  if (!(pitch > 0) || !(text_h > 0) || pitch >= text_h) return plan(1, 1, 1, max_depth);
+  // The fewest lanes (one lane reads best; labels of one lane are lanes·pitch apart) at the largest
+  // font that fits them, not below min_scale.
+  for (int lanes = 1; lanes <= max_lanes; ++lanes) {
+    // The largest font whose labels are lanes·pitch apart, and no larger than the lane's room holds.
+    const float largest = std::min(1.0f, float(lanes) * pitch / text_h);
+    if (largest < min_scale) continue;
+    const float room = (max_depth - gap * float(lanes - 1)) / float(lanes);
+    const float scale = widest > 0 ? std::clamp(room / widest, min_scale, largest) : largest;
+    const AxisLabels a = plan(scale, lanes, 1, max_depth);
+    // Cut short to about four letters (a letter is about half the text's height) at most.
+    if (a.lane_depth < std::min(widest * scale, 2.0f * text_h * scale)) continue;
+    return a;
+  }
+  // No room for every label: every step-th, in the room one lane of whole labels takes (the cells
+  // need the rest more than thinned labels), at full size or the smallest, on as many lanes as fit:
+  // the fewest left out, then the fewest cut short, the larger font, the fewer lanes.
+  AxisLabels best = plan(1, 1, render::label_step(pitch, text_h), max_depth);
+  auto rank = [&](const AxisLabels& a) {
+    return std::make_tuple(a.step, a.lane_depth < widest * a.scale - 0.5f, -a.scale, a.lanes);
+  };
+  for (const float scale : {1.0f, min_scale})
+    for (int lanes = 1; lanes <= max_lanes; ++lanes) {
+      AxisLabels a = plan(scale, lanes, 1, std::min(max_depth, widest));
+      if (a.lane_depth < std::min(widest * scale, 2.0f * text_h * scale)) continue;
+      a.step = render::label_step(float(lanes) * pitch, text_h * scale);
+      if (rank(a) < rank(best)) best = a;
+    }
+  return best;
+}
+
+float label_min_scale(float font_px) {
+  return font_px > 0 ? std::min(1.0f, std::max(11.0f / font_px, 0.6f)) : 1.0f;
+}
 
 namespace {
 int g_hover_query = -1, g_hover_key = -1;  // reported this frame (UI thread only)
@@ -204,6 +269,60 @@ Zoom& zoom_of(const Heatmap& h) {
 
 }  // namespace
 
+HeatmapFit fit_heatmap(const Heatmap& h, ImVec2 size) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float font = ImGui::GetFontSize();
+  HeatmapFit f;
+  // The widest label decides the margins (capped so long words do not eat the map).
+  for (int i = 0; h.row_labels && i < h.rows && i < int(h.row_labels->size()); ++i)
+    f.widest_row = std::max(f.widest_row, ImGui::CalcTextSize((*h.row_labels)[std::size_t(i)].c_str()).x);
+  for (int j = 0; h.col_labels && j < h.cols && j < int(h.col_labels->size()); ++j)
+    f.widest_col = std::max(f.widest_col, ImGui::CalcTextSize((*h.col_labels)[std::size_t(j)].c_str()).x);
+  const float cap = font * 8, lane_gap = font * 0.4f, min_scale = label_min_scale(font);
+  const float nan_w = h.margins ? font * 1.5f : 0.0f;  // right margin for the NaN-row flag
+  ImVec2 avail = size;
+  if (avail.x <= 0) avail.x = ImGui::GetContentRegionAvail().x;
+  if (avail.y <= 0) avail.y = ImGui::GetContentRegionAvail().y;
+  auto place = [&](float row_depth, float col_depth) {
+    f.row_w = h.margins || h.row_labels ? row_depth + style.ItemSpacing.x : 0.0f;
+    f.col_w = h.margins || h.col_labels ? col_depth + style.ItemSpacing.y : 0.0f;
+    const float grid_w = std::max(1.0f, avail.x - f.row_w - nan_w),
+                grid_h = std::max(1.0f, avail.y - f.col_w);
+    // The fitted cell: the grid's footprint on screen. Zoomed, cells grow and the footprint stays.
+    f.fit = std::max(std::max(h.min_cell, 1e-3f),
+                     std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
+  };
+  // One lane of whole labels first. Labels that do not fit a cell then take lanes side by side, in
+  // the deepest room that costs the cells at most a fifth of their size (row labels take width,
+  // column labels height) and still holds every label at the cells it leaves; the smaller the room,
+  // the smaller the font (plan_axis_labels). Where no room does, they keep one lane's room, thinned.
+  const float one_row = h.row_labels ? std::min(f.widest_row, cap) : 0.0f;
+  const float one_col = h.col_labels ? std::min(f.widest_col, cap) : 0.0f;
+  place(one_row, one_col);
+  const float fit0 = f.fit;
+  float row_depth = one_row, col_depth = one_col;
+  auto widen = [&](float* depth, float widest, float one) {
+    const float before = f.fit;
+    for (float room = cap; room > one; room *= 0.85f) {
+      *depth = std::max(one, plan_axis_labels(fit0, font, widest, room, min_scale, lane_gap).depth);
+      place(row_depth, col_depth);
+      if (f.fit >= 0.8f * before &&
+          plan_axis_labels(f.fit, font, widest, *depth, min_scale, lane_gap).step == 1)
+        return;
+    }
+    *depth = one;
+    place(row_depth, col_depth);
+    // Thinned labels may be drawn smaller than whole ones: the room they take then, no more.
+    *depth = std::min(one, plan_axis_labels(f.fit, font, widest, one, min_scale, lane_gap).depth);
+    place(row_depth, col_depth);
+  };
+  if (h.row_labels && fit0 < font) widen(&row_depth, f.widest_row, one_row);
+  if (h.col_labels && fit0 < font && f.widest_col > fit0) widen(&col_depth, f.widest_col, one_col);
+  f.vertical = f.widest_col > f.fit;
+  f.top = !h.margins && !h.col_labels ? 0.0f : f.vertical ? f.col_w : font + style.ItemSpacing.y;
+  return f;
+}
+
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   HeatmapEvent ev;
   if (h.rows <= 0 || h.cols <= 0 || !h.values) return ev;
@@ -214,28 +333,22 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 dim_col = ImGui::GetColorU32(ImGuiCol_TextDisabled);
 
-  // Label extents: the widest label decides the margins (capped so long words do not eat the map).
-  float row_w = 0, col_w = 0;
-  for (int i = 0; h.row_labels && i < h.rows && i < int(h.row_labels->size()); ++i)
-    row_w = std::max(row_w, ImGui::CalcTextSize((*h.row_labels)[std::size_t(i)].c_str()).x);
-  for (int j = 0; h.col_labels && j < h.cols && j < int(h.col_labels->size()); ++j)
-    col_w = std::max(col_w, ImGui::CalcTextSize((*h.col_labels)[std::size_t(j)].c_str()).x);
-  row_w = h.margins || h.row_labels ? std::min(row_w, font * 8) + style.ItemSpacing.x : 0.0f;
-  col_w = h.margins || h.col_labels ? std::min(col_w, font * 8) + style.ItemSpacing.y : 0.0f;
+  const float lane_gap = font * 0.4f, min_scale = label_min_scale(font);
   const float nan_w = h.margins ? font * 1.5f : 0.0f;  // right margin for the NaN-row flag
-
-  ImVec2 avail = h.size;
-  if (avail.x <= 0) avail.x = ImGui::GetContentRegionAvail().x;
-  if (avail.y <= 0) avail.y = ImGui::GetContentRegionAvail().y;
-  const float grid_w = std::max(1.0f, avail.x - row_w - nan_w), grid_h = std::max(1.0f, avail.y - col_w);
-  // The fitted cell: the grid's footprint on screen. Zoomed, cells grow and the footprint stays.
-  const float fit = std::max(std::max(h.min_cell, 1e-3f),
-                             std::min({h.max_cell, grid_w / float(h.cols), grid_h / float(h.rows)}));
+  const HeatmapFit placed = fit_heatmap(h, h.size);
+  const float row_w = placed.row_w, col_w = placed.col_w, fit = placed.fit;
+  const float widest_row = placed.widest_row, widest_col = placed.widest_col;
   Zoom& z = zoom_of(h);
   const float cell = fit * z.zoom;
   // Column labels run vertically when they do not fit across a cell.
-  const bool vertical = col_w - style.ItemSpacing.y > cell;
+  const bool vertical = widest_col > cell;
   const float top = !h.margins && !h.col_labels ? 0.0f : vertical ? col_w : font + style.ItemSpacing.y;
+  // How the labels are drawn at the cell shown (zoomed in, they may need fewer lanes).
+  const AxisLabels row_plan =
+      plan_axis_labels(cell, font, widest_row, row_w - style.ItemSpacing.x, min_scale, lane_gap);
+  const AxisLabels col_plan =
+      vertical ? plan_axis_labels(cell, font, widest_col, col_w - style.ItemSpacing.y, min_scale, lane_gap)
+               : AxisLabels{};
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 g0(origin.x + row_w, origin.y + top);
@@ -248,6 +361,7 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   const int r_lo = std::clamp(int(std::floor(z.row0)), 0, h.rows - 1);
   const int r_hi = std::clamp(int(std::ceil(z.row0 + float(h.rows) / z.zoom)), r_lo + 1, h.rows);
   ev.grid_min = ImVec2(cx(0), cy(0));  // cell (r, c) is at grid_min + cell·(c, r), zoomed or not
+  ev.grid_max = g1;
   ev.cell = cell;
 
   auto at = [&](int r, int c) {
@@ -419,46 +533,116 @@ HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h) {
   }
   dl->PopClipRect();
 
-  // Axis labels: queries down the left, keys across the top; every k-th when cells are small. The
-  // hovered token's label is drawn whatever the step, highlighted.
-  if (h.row_labels) {
-    const int step = render::label_step(cell, font);
-    // The clip stops labels running into the grid, and past its rows when zoomed.
-    dl->PushClipRect(ImVec2(origin.x, g0.y - font * 0.5f),
-                     ImVec2(g0.x - style.ItemSpacing.x * 0.5f, g1.y + font), true);
-    for (int r = r_lo; r < r_hi && r < int(h.row_labels->size()); ++r) {
-      const bool hovered = r == h.hover_row;
-      if (r % step != 0 && !hovered) continue;
-      const char* t = (*h.row_labels)[std::size_t(r)].c_str();
-      const ImVec2 ts = ImGui::CalcTextSize(t);
-      const ImVec2 p(std::max(origin.x, g0.x - style.ItemSpacing.x * 0.5f - ts.x),
-                     cy(float(r) + 0.5f) - ts.y * 0.5f);
-      if (hovered) dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(g0.x - 1, p.y + ts.y), hover_colour());
-      dl->AddText(p, hovered ? IM_COL32(0, 0, 0, 255) : text_col, t);
+  // Axis labels: queries down the left, keys across the top, as the plans above say (lanes, a smaller
+  // font, cut short, or every step-th). The labels that matter are drawn whatever the step, on a
+  // plate: the hovered token's (highlighted), the selected cell's, and the marked ones. Where every
+  // label fits they keep their own place; thinned, they take the first lane and hide what they cover.
+  ev.label_scale = row_plan.scale;
+  const ImU32 plate_col = ImGui::GetColorU32(ImGuiCol_WindowBg) | IM_COL32_A_MASK;
+  // One axis, in its own terms: along it (label i's centre is at(i)) and across it, from the cells
+  // outwards. draw(label, size) puts one label on screen; `drawn` gets the labels drawn.
+  struct Placed {
+    int i;
+    std::string text;
+    float size, across0, across1;
+    bool must;
+  };
+  auto draw_axis = [&](const std::vector<std::string>& labels, int lo, int hi, const AxisLabels& plan,
+                       std::vector<int> must, float room, const std::function<float(int)>& at,
+                       const std::function<void(const Placed&)>& draw, std::vector<int>& drawn) {
+    const float size = font * plan.scale;
+    hi = std::min(hi, int(labels.size()));
+    must.erase(std::remove_if(must.begin(), must.end(), [&](int x) { return x < lo || x >= hi; }),
+               must.end());
+    std::sort(must.begin(), must.end());
+    must.erase(std::unique(must.begin(), must.end()), must.end());
+    auto place = [&](int i, bool is_must) {
+      const bool own_lane = plan.step == 1 || !is_must;
+      const int lane = own_lane ? i / plan.step % plan.lanes : 0;
+      const float depth = own_lane ? plan.lane_depth : room;
+      const std::string& whole = labels[std::size_t(i)];
+      // A marked label too long for its room is drawn smaller, down to the smallest font, before it
+      // is cut short.
+      float sz = size;
+      if (is_must && text_width(whole.c_str(), sz) > depth)
+        sz = std::max(font * min_scale, sz * depth / text_width(whole.c_str(), sz));
+      Placed p{i, fit_label(whole, sz, depth), sz, 0, 0, is_must};
+      p.across0 = float(lane) * (plan.lane_depth + lane_gap);
+      p.across1 = p.across0 + text_width(p.text.c_str(), sz);
+      return p;
+    };
+    std::vector<Placed> marks;
+    for (const int m : must) marks.push_back(place(m, true));
+    for (int i = lo; i < hi; ++i) {
+      if (i % plan.step != 0 || std::binary_search(must.begin(), must.end(), i)) continue;
+      const Placed p = place(i, false);
+      bool covered = false;
+      for (const Placed& m : marks)
+        covered = covered || (std::fabs(at(i) - at(m.i)) < size * 0.99f && p.across0 < m.across1 &&
+                              m.across0 < p.across1);
+      if (covered) continue;
+      draw(p);
+      drawn.push_back(i);
     }
+    for (const Placed& m : marks) {
+      draw(m);
+      drawn.push_back(m.i);
+    }
+    std::sort(drawn.begin(), drawn.end());
+  };
+  auto plate = [&](ImVec2 a, ImVec2 b, bool hovered) {
+    dl->AddRectFilled(a, b, hovered ? hover_colour() : plate_col);
+    if (!hovered) dl->AddRect(a, b, dim_col);
+  };
+  if (h.row_labels) {
+    const float right = g0.x - style.ItemSpacing.x * 0.5f;
+    // The clip stops labels running into the grid, and past its rows when zoomed.
+    dl->PushClipRect(ImVec2(origin.x, g0.y - font * 0.5f), ImVec2(right, g1.y + font), true);
+    std::vector<int> must = h.marked_rows;
+    must.push_back(h.hover_row);
+    must.push_back(h.selected_row);
+    draw_axis(
+        *h.row_labels, r_lo, r_hi, row_plan, must, right - origin.x,
+        [&](int r) { return cy(float(r) + 0.5f); },
+        [&](const Placed& p) {
+          const ImVec2 at(right - p.across1, cy(float(p.i) + 0.5f) - p.size * 0.5f);
+          const bool hovered = p.i == h.hover_row;
+          if (p.must) plate(ImVec2(at.x - 2, at.y), ImVec2(right - p.across0 + 1, at.y + p.size), hovered);
+          dl->AddText(ImGui::GetFont(), p.size, at, p.must && hovered ? IM_COL32(0, 0, 0, 255) : text_col,
+                      p.text.c_str());
+        },
+        ev.row_labels_drawn);
     dl->PopClipRect();
   }
   if (h.col_labels) {
-    const int step = vertical ? render::label_step(cell, font) : 1;
+    const float bottom = g0.y - style.ItemSpacing.y * 0.5f;
     dl->PushClipRect(ImVec2(g0.x - font * 0.5f, origin.y), ImVec2(g1.x + font * 0.5f, g0.y), true);
-    for (int c = c_lo; c < c_hi && c < int(h.col_labels->size()); ++c) {
-      const bool hovered = c == h.hover_col;
-      if (c % step != 0 && !hovered) continue;
-      const char* t = (*h.col_labels)[std::size_t(c)].c_str();
-      const ImVec2 ts = ImGui::CalcTextSize(t);
-      const float x = cx(float(c) + 0.5f);
-      const ImU32 col = hovered ? IM_COL32(0, 0, 0, 255) : text_col;
-      if (vertical) {
-        if (hovered)
-          dl->AddRectFilled(
-              ImVec2(x - ts.y * 0.5f, g0.y - style.ItemSpacing.y * 0.5f - std::min(ts.x, col_w)),
-              ImVec2(x + ts.y * 0.5f, g0.y - 1), hover_colour());
-        add_text_vertical(dl, ImVec2(x - ts.y * 0.5f, g0.y - style.ItemSpacing.y * 0.5f), col, t);
-      } else {
-        const ImVec2 p(x - ts.x * 0.5f, g0.y - ts.y - style.ItemSpacing.y * 0.5f);
-        if (hovered)
-          dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(p.x + ts.x + 2, p.y + ts.y), hover_colour());
-        dl->AddText(p, col, t);
+    std::vector<int> must = h.marked_cols;
+    must.push_back(h.hover_col);
+    must.push_back(h.selected_col);
+    if (vertical) {
+      draw_axis(
+          *h.col_labels, c_lo, c_hi, col_plan, must, bottom - origin.y,
+          [&](int c) { return cx(float(c) + 0.5f); },
+          [&](const Placed& p) {
+            const float x = cx(float(p.i) + 0.5f) - p.size * 0.5f;
+            const bool hovered = p.i == h.hover_col;
+            if (p.must)
+              plate(ImVec2(x, bottom - p.across1 - 2), ImVec2(x + p.size, bottom - p.across0 + 1), hovered);
+            add_text_vertical(dl, p.size, ImVec2(x, bottom - p.across0),
+                              p.must && hovered ? IM_COL32(0, 0, 0, 255) : text_col, p.text.c_str());
+          },
+          ev.col_labels_drawn);
+    } else {  // every label fits across its cell
+      for (int c = c_lo; c < c_hi && c < int(h.col_labels->size()); ++c) {
+        const char* t = (*h.col_labels)[std::size_t(c)].c_str();
+        const float w = text_width(t, font);
+        const ImVec2 p(cx(float(c) + 0.5f) - w * 0.5f, bottom - font);
+        const bool hovered = c == h.hover_col;
+        if (std::find(must.begin(), must.end(), c) != must.end())
+          plate(ImVec2(p.x - 2, p.y), ImVec2(p.x + w + 2, p.y + font), hovered);
+        dl->AddText(p, hovered ? IM_COL32(0, 0, 0, 255) : text_col, t);
+        ev.col_labels_drawn.push_back(c);
       }
     }
     dl->PopClipRect();

@@ -53,6 +53,9 @@ struct Heatmap {
   // Linked hover: the token under the pointer in any view (ViewState::hover_query / hover_key), its
   // row and column banded and its labels highlighted. -1: none.
   int hover_row = -1, hover_col = -1;
+  // Tokens whose labels are drawn whatever the room, at full size over their neighbours (as the
+  // hovered and selected row and column are): the keys a mask edit blocks, a what-if's key.
+  std::vector<int> marked_rows, marked_cols;
   // Ctrl+wheel zooms about the pointer (cell values appear once they fit), a right-button drag pans,
   // a right double-click fits again. The footprint on screen stays; HeatmapEvent::grid_min and cell
   // then place cells off the grid's edge.
@@ -79,9 +82,46 @@ struct HeatmapEvent {
   int label_row = -1, label_col = -1;
   ImVec2 grid_min{0, 0};  // where the cells were drawn (screen space), for aligning other widgets
   float cell = 0;         // cell size in pixels
+  ImVec2 grid_max{0, 0};  // the far corner of the cells' footprint
+  // The rows and columns whose token labels were drawn (one cut short with "…" counts, one left out
+  // for room does not), and the share of the font size the unmarked ones were drawn at.
+  std::vector<int> row_labels_drawn, col_labels_drawn;
+  float label_scale = 1;
 };
 
+// How the token labels along one axis fit cells smaller than a line of text (GUI-free). A label
+// runs across its axis (a row's is one line tall along the rows; a column's is turned on its side),
+// so a cell `pitch` pixels long holds one when pitch >= text_h. Otherwise the font shrinks (not below
+// min_scale), then labels alternate between 2 or 3 lanes side by side (each then has lanes·pitch of
+// the axis), and a label longer than its lane's room is cut short with "…" (not shorter than about
+// four letters). Only when none of that fits is every step-th label drawn, at the
+// smallest font on the lanes that leave out fewest within the room of one lane of whole labels.
+struct AxisLabels {
+  float scale = 1;       // of the font
+  int lanes = 1;         // label i goes to lane (i / step) % lanes, lane 0 next to the cells
+  int step = 1;          // every step-th label is drawn (1: every one)
+  float lane_depth = 0;  // room across the axis for one lane's text, pixels
+  float depth = 0;       // room across the axis for every lane, the gaps between them included
+};
+// widest: the widest label at scale 1; max_depth: the most room across the axis the labels may take;
+// gap: between lanes.
+AxisLabels plan_axis_labels(float pitch, float text_h, float widest, float max_depth, float min_scale,
+                            float gap, int max_lanes = 3);
+// The smallest share of the font a label is drawn at: 11 pixels, and never under 0.6 of a presenter's
+// large font.
+float label_min_scale(float font_px);
+
 HeatmapEvent draw_heatmap(Textures& textures, const Heatmap& h);
+// Where draw_heatmap puts the cells of `h` in `size` (0: the region available), before any zoom: the
+// label margins (lanes included) and the fitted cell. A view laying out several maps asks it first.
+struct HeatmapFit {
+  float widest_row = 0, widest_col = 0;  // the widest label of each axis
+  float row_w = 0, col_w = 0;            // margins left of and above the cells, for labels
+  float fit = 0;                         // cell size in pixels
+  bool vertical = false;                 // column labels run upwards
+  float top = 0;                         // from the map's top to its cells
+};
+HeatmapFit fit_heatmap(const Heatmap& h, ImVec2 size);
 // Linked hover. A view with the pointer over a token (a cell, an axis label, a line) reports it; once a
 // frame, before the views draw, take_hover moves what the last frame reported into
 // ViewState::hover_query / hover_key (-1 both when nothing was), which every view then marks.

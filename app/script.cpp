@@ -387,7 +387,7 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
   }
 }
 
-void Script::after_render(const AppState& state, const UiEnv& env, int width, int height,
+void Script::after_render(const AppState& state, const UiEnv&, int width, int height,
                           const std::function<bool(const std::string&, int, int)>& save) {
   if (!pending_screenshot_.empty()) {
     if (!save(pending_screenshot_, width, height)) {

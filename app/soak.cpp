@@ -27,7 +27,7 @@ std::uint64_t resident_bytes() {
 Soak::Soak(double seconds, int max_edits, std::uint64_t seed)
     : seconds_(seconds), max_edits_(max_edits), rng_(seed) {}
 
-void Soak::edit(AppState& state, UiEnv& env) {
+void Soak::edit(AppState& state) {
   const Scenario& s = state.scenario();
   auto pick = [&](int n) { return int(rng_() % std::uint64_t(n)); };
   auto num = [](std::int64_t v) { return std::to_string(v); };
@@ -134,7 +134,7 @@ void Soak::edit(AppState& state, UiEnv& env) {
                 (long long)s.embed_dim, (long long)s.num_heads, kind.c_str());
 }
 
-void Soak::before_frame(AppState& state, UiEnv& env) {
+void Soak::before_frame(AppState& state, UiEnv&) {
   if (done_) return;
   const Clock::time_point now = Clock::now();
   if (!started_) {
@@ -160,7 +160,7 @@ void Soak::before_frame(AppState& state, UiEnv& env) {
     if (state.computer.busy() && landed_ < 2) return;
   }
   try {
-    edit(state, env);
+    edit(state);
   } catch (const Error& e) {  // build_forward refused the sizes: the UI shows it; carry on
     state.errors["sizes"] = e.what();
   }

@@ -41,7 +41,7 @@ class Soak {
 
  private:
   using Clock = std::chrono::steady_clock;
-  void edit(AppState& state, UiEnv& env);
+  void edit(AppState& state);
 
   double seconds_;
   int max_edits_;

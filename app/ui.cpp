@@ -108,10 +108,13 @@ void copy_menu_items() {
 
 // One part of the status line: shown while the line has room, the least important dropped first.
 struct StatusPart {
+  StatusPart(std::string t, ImVec4 c, int r, std::string tip = "", std::vector<std::string> s = {})
+      : text(std::move(t)), colour(c), rank(r), tooltip(std::move(tip)), shrink(std::move(s)) {}
   std::string text;
   ImVec4 colour;
   int rank;             // 0: always shown; larger: dropped sooner
   std::string tooltip;  // "" for none
+  std::vector<std::string> shrink;  // a prediction's tokens: it drops its least likely ones to fit
 };
 
 std::vector<StatusPart> status_parts(AppState& state) {
@@ -171,7 +174,7 @@ std::vector<StatusPart> status_parts(AppState& state) {
 
 // The status line: its parts in order, each while the line has room; those that do not fit are
 // dropped, the least important (the highest rank) first, so the line never runs off the window.
-void status_bar(AppState& state, const std::string& hint) {
+void status_bar(AppState& state, const std::string& hint, const std::vector<StripLine>& strip, bool light) {
   if (const ModelLoadProgress load = model_load_progress(); load.loading) {  // a load on the worker
     ImGui::Text("loading model %s: %.0f%%", load.model.c_str(), 100.0 * load.fraction);
     ImGui::SameLine();
@@ -180,6 +183,20 @@ void status_bar(AppState& state, const std::string& hint) {
     return;
   }
   std::vector<StatusPart> parts = status_parts(state);
+  // The presenter strip's prediction and what-ifs lead the line (the sizes and the path are dropped
+  // first); its errors, a line each, were drawn above it.
+  std::vector<StatusPart> lead;
+  for (const StripLine& l : strip) {
+    if (l.kind == StripLine::prediction)
+      lead.push_back({l.text, ImGui::GetStyle().Colors[ImGuiCol_Text], 0, l.text, l.parts});
+    else if (l.kind == StripLine::what_if)
+      lead.push_back({l.text, light ? ImVec4(0.65f, 0.3f, 0.0f, 1) : ImVec4(1.0f, 0.55f, 0.1f, 1), 1,
+                      l.parts.empty() ? "" : l.parts.front()});
+  }
+  if (!lead.empty()) {
+    for (StatusPart& p : parts) p.rank = std::max(p.rank, 2);
+    parts.insert(parts.begin(), lead.begin(), lead.end());
+  }
   if (!hint.empty()) parts.push_back({hint, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled], 5, ""});
   const char* const sep = "  |  ";
   const float sep_w = ImGui::CalcTextSize(sep).x, avail = ImGui::GetContentRegionAvail().x;
@@ -188,11 +205,26 @@ void status_bar(AppState& state, const std::string& hint) {
     for (std::size_t i = 0; i < ps.size(); ++i) w += (i ? sep_w : 0) + ImGui::CalcTextSize(ps[i].text.c_str()).x;
     return w;
   };
-  while (parts.size() > 1 && width(parts) > avail) {  // drop the least important part
+  // What goes when the line is full: the least important parts (rank 2 and up) first, then the
+  // prediction's least likely tokens down to three, then the what-ifs, then more tokens.
+  auto shrink = [&](std::size_t keep) {
+    for (StatusPart& p : parts)
+      if (p.shrink.size() > keep) {
+        p.shrink.pop_back();
+        p.text = "Next token:";
+        for (std::size_t i = 0; i < p.shrink.size(); ++i) p.text += (i ? ",  " : "  ") + p.shrink[i];
+        return true;
+      }
+    return false;
+  };
+  auto drop = [&](int min_rank) {
     auto worst = std::max_element(parts.begin(), parts.end(),
                                   [](const StatusPart& a, const StatusPart& b) { return a.rank <= b.rank; });
-    if (worst->rank == 0) break;
+    if (worst == parts.end() || worst->rank < min_rank) return false;
     parts.erase(worst);
+    return true;
+  };
+  while (width(parts) > avail && (drop(2) || shrink(3) || drop(1) || shrink(1))) {
   }
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (i) {
@@ -235,7 +267,7 @@ void draw_view(ViewTab id, AppState& state, Textures& textures, UiEnv& env) {
   }
 }
 
-void view_menu(AppState& state, UiEnv& env) {
+void view_menu(AppState& state) {
   if (!ImGui::BeginMenu("View")) return;
   const WindowState& w = state.window();
   char key[8];
@@ -300,7 +332,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       copy_menu_items();
       ImGui::EndMenu();
     }
-    view_menu(state, env);
+    view_menu(state);
     ImGui::EndMenuBar();
   }
   draw_file_ui(state, env);
@@ -309,9 +341,16 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
 
   const WindowState& w = state.window();
   const float font = ImGui::GetFontSize();
-  const float status_h = ImGui::GetFrameHeightWithSpacing();
+  // In presenter mode, or with the Controls panel away, what the class must see stays in view: the
+  // prediction and the what-ifs lead the status line, each error gets a line above it.
+  const PanelsShown shown = panels_shown(w, io.DisplaySize.x, ImGui::GetFontSize());
+  const bool strip_on = w.presenter || !shown.controls;
+  std::vector<StripLine> strip = strip_on ? presenter_strip(state) : std::vector<StripLine>{};
+  std::vector<StripLine> strip_errors;
+  for (const StripLine& l : strip)
+    if (l.kind == StripLine::error) strip_errors.push_back(l);
+  const float status_h = ImGui::GetFrameHeightWithSpacing() * float(1 + strip_errors.size());
   const float h = ImGui::GetContentRegionAvail().y - status_h;
-  const PanelsShown shown = panels_shown(w, io.DisplaySize.x, font);
   const bool left = shown.controls, right = shown.inspector;
   // The side panels keep their width in font sizes (a presenter font widens them, so their labels
   // are not clipped) up to a share of the window that leaves the view at least 30% of it.
@@ -330,12 +369,6 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       right ? ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x : 0.0f;
   ImGui::BeginChild("views", ImVec2(centre_w, h), !w.focus);
   // In presenter mode (or with the Controls panel away) what the class must see stays with the view.
-  if (w.presenter || !left) {
-    if (const std::vector<StripLine> strip = presenter_strip(state); !strip.empty()) {
-      draw_presenter_strip(strip, w.presenter);
-      ImGui::Separator();
-    }
-  }
   if (w.focus) {  // the view alone: no tab bar, no side panels
     ImGui::BeginChild("view-body");
     draw_view(w.tab, state, textures, env);
@@ -373,7 +406,8 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     hint = "F or Esc: leave focus   ? keys";
   else if (!left || !right)
     hint = std::string(left ? "" : "[ controls  ") + (right ? "" : "] inspector  ") + "? keys";
-  status_bar(state, hint);
+  draw_presenter_strip(strip_errors, w.presenter);
+  status_bar(state, hint, strip, w.presenter);
   if (w.show_keys) keys_overlay(state);
   ImGui::End();
 }

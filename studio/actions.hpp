@@ -10,6 +10,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scenario.hpp"
@@ -24,6 +25,10 @@ struct Display {
 };
 
 struct Action {
+  Action() = default;
+  // An edit of the work: what it is, the change, where a refusal is shown.
+  Action(std::string what_, std::function<void(Scenario&)> change_, std::string slot_ = "sizes")
+      : what(std::move(what_)), change(std::move(change_)), slot(std::move(slot_)) {}
   std::string what;                       // in words, for undo and the status line: "H num_heads = 4"
   std::function<void(Scenario&)> change;  // an edit: run by AppState::apply on the live scenario
   std::string slot = "sizes";             // where a refusal is shown: "sizes", "mask", "model", "tensors"

@@ -174,8 +174,8 @@ TEST_CASE("temperature and the scale switch on a trained model: the chosen layer
   // Every panel draws a model's what-if.
   REQUIRE(state.apply(set_control("temperature", "0.5")));
   ui.settle(state);
-  for (int tab = 0; tab < kTabCount; ++tab) {
-    ui.env.select_tab = tab;
+  for (const ViewInfo& view : views()) {
+    state.apply(show_view(view.id));
     for (int f = 0; f < 3; ++f) REQUIRE(ui.frame(state) > 0);
   }
   CHECK(state.errors.empty());

@@ -71,6 +71,23 @@ RowCheck sum_rows(const RowPart* rows, int n) {
   return c;
 }
 
+// The head average's row check. The average has no mask of its own, but a key blocked for the row
+// in every head has weight 0 in it too: its maximum counts the keys some head may see (log2 S would
+// put a causal row's uniform spread far below the maximum).
+RowPart average_row(const Plane& avg, const Stage<float>* mask, int b, int H, int i) {
+  RowPart r = check_row(avg, nullptr, i);
+  if (!mask) return r;
+  const int heads = mask->strides[1] == 0 ? 1 : H;  // a mask shared by the heads: once
+  int visible = 0;
+  for (int j = 0; j < avg.cols; ++j) {
+    bool seen = false;
+    for (int h = 0; h < heads && !seen; ++h) seen = !neg_inf(head_plane(*mask, b, h).at(i, j));
+    visible += seen ? 1 : 0;
+  }
+  r.ent_max = std::log2(double(std::max(visible, 1)));
+  return r;
+}
+
 std::uint64_t float_bits(float x) {
   std::uint32_t u = 0;
   std::memcpy(&u, &x, sizeof u);
@@ -217,7 +234,8 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
           any = any || sc;
           any_mask = any_mask || mask_changed;
         }
-        avg_redo[std::size_t(i)] = !same_row(item_plane(avg, b), item_plane(*oavg, b), i);
+        // The average's check counts the keys the mask lets a row see: redone when either changes.
+        avg_redo[std::size_t(i)] = !same_row(item_plane(avg, b), item_plane(*oavg, b), i) || any_mask;
       }
       for (int h = 0; h < H; ++h) {
         if (!s_redo[std::size_t(h) * std::size_t(R) + std::size_t(i)]) continue;
@@ -276,7 +294,7 @@ void rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<float>>& s
       if (h == H) {
         const Plane p = item_plane(avg, b);
         for (int i = 0; i < R; ++i)
-          if (avg_redo[std::size_t(i)]) rows[i] = check_row(p, nullptr, i);
+          if (avg_redo[std::size_t(i)]) rows[i] = average_row(p, mask, b, H, i);
       } else {
         const Plane p = head_plane(w, b, h);
         const Plane m = mask ? head_plane(*mask, b, h) : Plane{};
@@ -359,7 +377,7 @@ void ensure_checks(HeadsCache& c, int h) {
   char* due = c.due_rows.data() + std::size_t(h) * std::size_t(R);
   auto part = [&](int k) {  // rows split in two halves; each row's check depends on that row alone
     for (int i = R * k / 2; i < R * (k + 1) / 2; ++i)
-      if (due[i]) rows[i] = check_row(p, mask && h < c.H ? &m : nullptr, i);
+      if (due[i]) rows[i] = h == c.H ? average_row(p, mask, b, c.H, i) : check_row(p, mask ? &m : nullptr, i);
   };
   both_halves(double(R) * c.C, part);
   std::fill(due, due + R, 0);
@@ -399,8 +417,8 @@ void verify_rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<flo
   }
 }
 
-// Mirrors the heatmap widget's margins (heatmap.cpp) to know how large a map will be, so the grid
-// can pick its column count before drawing.
+// The heatmap widget's margins for one lane of whole labels (heatmap.cpp): how large a map will be
+// about, so the grid can pick its column count before fit_heatmap says exactly.
 struct LabelSpace {
   float row_w = 0, col_w = 0;
 };
@@ -634,14 +652,26 @@ struct HeadsPanel {
   void draw_overview(AppState& state, Textures& tex, const std::vector<int>& order, const RoleTable* roles,
                      std::int64_t layer);
   std::vector<std::string> feature_labels;
+  // The keys a mask edit blocks in this result's batch item (edited_keys), labelled on every map.
+  std::weak_ptr<const ForwardResult<float>> marked_source;
+  int marked_batch = -1;
+  std::vector<int> marked_keys;
+  HeadsInfo info;  // what the last frame drew
   void draw(Panels& panels, AppState& state, Textures& tex);
 };
+
+const HeadsInfo& heads_info(const Panels& panels) {
+  static const HeadsInfo none;  // the view has not drawn yet
+  return panels.heads ? panels.heads->info : none;
+}
 
 void draw_heads(Panels& panels, AppState& state, Textures& tex) {
   made(panels.heads).draw(panels, state, tex);
 }
 
 void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
+  info = HeadsInfo{};
+  info.view = window_rect();
   if (!state.result.valid()) {
     ImGui::TextWrapped("No result yet: the heads appear once the inputs give a valid forward.");
     return;
@@ -759,31 +789,52 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // The footer is measured first so the grid knows the height it may use.
   const bool blocks = mask && (si == kMasked || si == kWeights);
   const std::vector<std::string> footer = footer_lines(f, blocks, cache.nan_rows, cache.masked_rows);
-  // Grid geometry, the colorbar to its right. All maps on screen at the largest cell that fits, unless
-  // that makes cells too small to label every row; then the grid scrolls, with as many columns as
-  // keep cells legible (and at large L, where none are, as many as the minimum width allows).
+  // Grid geometry, the colorbar to its right. Whole maps come first: every map on screen at the
+  // largest cell that fits; if that is below a cell that still shows its colour (min_cell), the grid
+  // scrolls by rows of maps, each row of maps whole on screen (every query row of a head in view);
+  // only when not even that fits (large L) do the maps scroll at cells of 0.7 of a text line.
   const auto [grid_w, grid_h] = grid_area(footer);
   const int n_maps = H + 1;
   const float max_cell = font * 4.0f, pad = style.CellPadding.x * 2;
+  const float min_cell = 3.0f;  // pixels: a cell still shows its colour
   const float text_h = float(si == kWeights ? 3 : 1) * ImGui::GetTextLineHeightWithSpacing();
   const float row_extra = text_h + style.CellPadding.y * 2 + style.ItemSpacing.y * 2;
   const LabelSpace labels = label_space(row_labels, R, col_labels, C);
   // The widget draws cells of at least a pixel, so a map is never narrower than its columns.
   const float min_w = std::max(font * 10, labels.row_w + font * 1.5f + float(C));
-  int cols = 1;
-  float cell = -1;
-  for (int c = 1; c <= n_maps; ++c) {
-    const float w = grid_w / float(c) - pad;
-    if (c > 1 && w < min_w) break;
-    const int rows = (n_maps + c - 1) / c;
-    const float fit = std::min(cell_for_width(labels, w, C, max_cell),
-                               (grid_h / float(rows) - row_extra - labels.col_w) / float(R));
-    if (fit >= cell - 0.5f) {  // on a tie, more columns: a more compact grid
-      cols = c;
-      cell = fit;
+  // The cell of c columns of maps, `rows` rows of them on screen, in a grid `width` wide.
+  auto cell_of = [&](const LabelSpace& l, float width, int c, int rows) {
+    return std::min(cell_for_width(l, width / float(c) - pad, C, max_cell),
+                    (grid_h / float(rows) - row_extra - l.col_w) / float(R));
+  };
+  // The column count with the largest cells when `rows_shown` rows of maps share the height
+  // (0: all of them), then the cell the widget makes of that room, its labels' margins (lanes, where
+  // a cell is shorter than a line of text) taken.
+  Heatmap proto;  // what fit_heatmap reads of each map
+  proto.rows = R, proto.cols = C, proto.row_labels = row_labels, proto.col_labels = col_labels;
+  proto.max_cell = max_cell;
+  ImVec2 map_room(0, 0);  // each map's room in the grid: its width, and height down to its check lines
+  float map_h = 0;        // the height of a map as drawn
+  auto best_grid = [&](float width, int rows_shown, int* cols_out) {
+    float best = -1;
+    for (int c = 1; c <= n_maps; ++c) {
+      if (c > 1 && width / float(c) - pad < min_w) break;
+      const float fit = cell_of(labels, width, c, rows_shown > 0 ? rows_shown : (n_maps + c - 1) / c);
+      if (fit >= best - 0.5f) {  // on a tie, more columns: a more compact grid
+        *cols_out = c;
+        best = fit;
+      }
     }
-  }
-  if (cell < font) {
+    const int rows = rows_shown > 0 ? rows_shown : (n_maps + *cols_out - 1) / *cols_out;
+    map_room = ImVec2(width / float(*cols_out) - pad, std::max(1.0f, grid_h / float(rows) - row_extra));
+    const HeatmapFit f = fit_heatmap(proto, map_room);
+    map_h = f.top + f.fit * float(R) + 1.0f;
+    return best < 0 ? best : f.fit;
+  };
+  int cols = 1;
+  float cell = best_grid(grid_w, 0, &cols);
+  if (cell < min_cell) cell = best_grid(grid_w - style.ScrollbarSize, 1, &cols);
+  if (cell < min_cell) {
     // Scrolling: the widest grid whose maps are >= min_w wide with cells >= 0.7 of a text line
     // (every other label fits), else (large L) the widest at min_w alone.
     const float usable = grid_w - style.ScrollbarSize;
@@ -793,11 +844,26 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
     while (cols > 1 && cell_at(cols) < font * 0.7f) --cols;
     if (cell_at(cols) < font * 0.7f) cols = widest;
     cell = cell_at(cols);
+    map_h = map_height(labels, cell, R);
+    map_room = ImVec2(0, map_h);
   }
-  const float map_h = map_height(labels, cell, R);
+  info.cell = cell;
+  if (!same_owner(marked_source, state.result.forward) || marked_batch != b) {
+    marked_source = state.result.forward;
+    marked_batch = b;
+    marked_keys.clear();
+    // One pass over the lower triangle of the mask: kept to sizes where that is a few milliseconds.
+    if (mask && double(mask->strides[1] == 0 ? 1 : H) * R * C <= double(1 << 22))
+      marked_keys = edited_keys(*mask, b);
+  }
   const float total = float((n_maps + cols - 1) / cols) * (map_h + row_extra);
   const float child_h = std::min(grid_h, total);
   ImGui::BeginChild("heads_grid", ImVec2(grid_w, child_h), false);
+  {  // the grid's part on screen: within the view's
+    const ImVec4 g = window_rect();
+    info.view = ImVec4(std::max(g.x, info.view.x), std::max(g.y, info.view.y), std::min(g.z, info.view.z),
+                       std::min(g.w, info.view.w));
+  }
   if (ImGui::BeginTable("heads_table", cols, ImGuiTableFlags_SizingStretchSame)) {
     for (int slot = 0; slot < n_maps; ++slot) {
       ImGui::TableNextColumn();
@@ -828,7 +894,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       hm.col_labels = col_labels;
       hm.show_values = view.show_values;
       hm.max_cell = max_cell;
-      hm.size = ImVec2(w, map_h);
+      hm.size = ImVec2(w, map_room.y);
       // The colours in the version too: a mask edit's result redraws only its changed rows when they
       // are those of the texture it replaces.
       auto version_of = [&](std::uint64_t g) {
@@ -865,7 +931,9 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       hm.zoomable = true;
       hm.hover_row = view.hover_query;  // linked hover: the token under the pointer in any view
       hm.hover_col = si == kContext ? -1 : view.hover_key;
+      if (si != kContext) hm.marked_cols = marked_keys;
       const HeatmapEvent ev = draw_heatmap(tex, hm);
+      info.maps.push_back(ev);
       if (si != kContext)
         report_hover(ev);
       else if (ev.hovered || ev.label_row >= 0)  // context columns are features, not tokens
@@ -883,9 +951,15 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
         if (cache.due[std::size_t(k)]) {
           ImGui::TextDisabled("entropy: when shown");
           ImGui::TextDisabled("row sums: when shown");
+          info.entropy_max.push_back(-1);
         } else {
-          row_check_lines(cache.checks[std::size_t(k)]);
+          // Narrow maps (a large font) get the short form, so the lines do not wrap under the grid.
+          row_check_lines(cache.checks[std::size_t(k)],
+                          w < ImGui::CalcTextSize("entropy 0.00 bits (max 0.00)").x);
+          info.entropy_max.push_back(cache.checks[std::size_t(k)].entropy_max);
         }
+      } else {
+        info.entropy_max.push_back(-1);
       }
     }
     ImGui::EndTable();

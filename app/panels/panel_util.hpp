@@ -104,6 +104,38 @@ inline void colorbar_within(Textures& tex, Colormap c, float vmin, float vmax, f
   ImGui::EndGroup();
 }
 
+// (x0, y0, x1, y1) of a rectangle, and of the current window's part on screen (views' info for tests).
+inline ImVec4 rect(ImVec2 a, ImVec2 b) {
+  return ImVec4(a.x, a.y, b.x, b.y);
+}
+inline ImVec4 window_rect() {
+  const ImVec2 p = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
+  return ImVec4(p.x, p.y, p.x + s.x, p.y + s.y);
+}
+
+// The keys an edit of the mask blocks, whose labels a heatmap draws whatever the room: key j when the
+// merged mask (N, H, L, S') blocks it for some query i >= j of batch item n, which a causal mask
+// never does (padded keys are blocked so too). A causal mask or none marks nothing; more than `most`
+// keys are a pattern (a sliding window, random cells), not an edit: none then either.
+inline std::vector<int> edited_keys(const Stage<float>& mask, int n, int most = 8) {
+  std::vector<int> keys;
+  if (mask.shape.size() != 4 || !mask.storage) return keys;
+  const std::int64_t H = mask.shape[1], L = mask.shape[2], S = mask.shape[3];
+  const float* base = mask.storage->data() + mask.offset + std::int64_t(n) * mask.strides[0];
+  const std::int64_t heads = mask.strides[1] == 0 ? 1 : H;  // a mask shared by the heads: once
+  for (std::int64_t j = 0; j < S; ++j) {
+    bool blocked = false;
+    for (std::int64_t h = 0; h < heads && !blocked; ++h)
+      for (std::int64_t i = j; i < L && !blocked; ++i) {
+        const float v = base[h * mask.strides[1] + i * mask.strides[2] + j * mask.strides[3]];
+        blocked = std::isinf(v) && v < 0;
+      }
+    if (blocked) keys.push_back(int(j));
+    if (int(keys.size()) > most) return {};
+  }
+  return keys;
+}
+
 // FNV-1a over the parts: texture versions and cache keys.
 inline std::uint64_t mix(std::initializer_list<std::uint64_t> parts) {
   std::uint64_t v = 1469598103934665603ull;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "heatmap.hpp"
 #include "studio_names.hpp"
 #include "textures.hpp"
 
@@ -89,16 +90,41 @@ struct TokenLinesInfo {
   std::vector<int> heads_drawn;        // heads whose lines were drawn
   std::vector<int> queries_drawn;      // distinct query rows that have a line
   float left_x = 0, right_x = 0, top = 0, row_h = 0;  // token columns: query i at y = top + (i + 0.5)·row_h
+  float view_x0 = 0, view_x1 = 0;                     // the panel's width on screen
 };
 const TokenLinesInfo& token_lines_info(const Panels& panels);
 // strip.cpp: the presenter strip above the view: the next-token guess, the what-ifs in force, every
-// error; drawn wrapped, in the theme's colours.
+// error; drawn a line each, in the theme's colours.
 struct StripLine {
   enum Kind { prediction, what_if, error } kind;
   std::string text;
+  // The prediction's tokens, most likely first ("␣dog 41.2%"); a what-if's sentence in full.
+  std::vector<std::string> parts;
 };
 std::vector<StripLine> presenter_strip(const AppState& state);
 void draw_presenter_strip(const std::vector<StripLine>& lines, bool light_theme);
+// What the Heads, Pipeline and Reshape views drew last frame (tests): rectangles are (x0, y0, x1, y1)
+// on screen; `view` is the part of the view's window on screen.
+struct HeadsInfo {
+  ImVec4 view;
+  float cell = 0;                   // cell size in pixels, as the grid planned it
+  std::vector<HeatmapEvent> maps;   // each map's, slot order (the average last)
+  std::vector<double> entropy_max;  // each map's "max" entropy, bits (weights; -1: not shown)
+};
+const HeadsInfo& heads_info(const Panels& panels);
+struct PipelineInfo {
+  ImVec4 view;
+  ImVec4 graph_view;               // the graph's own scrolling region
+  ImVec4 graph;                    // the boxes and arrows
+  float zoom = 1;                  // the graph's text and boxes, to the view's font
+  ImVec4 head_label, head_slider;  // the detail's head picker: its label, its slider
+};
+const PipelineInfo& pipeline_info(const Panels& panels);
+struct ReshapeInfo {
+  ImVec4 view;
+  ImVec4 message;  // what the chosen mistake does (mistake 2: the RuntimeError); 0 without one
+};
+const ReshapeInfo& reshape_info(const Panels& panels);
 // what_if.cpp: the temperature and scale what-if controls (not torch's computation), and a one-line
 // warning for views that show its numbers (returns whether the what-if is on).
 void draw_what_if(Panels& panels, AppState& state);

@@ -3,6 +3,7 @@
 // the torch expression, FLOPs and bytes. Clicking a box shows that tensor below for the current batch
 // item (one head of 4-D stages).
 #include <imgui.h>
+#include <imgui_internal.h>  // the window's font scale: the graph zooms to fit
 
 #include <algorithm>
 #include <cmath>
@@ -279,8 +280,29 @@ Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, Im
   return g;
 }
 
-void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, std::string& selected_stage) {
+// The graph's zoom: the largest of 1, 0.95, 0.9, … at which it fits width × height, down to text of
+// 11 pixels (below that the graph scrolls instead). Laid out at each zoom: a smaller font also wraps
+// the chain into fewer rows.
+float fit_zoom(const std::vector<Box>& boxes, const Dims& d, float width, float height) {
+  ImGuiWindow* window = ImGui::GetCurrentWindow();
+  const float scale = window->FontWindowScale;
+  const float floor = std::min(1.0f, 11.0f / ImGui::GetFontSize());
+  float zoom = 1;
+  for (; zoom > floor; zoom -= 0.05f) {
+    ImGui::SetWindowFontScale(scale * zoom);
+    const Graph g = layout_graph(boxes, d, width, ImVec2(0, 0));
+    if (g.height <= height && g.width <= width) break;
+  }
+  ImGui::SetWindowFontScale(scale);
+  return std::max(zoom, floor);
+}
+
+void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, float zoom,
+                std::string& selected_stage, PipelineInfo& info) {
   ImGui::BeginChild("##pipeline_graph", ImVec2(0, height), false, ImGuiWindowFlags_HorizontalScrollbar);
+  ImGui::SetWindowFontScale(zoom);  // the child's own scale, times its parent's
+  info.graph_view = panel::window_rect();
+  info.zoom = zoom;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float font = ImGui::GetFontSize(), pad = font * 0.4f, stack = font * 0.3f;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -391,6 +413,7 @@ void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, std:
   }
   ImGui::SetCursorScreenPos(origin);
   ImGui::Dummy(ImVec2(g.width, g.height));
+  info.graph = panel::rect(origin, ImVec2(origin.x + g.width, origin.y + g.height));
   ImGui::EndChild();
 }
 
@@ -439,7 +462,7 @@ struct RangeCache {
 };
 
 void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
-                 const std::string& selected_stage, RangeCache& range) {
+                 const std::string& selected_stage, RangeCache& range, PipelineInfo& info) {
   const ForwardResult<float>& f = *state.result.forward;
   const Trace<float>& tr = f.trace;
   int index = -1;
@@ -473,13 +496,19 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
     ImGui::TextDisabled("This stage has no 2-D part to show (shape %s).", shape_str(s.shape).c_str());
     return;
   }
+  // Each picker's label before it, and a wide gap between them, so "batch item" never reads as the
+  // head slider's label.
   ImGui::Text("batch item %d", n);
   if (sl.head >= 0) {
+    ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+    ImGui::TextUnformatted("head");
+    info.head_label = panel::rect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     ImGui::SameLine();
     int h = view.sel_head;
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
     // Selecting a head is a view choice (the Inspector's too), not an edit: no recompute, no undo.
-    if (ImGui::SliderInt("head", &h, 0, int(f.dims.H) - 1)) view.sel_head = h;
+    if (ImGui::SliderInt("##head", &h, 0, int(f.dims.H) - 1)) view.sel_head = h;
+    info.head_slider = panel::rect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
     if (sl.heads != f.dims.H) {
       ImGui::SameLine();
       ImGui::TextDisabled("(key/value head %d of %d, shared by query heads)", sl.head, sl.heads);
@@ -566,6 +595,9 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
       return std::isinf((*mask->storage)[std::size_t(base + r * mask->strides[2] + c * mask->strides[3])]);
     };
   }
+  // The keys a mask edit blocks keep their labels (a pass over the mask each frame: small sizes only).
+  if (mask && sl.cols_are_keys && double(mask->shape[2]) * double(mask->shape[3]) <= double(1 << 16))
+    hm.marked_cols = panel::edited_keys(*mask, n);
   hm.show_values = view.show_values;
   hm.max_cell = ImGui::GetFontSize() * 3.0f;
   hm.version = version;
@@ -586,14 +618,22 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
 
 struct PipelinePanel {
   RangeCache range;  // of the shown slice
+  PipelineInfo info;  // what the last frame drew
   void draw(AppState& state, Textures& tex);
 };
+
+const PipelineInfo& pipeline_info(const Panels& panels) {
+  static const PipelineInfo none;  // the view has not drawn yet
+  return panels.pipeline ? panels.pipeline->info : none;
+}
 
 void draw_pipeline(Panels& panels, AppState& state, Textures& tex) {
   panel::made(panels.pipeline).draw(state, tex);
 }
 
 void PipelinePanel::draw(AppState& state, Textures& tex) {
+  info = PipelineInfo{};
+  info.view = panel::window_rect();
   if (!state.result.valid()) {
     ImGui::TextDisabled("No result yet: fix the inputs marked in the controls.");
     return;
@@ -624,20 +664,27 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
     ImGui::TextUnformatted(ks.label);
   }
 
-  // The graph takes what it needs up to 55% of the height; the chosen tensor gets the rest.
+  // The graph takes what it needs up to 55% of the height, zoomed out until it fits there (a large
+  // font, a small window); the chosen tensor gets the rest.
   const ImGuiStyle& style = ImGui::GetStyle();
-  const Graph g =
-      layout_graph(boxes, f.dims, ImGui::GetContentRegionAvail().x - style.ScrollbarSize, ImVec2(0, 0));
+  const float avail_w = ImGui::GetContentRegionAvail().x - style.ScrollbarSize;
   const float avail_h = ImGui::GetContentRegionAvail().y;
+  const float room =
+      std::max(ImGui::GetFontSize() * 6, avail_h * 0.55f) - style.ScrollbarSize - style.ItemSpacing.y;
+  const float zoom = fit_zoom(boxes, f.dims, avail_w, room);
+  const float own_scale = ImGui::GetCurrentWindow()->FontWindowScale;
+  ImGui::SetWindowFontScale(own_scale * zoom);
+  const Graph g = layout_graph(boxes, f.dims, avail_w, ImVec2(0, 0));
+  ImGui::SetWindowFontScale(own_scale);
   // The stage shown below is the view's (Left / Right step it): a click on a box is an action too.
   std::string selected_stage = state.view().pipeline_stage;
   draw_graph(boxes, f.dims,
              std::max(ImGui::GetFontSize() * 6,
                       std::min(g.height + style.ScrollbarSize + style.ItemSpacing.y, avail_h * 0.55f)),
-             selected_stage);
+             zoom, selected_stage, info);
   if (selected_stage != state.view().pipeline_stage) state.apply(show_pipeline_stage(selected_stage));
   ImGui::Separator();
-  draw_detail(state, tex, boxes, state.view().pipeline_stage, range);
+  draw_detail(state, tex, boxes, state.view().pipeline_stage, range, info);
 }
 
 }  // namespace mha::app

@@ -4,6 +4,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -15,7 +16,6 @@
 #include "export_dialog.hpp"
 #include "head_colour.hpp"
 #include "heatmap.hpp"
-#include "labels.hpp"
 #include "mistakes.hpp"
 #include "panel_util.hpp"
 #include "panels.hpp"
@@ -287,24 +287,34 @@ void draw_labels(ImDrawList* dl, const Grid& g, const StepView& s, const std::ve
       dl->AddText(ImVec2(x, p.y - g.label_h), cell_colour(h, g.H, 1, 1, alpha), buf);
   }
   // Token labels left of the first column of blocks. Mistake 1's rows hold pieces of tokens:
-  // "cat:1" is token cat's columns of head 1.
-  const int label_step = render::label_step(g.ch, ImGui::GetTextLineHeight());
+  // "cat:1" is token cat's columns of head 1. Rows shorter than a line of text take their labels on
+  // lanes, smaller, before every k-th is left out (plan_axis_labels, as the heatmaps do).
+  const bool pieces = s.wrong && lay == Layout::blocks;
   const int block_rows = lay == Layout::blocks ? g.brows : 1;
+  auto label_of = [&](int b, int r) {
+    if (!pieces) return token(r);
+    const std::int64_t f = (std::int64_t(b) * g.L + r) * g.dk;
+    return token(f / g.E) + ":" + std::to_string((f % g.E) / g.dk);
+  };
+  const float font = ImGui::GetFontSize(), pad = font * 0.4f, gap = font * 0.4f;
+  float widest = 0;
   for (int br = 0; br < block_rows; ++br)
-    for (int r = 0; r < g.rows; r += label_step) {
+    for (int r = 0; r < g.rows; ++r)
+      widest = std::max(widest, ImGui::CalcTextSize(label_of(br * g.bcols, r).c_str()).x);
+  const AxisLabels plan = plan_axis_labels(g.ch, ImGui::GetTextLineHeight(), widest, g.label_w - pad - 2,
+                                           label_min_scale(font), gap);
+  const float size = font * plan.scale;
+  for (int br = 0; br < block_rows; ++br)
+    for (int r = 0; r < g.rows; r += plan.step) {
       const int b = br * g.bcols;
-      std::string label = token(r);
-      if (s.wrong && lay == Layout::blocks) {
-        const std::int64_t f = (std::int64_t(b) * g.L + r) * g.dk;
-        label = token(f / g.E) + ":" + std::to_string((f % g.E) / g.dk);
-      }
+      const std::string label = label_of(b, r);
       const ImVec2 p = g.pos(lay, b, r, 0);
-      const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
-      // Clipped on the left only: long tokens must not run into the panel's edge.
-      dl->PushClipRect(ImVec2(g.origin.x - g.label_w, p.y - ts.y), ImVec2(g.origin.x - 2, p.y + g.ch + ts.y),
-                       true);
-      dl->AddText(ImVec2(g.origin.x - ts.x - ImGui::GetFontSize() * 0.4f, p.y + (g.ch - ts.y) * 0.5f), text,
-                  label.c_str());
+      const float w = ImGui::GetFont()->CalcTextSizeA(size, FLT_MAX, 0.0f, label.c_str()).x;
+      const float right = g.origin.x - pad - float(r / plan.step % plan.lanes) * (plan.lane_depth + gap);
+      // Clipped to its lane: long tokens must not run into the next lane or the panel's edge.
+      dl->PushClipRect(ImVec2(std::max(g.origin.x - g.label_w, right - plan.lane_depth), p.y - size),
+                       ImVec2(right, p.y + g.ch + size), true);
+      dl->AddText(ImGui::GetFont(), size, ImVec2(right - w, p.y + (g.ch - size) * 0.5f), text, label.c_str());
       dl->PopClipRect();
     }
 }
@@ -656,6 +666,11 @@ void draw_mistake_view(const F& f) {
         d.L == 1 ? "L = 1" : "H = 1", shape_str(ct.shape).c_str());
     ImGui::TextDisabled("%s", kViewError);
   }
+}
+
+// What mends mistake 2, after the grid (the message above comes first).
+void draw_mistake_view_remedy(const F& f) {
+  const Dims& d = f.dims;
   ImGui::TextWrapped(
       ".contiguous() copies the N·L·E = %lld values (%s) into token-major order; .reshape() does the "
       "same copy for you when it has to. The transposes themselves never copy.",
@@ -713,14 +728,22 @@ struct ReshapePanel {
   Hover linked;              // hovered cell, drawn in both the grid and the memory row
   WrongRun no_transpose;     // mistake 1, shared by its grid and its comparison
   OutProjCache no_out_proj;  // mistake 3
+  ReshapeInfo info;          // what the last frame drew
   void draw(AppState& state, Textures& tex);
 };
+
+const ReshapeInfo& reshape_info(const Panels& panels) {
+  static const ReshapeInfo none;  // the view has not drawn yet
+  return panels.reshape ? panels.reshape->info : none;
+}
 
 void draw_reshape(Panels& panels, AppState& state, Textures& tex) {
   panel::made(panels.reshape).draw(state, tex);
 }
 
 void ReshapePanel::draw(AppState& state, Textures& tex) {
+  info = ReshapeInfo{};
+  info.view = panel::window_rect();
   if (!state.result.valid()) {
     ImGui::TextDisabled("No result yet: fix the inputs marked in the controls.");
     return;
@@ -806,8 +829,7 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   ImGui::Text("%d.", view.reshape_step);
   ImGui::SameLine();
   if (view_fails) {
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1),
-                       "context.transpose(1, 2).view(N, L, E)  ->  RuntimeError (below)");
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "context.transpose(1, 2).view(N, L, E)  ->  RuntimeError");
   } else {
     ImGui::TextUnformatted(st.code);
   }
@@ -815,12 +837,24 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("%s", step_reason(f, target).c_str());
   ImGui::PopTextWrapPos();
+  // Mistake 2 is a message (torch's RuntimeError and why): it comes before the grid, so no window
+  // is too small to show it.
+  if (view.mistake == 2) {
+    ImGui::Separator();
+    ImGui::BeginGroup();
+    draw_mistake_view(f);
+    ImGui::EndGroup();
+    info.message = panel::rect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    ImGui::Separator();
+  }
 
-  // The grid, then memory. The mistakes' consequences need room below, so the grid gets less then.
+  // The grid, then memory. The other mistakes' consequences need room below, so the grid gets less
+  // then.
   const std::vector<std::string>& tokens = state.query_tokens();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float strip_h = memory_height();
-  const float grid_budget = std::max(font * 8, (avail.y - strip_h) * (view.mistake == 0 ? 0.9f : 0.42f));
+  const float grid_budget =
+      std::max(font * 8, (avail.y - strip_h) * (view.mistake == 0 || view.mistake == 2 ? 0.9f : 0.42f));
   Grid g = fit_grid(d, tokens, ImVec2(avail.x, grid_budget));
   if (g.rows < d.L || g.heads < d.H || g.cols < d.d_k)
     ImGui::TextDisabled("Showing the first %d of %lld tokens, %d of %lld heads, %d of %lld columns per head.",
@@ -850,11 +884,14 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
       break;
     case 2:
       ImGui::Separator();
-      draw_mistake_view(f);
+      draw_mistake_view_remedy(f);
       break;
     case 3:
       ImGui::Separator();
+      ImGui::BeginGroup();
       draw_mistake_no_out_proj(no_out_proj, state, tex, n);
+      ImGui::EndGroup();
+      info.message = panel::rect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
       break;
     default: break;
   }

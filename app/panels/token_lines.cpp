@@ -100,7 +100,7 @@ void TokenLinesPanel::draw(AppState& state) {
     int pick = b;
     ImGui::SetNextItemWidth(font * 6);
     if (ImGui::SliderInt("batch item", &pick, 0, N - 1)) view.batch_index = pick;
-    ImGui::SameLine();
+    ImGui::SameLine(0, font * 1.5f);  // apart, so "batch item" does not read as the heads' label
   }
   ImGui::TextUnformatted("heads:");
   for (int h = 0; h < H; ++h) {
@@ -180,7 +180,8 @@ void TokenLinesPanel::draw(AppState& state) {
   // Half a text line above the first token, so its label is not cut when rows are shorter than text.
   const ImVec2 o(ImGui::GetCursorScreenPos().x,
                  ImGui::GetCursorScreenPos().y + std::max(0.0f, (line_h - row_h) * 0.5f));
-  const float gap = std::max(font * 4, std::min(font * 24, avail.x - qw - kw));
+  // The lines take the rest of the panel's width: the key column sits at its right edge.
+  const float gap = std::max(font * 4, avail.x - qw - kw);
   const float x0 = o.x + qw, x1 = x0 + gap;
   auto yq = [&](int i) { return o.y + row_h * (float(i) + 0.5f); };
   auto yk = [&](int j) { return o.y + row_h * (float(j) + 0.5f); };
@@ -192,6 +193,8 @@ void TokenLinesPanel::draw(AppState& state) {
   info.only_key = only_k;
   info.left_x = o.x;
   info.right_x = x1 + style.ItemSpacing.x;
+  info.view_x0 = ImGui::GetWindowPos().x;
+  info.view_x1 = info.view_x0 + ImGui::GetWindowWidth();
   info.top = o.y;
   info.row_h = row_h;
   std::vector<char> query_has_line(std::size_t(L), 0);

@@ -30,7 +30,7 @@ struct ProcessOptions {
                                             // another thread can end it (kill) when its answer is no
                                             // longer wanted
   double timeout_s = 0;     // > 0: killed, with whatever it started, when still running after this
-  std::string working_dir;  // "": ours; else the helper starts in this folder
+  std::string working_dir = {};  // "": ours; else the helper starts in this folder
 };
 
 // Runs argv[0] (looked up on $PATH) with argv, waits for it and returns what it printed. stderr

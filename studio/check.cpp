@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -231,21 +232,27 @@ const StudentRun* run_for(const Prepared& p, std::optional<Convention> c) {
   return it == p.runs.end() ? nullptr : &it->second;
 }
 
-// What the student's fully masked rows hold, for the case's note.
-std::string fully_masked_note(const Prepared& p, const StudentRun& run) {
+// What the student's fully masked rows hold, for the case's note: NaN (torch), the output of all-zero
+// weights (the notebook's NaN -> 0), or something else (a -1e9 fill averages every key).
+std::string fully_masked_note(Prepared& p, const StudentRun& run) {
   const Dims& d = p.ref.dims;
-  int nan = 0, zero = 0, other = 0;
+  const std::uint32_t key = MistakeSet{}.bits * 2 + 1;
+  auto zero = p.variants.find(key);
+  if (zero == p.variants.end())
+    zero = p.variants.emplace(key, mistaken_forward(p.ref_zero, p.weights, {})).first;
+  int nan = 0, zeros = 0, other = 0;
   for (std::int64_t row = 0; row < d.N * d.L; ++row) {
     if (p.row_ok[std::size_t(row)]) continue;
     for (std::int64_t e = 0; e < d.E; ++e) {
-      const float v = run.output->data[std::size_t(row * d.E + e)];
-      std::isnan(v) ? ++nan : v == 0 ? ++zero : ++other;
+      const std::size_t at = std::size_t(row * d.E + e);
+      const float v = run.output->data[at];
+      std::isnan(v) ? ++nan : close(v, zero->second.output[at]) ? ++zeros : ++other;
     }
   }
-  if (nan + zero + other == 0) return "";
-  if (other == 0 && zero == 0) return "the fully masked row is NaN, as torch gives";
-  if (other == 0) return "the fully masked row is 0, as the course notebook makes it";
-  return "the fully masked row holds finite values (a large negative fill such as -1e9 averages every key)";
+  if (nan + zeros + other == 0) return "";
+  if (zeros == 0 && other == 0) return "the fully masked row is NaN, as torch gives";
+  if (nan == 0 && other == 0) return "the fully masked row has weights 0, as the course notebook makes them";
+  return "the fully masked row is neither NaN nor from weights 0 (a -1e9 fill averages every key)";
 }
 
 void python_error_line(CheckReport& r, const PythonError& e) {
@@ -410,6 +417,8 @@ CheckReport diagnose_prepared(std::vector<Prepared>& cases, MistakeSet forced, c
     } else if (run && run->error) {
       cr.skipped =
           "raised with the mask as " + std::string(r.convention ? to_string(*r.convention) : "given");
+    } else if (cr.skipped.empty()) {
+      cr.skipped = "no mask convention under which every case runs";
     }
     r.cases.push_back(cr);
   }
@@ -523,6 +532,11 @@ struct TempDir {
     path = pattern;
   }
   ~TempDir() {
+    // MHA_CHECK_KEEP=1 leaves it for a look at what the child was given and wrote.
+    if (const char* keep = std::getenv("MHA_CHECK_KEEP"); keep && std::string(keep) == "1") {
+      std::fprintf(stderr, "mha check: kept %s\n", path.c_str());
+      return;
+    }
     std::error_code ec;
     fs::remove_all(path, ec);
   }
@@ -644,8 +658,8 @@ CheckReport check_python_file(const std::string& student_py, const PythonCheckOp
   s.call_style = res.value("call_style", "");
   s.takes_mask = res.value("takes_mask", false);
   for (const auto& p : res.value("parameters", json::array())) s.parameters.push_back(p.get<std::string>());
-  for (const auto& [role, name] : res.value("mapping", json::object()).items())
-    s.mapping[role] = name.get<std::string>();
+  const json mapping = res.value("mapping", json::object());  // kept: items() refers to it
+  for (const auto& [role, name] : mapping.items()) s.mapping[role] = name.get<std::string>();
   for (const auto& n : res.value("notes", json::array())) s.notes.push_back(n.get<std::string>());
   if (res.contains("error") && !res["error"].is_null()) {
     CheckReport r;

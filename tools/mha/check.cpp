@@ -72,7 +72,9 @@ void print_report(const studio::CheckReport& r, const std::string& source) {
   if (!s.signature.empty()) std::printf("  called as   %s\n", s.signature.c_str());
   if (!s.mapping.empty()) {
     std::string m;
-    for (const auto& [role, name] : s.mapping) m += (m.empty() ? "" : ", ") + name + " -> " + role;
+    for (const char* role : {"q", "k", "v", "o", "qkv"})
+      if (const auto it = s.mapping.find(role); it != s.mapping.end())
+        m += (m.empty() ? "" : ", ") + it->second + " -> " + role;
     std::printf("  weights     %s\n", m.c_str());
   }
   if (r.verdict == studio::Verdict::error) {
@@ -81,17 +83,17 @@ void print_report(const studio::CheckReport& r, const std::string& source) {
     return;
   }
   std::printf("  mask        %s\n", r.convention ? convention_text(*r.convention) : "no masked case ran");
-  std::printf("\n  %-18s %-3s %-11s %s\n", "case", "ok", "max |diff|", "");
+  std::printf("\n  %-18s %s %-11s %s\n", "case", "ok", "max |diff|", "");
   for (const studio::CaseReport& c : r.cases) {
     if (!c.ran) {
-      std::printf("  %-18s %-3s %-11s %s\n", c.name.c_str(), "-", "", ("skipped: " + c.skipped).c_str());
+      std::printf("  %-18s %s %-11s %s\n", c.name.c_str(), "- ", "", ("skipped: " + c.skipped).c_str());
       continue;
     }
     std::string extra = c.what;
     if (c.weights_max_abs_diff >= 0) extra += "; weights " + diff_text(c.weights_max_abs_diff);
     if (!c.mask_form.empty()) extra += "; mask " + c.mask_form;
     if (!c.note.empty()) extra += "; " + c.note;
-    std::printf("  %-18s %-3s %-11s %s\n", c.name.c_str(), c.ok ? "✓" : "✗",
+    std::printf("  %-18s %s %-11s %s\n", c.name.c_str(), c.ok ? "✓ " : "✗ ",
                 diff_text(c.max_abs_diff).c_str(), extra.c_str());
   }
   std::printf("  tolerance: |yours - reference| <= %g + %g * |reference| (float32)\n", r.atol, r.rtol);

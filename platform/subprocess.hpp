@@ -29,7 +29,7 @@ struct ProcessOptions {
   std::atomic<int>* running_pid = nullptr;  // set to the helper's pid while it runs (0 after), so that
                                             // another thread can end it (kill) when its answer is no
                                             // longer wanted
-  double timeout_s = 0;     // > 0: killed, with whatever it started, when still running after this
+  double timeout_s = 0;          // > 0: killed, with whatever it started, when still running after this
   std::string working_dir = {};  // "": ours; else the helper starts in this folder
 };
 

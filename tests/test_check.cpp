@@ -1,17 +1,18 @@
 // The mistake catalogue's variant forwards against explicit loops and against the engine itself
 // (where a mistake is an engine forward of other inputs), and the checker's diagnosis on simulated
-// students: no Python, no torch.
+// students: no Python, no torch. And the time limit the student's file runs under.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
-#include <set>
 
 #include "check.hpp"
 #include "compute.hpp"
 #include "fixtures.hpp"
 #include "masks.hpp"
 #include "mistakes.hpp"
+#include "subprocess.hpp"
 #include "torch_rng.hpp"
 
 using namespace mha;
@@ -331,7 +332,6 @@ TEST_CASE("diagnosis: a correct student in each mask convention", "[check]") {
 
 TEST_CASE("diagnosis: every mistake alone and every pair is named", "[check]") {
   const std::vector<CheckCase> cases = studio::check_cases();
-  std::set<std::string> ambiguous;
   for (MistakeSet s : singles_and_pairs()) {
     INFO("made: " << ids(s.list()));
     const CheckReport r = studio::diagnose(cases, simulate(cases, s, Convention::keep, s.list().size() == 1));
@@ -447,4 +447,25 @@ TEST_CASE("the scenario as a PyTorch test file", "[check]") {
   CHECK(py.find("def test_torch_gives_expected") != std::string::npos);
   const studio::Scenario gqa = studio::load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/gqa.json");
   CHECK_THROWS_AS(studio::scenario_as_pytorch_test(gqa), ConfigError);
+}
+
+TEST_CASE("a helper past its time limit is stopped, whatever it started; it starts in the folder given",
+          "[check][platform]") {
+  platform::ProcessOptions o;
+  o.timeout_s = 0.5;
+  const auto started = std::chrono::steady_clock::now();
+  // A hang with its output open, one that closed it, and one whose own child holds it open.
+  for (const char* script : {"sleep 30", "exec >&-; sleep 30", "sleep 30 & wait"}) {
+    INFO(script);
+    const platform::ProcessResult r = platform::run_process({"sh", "-c", script}, o);
+    CHECK(r.started);
+    CHECK(r.timed_out);
+  }
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+  o.timeout_s = 10;
+  o.working_dir = "/";
+  const platform::ProcessResult r = platform::run_process({"pwd"}, o);
+  CHECK(!r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "/\n");
 }

@@ -401,7 +401,7 @@ CheckReport diagnose_prepared(std::vector<Prepared>& cases, MistakeSet forced, c
       cr.ok = d.ok();
       cr.max_abs_diff = d.output.max_abs;
       if (d.weights_compared) cr.weights_max_abs_diff = d.weights.max_abs;
-      cr.note = fully_masked_note(p, *run);
+      if (cr.ok) cr.note = fully_masked_note(p, *run);
       if (run->weights && !d.weights_compared)
         cr.note += std::string(cr.note.empty() ? "" : "; ") + "the returned weights " +
                    shape_str(run->weights->shape) + " are neither (N, H, L, S) nor (N, L, S): not compared";
@@ -728,6 +728,7 @@ CheckReport check_tensors(const Scenario& s, const Tensor<float>& output,
 // ---- JSON ----
 
 std::string report_json(const CheckReport& r) {
+  using json = nlohmann::ordered_json;  // the keys in the order the schema lists them
   const auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
   json j;
   j["verdict"] = r.verdict == Verdict::error ? json(nullptr) : json(to_string(r.verdict));

@@ -72,7 +72,7 @@ def check(path, extra, want):
         e = got.get("error") or {}
         if p.returncode != 2 or e.get("stage") != rest[0] or (len(rest) > 1 and e.get("type") != rest[1]):
             problems.append(f"expected error {rest}, got exit {p.returncode} {e}")
-        if rest[0] in ("import", "forward") and (not e.get("file", "").endswith(name) or e.get("line", 0) <= 0):
+        if rest[0] in ("import", "construct", "forward") and (not e.get("file", "").endswith(name) or e.get("line", 0) <= 0):
             problems.append(f"the error does not name the file and line: {e}")
         if rest[0] == "forward" and not e.get("case"):
             problems.append(f"the error does not name the case: {e}")

@@ -60,9 +60,13 @@ def error_info(e, stage, case="", convention=""):
             file, line = frame.filename, frame.lineno
     if isinstance(e, SyntaxError) and e.filename and os.path.abspath(e.filename) == STUDENT:
         file, line = e.filename, e.lineno or 0
+    # The traceback from the student's first frame on (this script's own frames say nothing).
+    tb_from = e.__traceback__
+    while tb_from is not None and os.path.abspath(tb_from.tb_frame.f_code.co_filename) != STUDENT:
+        tb_from = tb_from.tb_next
+    text = traceback.format_exception(type(e), e, tb_from) if tb_from else traceback.format_exception_only(type(e), e)
     return {"stage": stage, "type": type(e).__name__, "message": str(e), "file": file, "line": line,
-            "case": case, "convention": convention,
-            "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
+            "case": case, "convention": convention, "traceback": "".join(text)}
 
 
 def role_of(name):

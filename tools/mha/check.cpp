@@ -101,8 +101,8 @@ void print_report(const studio::CheckReport& r, const std::string& source) {
   std::printf("\nverdict: %s\n", to_string(r.verdict));
   for (Mistake m : r.mistakes) {
     const MistakeInfo& i = mistake_info(m);
-    std::printf("  %s: %s\n      yours: %s\n      fix:   %s\n      see:   %s\n", i.id, i.title, i.wrong,
-                i.fix, i.view);
+    std::printf("  %s: %s; fix: %s\n      (yours: %s; the app shows it in %s)\n", i.id, i.title, i.fix,
+                i.wrong, i.view);
   }
   if (r.verdict == studio::Verdict::correct)
     std::printf(

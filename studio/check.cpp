@@ -397,6 +397,8 @@ CheckReport diagnose_prepared(std::vector<Prepared>& cases, MistakeSet forced, c
     if (run && run->output && !run->error) {
       cr.ran = true;
       cr.mask_form = run->mask_form;
+      cr.reference = std::make_shared<const ForwardResult<float>>(p.ref);
+      cr.yours = *run;
       const RunDiff d = compare_run(p, *run, forced);
       cr.ok = d.ok();
       cr.max_abs_diff = d.output.max_abs;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,6 +104,10 @@ struct CaseReport {
   double weights_max_abs_diff = -1;  // -1: no weights compared
   std::string mask_form;             // how the mask went in
   std::string note;                  // e.g. what the fully masked row gave
+  // For a view of the case: the engine's forward with the student's weights (its trace), and what
+  // the student's code gave under the convention found. Null / empty when it did not run.
+  std::shared_ptr<const ForwardResult<float>> reference;
+  StudentRun yours;
 };
 
 struct CheckReport {

@@ -256,7 +256,7 @@ def main():
     sys.path.insert(0, os.path.dirname(STUDENT))  # its own helper modules beside it
     torch.manual_seed(0)
     printed = io.StringIO()  # the file's own prints (a test at the bottom) are not the checker's output
-    progress("import")
+    progress("importing the file")
     try:
         spec = importlib.util.spec_from_file_location("student_attention", STUDENT)
         module = importlib.util.module_from_spec(spec)
@@ -272,7 +272,7 @@ def main():
     models = {}
     for i, cfg in enumerate(manifest["configs"]):
         d, h = cfg["d_model"], cfg["num_heads"]
-        progress(f"construct {d} {h}")
+        progress(f"constructing {cls.__name__} with d_model={d}, num_heads={h}")
         try:
             torch.manual_seed(i)
             with contextlib.redirect_stdout(printed):
@@ -308,15 +308,16 @@ def main():
         model = models[(cfg["d_model"], cfg["num_heads"])]
         if case["cross"] and style != "qkv":
             continue  # one input: no cross-attention to run
-        q = load(case["query"])
-        k, v = (load(case["key"]), load(case["value"])) if style == "qkv" else (q, q)
         conventions = [("", None)]
         if case.get("mask"):
             if mask_name is None:
                 continue
             conventions = [(c, case["mask"][c]) for c in ("keep", "block", "additive")]
         for conv, mask_file in conventions:
-            progress(f"forward {case['name']} {conv}")
+            progress(f"forward, case {case['name']}" + (f", mask as {conv}" if conv else ""))
+            # Read again for every run: a forward that writes into its inputs changes no other run.
+            q = load(case["query"])
+            k, v = (load(case["key"]), load(case["value"])) if style == "qkv" else (q, q)
             run = {"case": case["name"], "convention": conv, "output": None, "weights": None, "error": None,
                    "mask_form": ""}
             forms = [None]

@@ -671,9 +671,14 @@ CheckReport check_python_file(const std::string& student_py, const PythonCheckOp
     if (r.error->stage == "weights") {
       std::string list;
       for (const std::string& p : s.parameters) list += (list.empty() ? "" : ", ") + p;
-      r.error_message += "; its parameters: " + (list.empty() ? std::string("none") : list) +
-                         "; name the projections with --map NAME=q,NAME=k,NAME=v,NAME=o (or NAME=qkv for one "
-                         "fused [3E, E] layer)";
+      const std::string hint = res.value("map_hint", "");
+      r.error_message +=
+          "; its parameters: " + (list.empty() ? std::string("none") : list) +
+          "; name the projections with --map " +
+          (hint.empty() ? "NAME=q,NAME=k,NAME=v,NAME=o (or NAME=qkv for one fused [3E, E] layer)"
+                        : hint +
+                              " (the layers in the order they are defined; change it if "
+                              "that is not their order)");
     }
     return r;
   }

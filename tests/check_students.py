@@ -74,6 +74,8 @@ def check(path, extra, want):
             problems.append(f"expected error {rest}, got exit {p.returncode} {e}")
         if rest[0] in ("import", "construct", "forward") and (not e.get("file", "").endswith(name) or e.get("line", 0) <= 0):
             problems.append(f"the error does not name the file and line: {e}")
+        if rest[0] == "weights" and "--map A=q,B=k,C=v,D=o" not in e.get("message", ""):
+            problems.append(f"the error does not suggest the --map: {e}")
         if rest[0] == "forward" and not e.get("case"):
             problems.append(f"the error does not name the case: {e}")
     elif kind == "timeout":

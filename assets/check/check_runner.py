@@ -178,6 +178,20 @@ def find_weights(model, d_model, manual):
     return found, names
 
 
+def map_hint(model, d_model):
+    """A --map for the layers in the order they were defined: four (E, E) layers as q, k, v, o, or a
+    (3E, E) layer and an (E, E) one as qkv, o; "" when the layers are not so."""
+    layers = [(last_name(p) if p.split(".")[-1].isdigit() else p, m.weight.shape)
+              for p, m in model.named_modules() if isinstance(m, nn.Linear)]
+    square = [p for p, s in layers if tuple(s) == (d_model, d_model)]
+    fused = [p for p, s in layers if tuple(s) == (3 * d_model, d_model)]
+    if len(layers) == 4 and len(square) == 4:
+        return ",".join(f"{p}={r}" for p, r in zip(square, "qkvo"))
+    if len(layers) == 2 and len(fused) == 1 and len(square) == 1:
+        return f"{fused[0]}=qkv,{square[0]}=o"
+    return ""
+
+
 def write_state_dict(folder, found, d_model):
     """in_proj_weight (3E, E), in_proj_bias, out_proj.weight and .bias as .npy under `folder`."""
     os.makedirs(folder, exist_ok=True)
@@ -292,6 +306,7 @@ def main():
         except Exception as e:  # noqa: BLE001
             result["error"] = error_info(e, "weights")
             result["parameters"] = [f"{n} {tuple(p.shape)}" for n, p in model.named_parameters()]
+            result["map_hint"] = map_hint(model, d)
             return finish()
         if i == 0:
             result["parameters"] = [f"{n} {tuple(p.shape)}" for n, p in model.named_parameters()]

@@ -87,6 +87,15 @@ def role_of(name):
     return None
 
 
+def bias_role(name):
+    """The role of a bare bias parameter (b_q, bq, bias_q, q_bias, b_qkv), None for other names."""
+    low = name.lower()
+    for strip in ("bias_", "_bias", "b_"):
+        if strip in low:
+            return role_of(low.replace(strip, "", 1))
+    return role_of(low[1:]) if low[:1] == "b" and len(low) in (2, 4) else None
+
+
 def last_name(path):
     """The last part of a module path that is not an index (to_out.0 -> to_out)."""
     parts = [p for p in path.split(".") if not p.isdigit()]
@@ -170,6 +179,8 @@ def find_weights(model, d_model, manual):
         weight = p if last_name(name) == "in_proj_weight" else p.t()
         bias_name = name.replace("weight", "bias") if "weight" in name else None
         bias = raw.get(bias_name) if bias_name else None
+        if bias is None:  # b_q, bq, bias_q, q_bias beside W_q
+            bias = next((b for n, b in raw.items() if b.dim() == 1 and bias_role(last_name(n)) == role), None)
         put(role, name, weight, bias)
     if manual:
         missing = [n for n in manual if n not in linears and n not in raw]

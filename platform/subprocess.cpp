@@ -9,9 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 extern char** environ;
 
@@ -79,6 +82,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     ::dup2(in_pipe[0], STDIN_FILENO);
     ::dup2(options.capture_stdout ? out_pipe[1] : devnull, STDOUT_FILENO);
     ::dup2(devnull, STDERR_FILENO);
+    // A group of its own, so that a timeout ends whatever it started too.
+    if (options.timeout_s > 0) ::setpgid(0, 0);
+    if (!options.working_dir.empty() && ::chdir(options.working_dir.c_str()) != 0) ::_exit(127);
     ::execve(program.c_str(), args.data(), envp.data());
     ::_exit(127);
   }
@@ -103,12 +109,31 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   const int from_child = options.capture_stdout ? out_pipe[0] : -1;
   bool reading = from_child >= 0;
   char buf[4096];
-  while (to_child >= 0 || reading) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(options.timeout_s));
+  // Milliseconds left before the deadline for poll(); -1 without a timeout.
+  const auto left_ms = [&]() -> int {
+    if (options.timeout_s <= 0) return -1;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return int(std::max<long long>(0, std::min<long long>(ms, 1 << 30)));
+  };
+  const auto stop = [&] {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    res.timed_out = true;
+  };
+  while ((to_child >= 0 || reading) && !res.timed_out) {
     pollfd fds[2];
     int n = 0;
     if (to_child >= 0) fds[n++] = {to_child, POLLOUT, 0};
     if (reading) fds[n++] = {from_child, POLLIN, 0};
-    if (::poll(fds, nfds_t(n), -1) < 0) {
+    const int wait_ms = left_ms();
+    if (wait_ms == 0) {
+      stop();
+      break;
+    }
+    if (::poll(fds, nfds_t(n), wait_ms) < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -138,7 +163,19 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
 
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  bool reaped = false;
+  while (options.timeout_s > 0 && !res.timed_out) {  // it may have closed its output and still run
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) {
+      reaped = true;
+      break;
+    }
+    if (left_ms() == 0)
+      stop();
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  while (!reaped && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (options.running_pid) *options.running_pid = 0;
   if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);

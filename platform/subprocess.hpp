@@ -17,6 +17,7 @@ struct ProcessResult {
   bool started = false;    // false: not found or could not fork/exec (error says why)
   int exit_code = -1;      // when it exited
   bool signalled = false;  // killed by a signal instead
+  bool timed_out = false;  // still running after ProcessOptions::timeout_s: it was killed
   std::string out, error;  // its stdout (when captured); why it did not start
 };
 
@@ -28,6 +29,8 @@ struct ProcessOptions {
   std::atomic<int>* running_pid = nullptr;  // set to the helper's pid while it runs (0 after), so that
                                             // another thread can end it (kill) when its answer is no
                                             // longer wanted
+  double timeout_s = 0;          // > 0: killed, with whatever it started, when still running after this
+  std::string working_dir = {};  // "": ours; else the helper starts in this folder
 };
 
 // Runs argv[0] (looked up on $PATH) with argv, waits for it and returns what it printed. stderr

@@ -40,6 +40,11 @@ done
 # A preset that names the shipped model: found under the install's share/mha-studio/models.
 "$p/bin/mha" compute --scenario "$p/share/mha-studio/presets/model_induction.json" --out scen >/dev/null 2>err.txt ||
   fail "installed mha compute --scenario (model preset): $(cat err.txt)"
+# mha check runs its Python helper from the install (the run needs torch: exit 0, or 2 saying so).
+rc=0
+"$p/bin/mha" check "$src/tests/check/correct_keep.py" >check.txt 2>&1 || rc=$?
+{ [ $rc = 0 ] || { [ $rc = 2 ] && grep -q "cannot import torch" check.txt; }; } ||
+  fail "installed mha check: exit $rc: $(cat check.txt)"
 
 echo "== a missing font falls back to fontconfig's"
 mv "$p/share/mha-studio/fonts" "$p/share/mha-studio/fonts.away"

@@ -83,7 +83,7 @@ void start_model_load(AppState& state, UiEnv& env, const std::string& folder) {
 void act_on_choice(AppState& state, UiEnv& env, const std::string& purpose, const std::string& path) {
   if (purpose == "save") {
     try {
-      save_scenario(path, state.scenario());
+      save_scenario(path, state.scenario(), state.window().tab);
       env.scenario_path = path;
       state.status = "saved " + path;
       state.errors.erase("file");
@@ -130,7 +130,10 @@ void start_chooser(AppState& state, UiEnv& env, const platform::ChooserRequest& 
     return;
   }
   if (platform::chooser_tool().empty() || !f.chooser.start(r, purpose)) {
-    (std::string(purpose) == "save" ? f.prompt_save : f.prompt_open) = true;
+    if (std::string(purpose) == "check")  // the Check view has a path field of its own
+      state.apply(show_view(ViewTab::check));
+    else
+      (std::string(purpose) == "save" ? f.prompt_save : f.prompt_open) = true;
     return;
   }
   state.status = "choosing a file...";
@@ -179,6 +182,13 @@ void model_load_modal(AppState& state, UiEnv& env) {
 }  // namespace
 
 void open_any_path(AppState& state, UiEnv& env, const std::string& path) {
+  // A Python file is a student's implementation: run by the Check view (the user picked it).
+  if (fs::path(path).extension() == ".py") {
+    check_file(env.panels, path);
+    state.apply(show_view(ViewTab::check));
+    state.status = "checking " + path;
+    return;
+  }
   try {
     const OpenRequest open = classify_open_path(path);
     switch (open.kind) {
@@ -204,6 +214,13 @@ void open_any_path(AppState& state, UiEnv& env, const std::string& path) {
     state.errors["file"] = e.what();  // nothing changed; the status bar says why
     state.status = e.what();
   }
+}
+
+void ask_check(AppState& state, UiEnv& env) {
+  platform::ChooserRequest r;
+  r.title = "Check my implementation: your PyTorch multi-head attention (.py)";
+  r.filters = {{"Python files", {"*.py"}}};
+  start_chooser(state, env, r, "check");
 }
 
 void ask_open(AppState& state, UiEnv& env) {

@@ -39,6 +39,8 @@ struct FileUi {
 void open_any_path(AppState& state, UiEnv& env, const std::string& path);
 // File > Open... / Save as... / Open model folder...: the chooser, else the typed-path prompt.
 void ask_open(AppState& state, UiEnv& env);
+// File > Check my implementation...: a .py file, run in the Check view.
+void ask_check(AppState& state, UiEnv& env);
 void ask_open_folder(AppState& state, UiEnv& env);
 void ask_save(AppState& state, UiEnv& env);
 // The Recent submenu (inside File): missing files are shown disabled; "Clear" empties it.

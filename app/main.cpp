@@ -460,7 +460,7 @@ int main(int argc, char** argv) {
     // --dump-state: once the edits are done, the result is in and the autosave has been written.
     if (!dump_state.empty() && (!soak || soak->done()) &&
         !(state.autosave_pending && !state.autosave_path.empty()) && !state.computer.busy()) {
-      const std::string text = to_json(state.scenario());
+      const std::string text = to_json(state.scenario(), state.window().tab);
       try {
         mha::write_file_atomic(dump_state, std::vector<unsigned char>(text.begin(), text.end()));
       } catch (const mha::Error& e) {

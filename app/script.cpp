@@ -51,6 +51,7 @@ const std::vector<ActionSpec> kActions = {
     {"drop", 1, 1, "drop PATH"},
     {"copy", 1, 1, "copy tsv|numpy"},
     {"clipboard", 1, 1, "clipboard FILE"},
+    {"check", 1, 1, "check FILE.py"},
 };
 
 const ActionSpec* find_action(const std::string& name) {
@@ -149,7 +150,8 @@ const std::vector<std::string>& Script::result_fields() {
       "can_redo",      "errors",       "status",          "backend",
       "visible_heads", "dims",         "computed_by",     "gpu_fallback_reason",
       "query_tokens",  "padded_keys",  "next_token",      "pins",
-      "compare",       "attn_weights", "weights_overview", "window"};
+      "compare",       "attn_weights", "weights_overview", "window",
+      "check"};
   return fields;
 }
 
@@ -243,6 +245,7 @@ void Script::fail(const ScriptLine& line, const std::string& why) {
 
 bool Script::settled(const AppState& state, const UiEnv& env) const {
   return !state.computer.busy() && !state.stages.busy() && !large_view_info(env.panels).computing &&
+         !check_busy(env.panels) &&
          (state.autosave_path.empty() || !state.autosave_pending);
 }
 
@@ -365,6 +368,9 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     } catch (const Error& e) {
       return fail(line, e.what());
     }
+  } else if (verb == "check") {  // File > Check my implementation...: the student's file, in the Check view
+    check_file(env.panels, w[1]);
+    state.apply(show_view(ViewTab::check));
   } else if (verb == "pin") {
     if (!state.pin(w[1])) fail(line, state.status);
   } else if (verb == "compare" && w[1] == "previous" && w[2] == "live") {  // before / after the last edit
@@ -387,7 +393,7 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
   }
 }
 
-void Script::after_render(const AppState& state, const UiEnv&, int width, int height,
+void Script::after_render(const AppState& state, const UiEnv& env, int width, int height,
                           const std::function<bool(const std::string&, int, int)>& save) {
   if (!pending_screenshot_.empty()) {
     if (!save(pending_screenshot_, width, height)) {
@@ -477,6 +483,20 @@ void Script::after_render(const AppState& state, const UiEnv&, int width, int he
     nlohmann::json c = {{"mode", int(v.compare_mode)}};
     if (before && after) c.update(stage_difference(*after, *before, v.stage));
     r["compare"] = c;
+  }
+  if (const CheckStatus c = check_status(env.panels); !c.file.empty()) {
+    nlohmann::json cases = nlohmann::json::array();
+    for (const CheckStatus::Case& k : c.cases)
+      cases.push_back({{"name", k.name},
+                       {"ok", k.ok},
+                       {"max_abs_diff", std::isfinite(k.max_abs_diff) ? nlohmann::json(k.max_abs_diff) : nlohmann::json("inf")}});
+    r["check"] = {{"file", c.file},
+                  {"running", c.running},
+                  {"verdict", c.verdict.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.verdict)},
+                  {"mistakes", c.mistakes},
+                  {"mask_convention", c.mask_convention.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.mask_convention)},
+                  {"error", c.error},
+                  {"cases", cases}};
   }
   j["result"] = r;
   const std::string text = j.dump(2) + "\n";

@@ -78,6 +78,7 @@ void file_menu(AppState& state, UiEnv& env) {
   }
   if (ImGui::MenuItem("Open...", "Ctrl+O")) ask_open(state, env);
   if (ImGui::MenuItem("Open model folder...")) ask_open_folder(state, env);
+  if (ImGui::MenuItem("Check my implementation...")) ask_check(state, env);
   recent_menu(state, env);
   if (ImGui::MenuItem("Save", "Ctrl+S")) save(state, env);
   if (ImGui::MenuItem("Save as...")) ask_save(state, env);
@@ -264,6 +265,7 @@ void draw_view(ViewTab id, AppState& state, Textures& textures, UiEnv& env) {
       draw_large(env.panels, state, textures, env.large_gpu, &env.large_len, &env.large_causal, &env.large_device);
       break;
     case ViewTab::attention_file: draw_attention_file(env.panels, textures); break;  // a file's, read-only
+    case ViewTab::check: draw_check(env.panels, state, textures); break;             // a student's file
   }
 }
 

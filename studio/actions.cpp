@@ -281,6 +281,10 @@ Action show_pipeline_stage(std::string stage) {
   return view_action("stage " + stage, [stage](Display& d) { d.view.pipeline_stage = stage; });
 }
 
+Action set_reshape_mistake(int mistake) {
+  return view_action("reshape mistake", [mistake](Display& d) { d.view.mistake = std::clamp(mistake, 0, 3); });
+}
+
 Action step_reshape(int step) {
   return view_action("reshape step", [step](Display& d) {
     const int to = std::clamp(d.view.reshape_step + step, 0, 5);

@@ -20,6 +20,7 @@ const std::vector<ViewInfo> kViews = {
     {ViewTab::complexity, "Complexity", "complexity", ViewReads::result, nullptr, nullptr},
     {ViewTab::large_l, "Large L", "large_l", ViewReads::own, nullptr, nullptr},
     {ViewTab::attention_file, "Attention file", "attention_file", ViewReads::own, nullptr, nullptr},
+    {ViewTab::check, "Check", "check", ViewReads::own, nullptr, nullptr},
 };
 
 std::string folded(const std::string& s) {

@@ -22,6 +22,7 @@ enum class ViewTab {
   attention_file,
   overview,
   token_lines,
+  check,
 };
 
 // What a view draws from.

@@ -50,6 +50,32 @@ assert r["window"]["focus"] and r["side_panels"] == {"controls": False, "inspect
 assert not result("unfocus")["window"]["focus"]
 print("scripted UI: presenter mode, the font and the view survive undo, open and a model switch; keys step each view")
 PY
+# Check my implementation: the student's file runs in the Check view (with torch: the verdict; without
+# it, the reason and the Debian package).
+cat >"$out/check.txt" <<SCRIPT
+check tests/check/mistake_split_without_transpose.py
+dump-state $out/check_mistake.json
+check tests/check/correct_keep.py
+dump-state $out/check_correct.json
+SCRIPT
+in_x "$out/check.log" --no-autosave --script "$out/check.txt" || { cat "$out/check.log"; exit 1; }
+python3 - "$out" <<'PY'
+import json, subprocess, sys
+out = sys.argv[1]
+has_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+m = json.load(open(f"{out}/check_mistake.json"))["result"]
+c = json.load(open(f"{out}/check_correct.json"))["result"]
+assert m["tab"] == "Check" and not m["check"]["running"], m
+if has_torch:
+    assert m["check"]["verdict"] == "mistakes" and m["check"]["mistakes"] == ["split_without_transpose"], m["check"]
+    assert not any(k["ok"] for k in m["check"]["cases"]), m["check"]
+    assert c["check"]["verdict"] == "correct" and c["check"]["mask_convention"] == "keep", c["check"]
+    assert all(k["ok"] for k in c["check"]["cases"]) and c["check"]["cases"], c["check"]
+    print("scripted UI: the Check view names a split without transpose, and passes the course's answer")
+else:
+    assert "python3-torch" in m["check"]["error"], m["check"]
+    print("scripted UI: without torch the Check view names python3-torch")
+PY
 # --tab takes any case; an unknown view is refused with the names.
 printf 'dump-state %s/tab_heads.json\n' "$out" >"$out/tab_heads.txt"
 in_x "$out/tab_heads.log" --no-autosave --tab "token LINES" --script "$out/tab_heads.txt" || { cat "$out/tab_heads.log"; exit 1; }

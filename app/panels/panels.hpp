@@ -33,6 +33,7 @@ struct MaskEditorPanel;
 struct ReshapePanel;
 struct LargePanel;
 struct AttentionFilePanel;
+struct CheckPanel;
 struct Panels {
   std::shared_ptr<ComparePanel> compare;
   std::shared_ptr<ControlsPanel> controls;
@@ -45,7 +46,26 @@ struct Panels {
   std::shared_ptr<ReshapePanel> reshape;
   std::shared_ptr<LargePanel> large;
   std::shared_ptr<AttentionFilePanel> attention_file;
+  std::shared_ptr<CheckPanel> check;
 };
+
+// check.cpp: the Check view: a student's PyTorch file run against the engine (studio/check.hpp).
+// check_file starts a check of `path` (a file the user picked) off the UI thread.
+void check_file(Panels& panels, const std::string& path);
+void draw_check(Panels& panels, AppState& state, Textures& tex);
+bool check_busy(const Panels& panels);
+struct CheckStatus {  // what the view shows, for dump-state
+  std::string file, verdict, mask_convention, error;
+  bool running = false;
+  std::vector<std::string> mistakes;
+  struct Case {
+    std::string name;
+    bool ok;
+    double max_abs_diff;
+  };
+  std::vector<Case> cases;
+};
+CheckStatus check_status(const Panels& panels);
 
 // Left column: sizes, sentence, seed, options.
 // Returns whether "Open model folder..." was chosen: the caller opens the File menu's chooser.

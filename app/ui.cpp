@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "file_actions.hpp"
 #include "heatmap.hpp"
+#include "lessons.hpp"
 #include "model_cache.hpp"
 #include "panels/panels.hpp"
 
@@ -301,6 +302,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       ImGui::EndMenu();
     }
     view_menu(state, env);
+    lessons_menu(state, env);
     ImGui::EndMenuBar();
   }
   draw_file_ui(state, env);
@@ -312,13 +314,20 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float status_h = ImGui::GetFrameHeightWithSpacing();
   const float h = ImGui::GetContentRegionAvail().y - status_h;
   const PanelsShown shown = panels_shown(w, io.DisplaySize.x, font);
-  const bool left = shown.controls, right = shown.inspector;
+  // A lesson open: its narration is the left column, in place of the controls (the step sets them).
+  const bool lesson = w.lesson.lesson && !w.focus;
+  const bool left = shown.controls || lesson, right = shown.inspector;
   // The side panels keep their width in font sizes (a presenter font widens them, so their labels
   // are not clipped) up to a share of the window that leaves the view at least 30% of it.
   const float share = left && right ? 0.35f : 0.45f;
-  const float left_w = std::min(font * 19, io.DisplaySize.x * share);
+  const float left_w = std::min(font * (lesson ? 24 : 19), io.DisplaySize.x * (lesson ? 0.4f : share));
   const float right_w = std::min(font * 22, io.DisplaySize.x * share);
-  if (left) {
+  if (lesson) {
+    ImGui::BeginChild("lesson", ImVec2(left_w, h), true);
+    draw_lesson_panel(state, env);
+    ImGui::EndChild();
+    ImGui::SameLine();
+  } else if (left) {
     ImGui::BeginChild("controls", ImVec2(left_w, h), true);
     ImGui::PushTextWrapPos(0.0f);  // its lines wrap at the panel's edge rather than run off it
     if (draw_controls(env.panels, state)) ask_open_folder(state, env);  // loads in the background

@@ -13,5 +13,6 @@ std::function<int()> add_bench(CLI::App& app);   // `mha bench`: timings, GFLOP/
 std::function<int()> add_export(CLI::App& app);  // `mha export`: PNG/SVG/CSV heatmaps (export.cpp)
 std::function<int()> add_model_info(CLI::App& app);  // `mha model-info`: a GPT-2 folder (model.cpp)
 std::function<int()> add_gpu_check(CLI::App& app);   // `mha gpu-check`: the GPU self-check (gpu_check.cpp)
+std::function<int()> add_lesson_list(CLI::App& app);  // `mha lesson-list`: the lessons (lesson.cpp)
 
 }  // namespace mha::cli

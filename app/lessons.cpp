@@ -61,7 +61,10 @@ studio::LessonLineCheck lesson_line_check() {
     if (std::find(ok.begin(), ok.end(), words[0]) == ok.end()) {
       std::string names;
       for (const std::string& n : ok) names += (names.empty() ? "" : ", ") + n;
-      return "a lesson's lines may use " + names;
+      const std::vector<std::string>& all = Script::action_names();
+      const bool known = std::find(all.begin(), all.end(), words[0]) != all.end();
+      return (known ? words[0] + " is not for lessons" : "unknown action \"" + words[0] + "\"") +
+             "; a lesson's lines may use " + names;
     }
     std::string line;
     for (const std::string& w : words) {  // quoted again, so the script parser reads the same words
@@ -73,6 +76,14 @@ studio::LessonLineCheck lesson_line_check() {
       Script::parse(line, "line");
     } catch (const ScriptError& e) {
       return e.message.substr(e.message.find(": ") + 2);  // without "line:1"
+    }
+    // The words a line's action is built from, checked as it would build it (no state needed).
+    try {
+      if (words[0] == "set" && words[1] != "backend" && words[1] != "Backend") set_control(words[1], words[2]);
+      if (words[0] == "mask-preset") set_mask_preset(words[1]);
+      if (words[0] == "tab" && !find_view(words[1])) return "no tab \"" + words[1] + "\"; the tabs are " + view_names();
+    } catch (const ActionError& e) {
+      return e.what();
     }
     return "";
   };

@@ -26,7 +26,12 @@ std::function<int()> add_lesson_list(CLI::App& app) {
     for (const std::string& file : studio::list_lessons(folder)) {
       try {
         const studio::Lesson l = studio::load_lesson(file);
-        std::printf("%-24s %-36s %zu steps\n", l.name.c_str(), l.title.c_str(), l.steps.size());
+        // Columns padded by characters, not bytes: a title may hold "√".
+        std::string title = l.title;
+        std::size_t chars = 0;
+        for (unsigned char c : title) chars += (c & 0xC0) != 0x80;
+        title.append(chars < 36 ? 36 - chars : 1, ' ');
+        std::printf("%-24s %s %zu steps\n", l.name.c_str(), title.c_str(), l.steps.size());
       } catch (const studio::LessonError& e) {
         std::fprintf(stderr, "mha: error: %s\n", e.what());
         ++bad;

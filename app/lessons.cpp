@@ -117,6 +117,8 @@ std::string start_lesson(AppState& state, UiEnv& env, const std::string& name_or
     return refused(state, lesson->name + " has " + std::to_string(lesson->steps.size()) + " steps; step " +
                               std::to_string(step) + " (from 0) is past them");
   state.apply(studio::open_lesson(lesson, step));
+  if (const std::string why = run_lines(state, env, lesson->setup, lesson->name + " setup"); !why.empty())
+    return refused(state, why);
   return refused(state, run_setup(state, env));
 }
 

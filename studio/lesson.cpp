@@ -95,6 +95,10 @@ class Reader {
     l.name = fs::path(path_).stem().string();
     l.title = text(j, "title", true);
     l.summary = text(j, "summary", false);
+    for (const auto& [key, value] : j.items())
+      if (key != "title" && key != "summary" && key != "setup" && key != "steps")
+        refuse("unknown field \"" + key + "\"; a lesson has title, summary, setup, steps");
+    l.setup = lines(j, "setup");
     if (!j.contains("steps") || !j["steps"].is_array() || j["steps"].empty())
       refuse("\"steps\" must be a non-empty list");
     for (const nlohmann::json& s : j["steps"]) {

@@ -52,6 +52,9 @@ struct Lesson {
   std::string name;   // the file's name without .json: what `lesson NAME` takes
   std::string title;  // "Attention, one head"
   std::string summary;
+  // Script lines run when the lesson is opened (at any step, or resumed) before the step's own: the
+  // scenario its steps build on, so a step opened directly shows what it shows when walked to.
+  std::vector<std::vector<std::string>> setup;
   std::vector<LessonStep> steps;
 };
 

@@ -41,9 +41,9 @@ void draw_marked_line(const std::string& line, float indent, bool presenter) {
     } else if (line[i] == '`') {
       flush();
       style = style == Style::code ? Style::plain : Style::code;
-    } else if (line[i] == ' ' && style != Style::code) {
+    } else if (line[i] == ' ') {  // a line may break here, inside a code span too (an error message)
       flush();
-      words.emplace_back(" ", Style::plain);
+      words.emplace_back(" ", style);
     } else {
       word += line[i];
     }
@@ -160,43 +160,64 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
   ImGui::PopTextWrapPos();
   ImGui::Separator();
 
-  // The buttons stay at the bottom; the narration and the task scroll above them.
-  const float buttons_h = ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().ItemSpacing.y;
-  ImGui::BeginChild("lesson-text", ImVec2(0, -buttons_h));
-  draw_narration(step.narration, presenter);
-  ImGui::PushTextWrapPos(0.0f);
-  std::vector<std::string> fields;  // controls to edit here, each once
-  if (!step.point_at.empty()) {
-    ImGui::Spacing();
-    ImGui::TextDisabled("Look at: %s", pointed_at(step.point_at).c_str());
-    fields.push_back(step.point_at);
-  }
+  std::vector<std::string> fields;  // the task's controls, editable with it, each once
   if (step.has_task)
     for (const LessonCondition& c : step.task.check)
       if (std::find(fields.begin(), fields.end(), c.what) == fields.end()) fields.push_back(c.what);
+  int field_count = 0;
+  for (const std::string& f : fields)
+    for (const ControlInfo& c : controls()) field_count += f == c.id;
+
+  // The buttons stay at the bottom with the task above them, in sight while the narration scrolls.
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float line = ImGui::GetTextLineHeightWithSpacing(), frame = ImGui::GetFrameHeightWithSpacing();
+  const float buttons_h = frame + st.ItemSpacing.y;
+  float task_h = 0;
   if (step.has_task) {
+    const float wrap = ImGui::GetContentRegionAvail().x - st.WindowPadding.x * 2;
+    task_h = line + ImGui::CalcTextSize(step.task.instruction.c_str(), nullptr, false, wrap).y +
+             st.ItemSpacing.y + float(field_count) * (line + frame) + frame + st.WindowPadding.y * 2 +
+             st.ItemSpacing.y * 2;
+    task_h = std::min(task_h, (ImGui::GetContentRegionAvail().y - buttons_h) * 0.6f);
+  }
+  ImGui::BeginChild("lesson-text", ImVec2(0, -(buttons_h + task_h)));
+  draw_narration(step.narration, presenter);
+  ImGui::PushTextWrapPos(0.0f);
+  if (!step.point_at.empty()) {
     ImGui::Spacing();
-    ImGui::Separator();
+    ImGui::TextDisabled("Look at: %s", pointed_at(step.point_at).c_str());
+    if (std::find(fields.begin(), fields.end(), step.point_at) == fields.end()) control_field(state, step.point_at);
+  }
+  if (step.has_task)
+    for (int k = 0; k < p.hints_shown && k < int(step.task.hints.size()); ++k)
+      ImGui::Text("Hint %d: %s", k + 1, step.task.hints[std::size_t(k)].c_str());
+  if (state.errors.count("lesson"))
+    ImGui::TextColored(ImVec4(1.0f, 0.38f, 0.38f, 1.0f), "%s", state.errors["lesson"].c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::EndChild();
+
+  if (step.has_task) {
     const bool done = task_done(step, state.scenario(), state.window());
     const ImVec4 colour = done ? (presenter ? kDoneDark : kDone) : style_colour(Style::bold, presenter);
+    ImGui::PushStyleColor(ImGuiCol_Border, colour);
+    ImGui::BeginChild("lesson-task", ImVec2(0, task_h), true);
+    ImGui::PopStyleColor();
+    ImGui::PushTextWrapPos(0.0f);
     ImGui::PushStyleColor(ImGuiCol_Text, colour);
     ImGui::TextUnformatted(done ? "Task - done:" : "Your task:");
     ImGui::TextUnformatted(step.task.instruction.c_str());
     ImGui::PopStyleColor();
+    ImGui::PopTextWrapPos();
     for (const std::string& f : fields) control_field(state, f);
-    for (int k = 0; k < p.hints_shown && k < int(step.task.hints.size()); ++k)
-      ImGui::Text("Hint %d: %s", k + 1, step.task.hints[std::size_t(k)].c_str());
     if (p.hints_shown < int(step.task.hints.size())) {
       if (ImGui::Button("Hint")) state.apply(show_lesson_hint());
       ImGui::SameLine();
     }
-    if (!done && ImGui::Button("Show solution")) solve_lesson_step(state, env);
+    ImGui::BeginDisabled(done);
+    if (ImGui::Button("Show solution")) solve_lesson_step(state, env);
+    ImGui::EndDisabled();
+    ImGui::EndChild();
   }
-  if (!step.has_task)
-    for (const std::string& f : fields) control_field(state, f);
-  if (state.errors.count("lesson")) ImGui::TextColored(ImVec4(1.0f, 0.38f, 0.38f, 1.0f), "%s", state.errors["lesson"].c_str());
-  ImGui::PopTextWrapPos();
-  ImGui::EndChild();
 
   ImGui::Separator();
   ImGui::BeginDisabled(p.step == 0);

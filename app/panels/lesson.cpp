@@ -25,7 +25,7 @@ ImVec4 style_colour(Style s, bool presenter) {
 
 // One line of the Markdown subset (**bold**, `code`) as words, each with its style; wrapped at the
 // region's right edge word by word (ImGui wraps only single-style text). `indent`: a list item's.
-void draw_marked_line(const std::string& line, float indent, bool presenter) {
+void draw_marked_line(const std::string& line, float indent, bool presenter, const ImVec4* colour = nullptr) {
   std::vector<std::pair<std::string, Style>> words;
   Style style = Style::plain;
   std::string word;
@@ -72,7 +72,7 @@ void draw_marked_line(const std::string& line, float indent, bool presenter) {
       ImGui::GetWindowDrawList()->AddRectFilled(
           at, ImVec2(at.x + width, at.y + ImGui::GetTextLineHeight()),
           ImGui::GetColorU32(presenter ? ImVec4(0, 0, 0, 0.07f) : ImVec4(1, 1, 1, 0.08f)));
-    ImGui::PushStyleColor(ImGuiCol_Text, style_colour(s, presenter));
+    ImGui::PushStyleColor(ImGuiCol_Text, colour ? *colour : style_colour(s, presenter));
     ImGui::TextUnformatted(w.c_str());
     if (s == Style::bold) {  // one font: bold is the word drawn twice, a pixel apart
       ImGui::GetWindowDrawList()->AddText(ImVec2(at.x + 1, at.y), ImGui::GetColorU32(ImGuiCol_Text), w.c_str());
@@ -126,7 +126,9 @@ void control_field(AppState& state, const std::string& id) {
   char text[256];
   std::snprintf(text, sizeof text, "%s", control_value(state.scenario(), state.window(), id).c_str());
   ImGui::PushID(id.c_str());
+  ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted(info->label);
+  ImGui::SameLine();
   ImGui::SetNextItemWidth(-1);
   if (ImGui::InputText("##value", text, sizeof text, ImGuiInputTextFlags_EnterReturnsTrue)) {
     try {
@@ -152,8 +154,7 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
   const LessonStep& step = lesson.steps[std::size_t(p.step)];
   const bool presenter = state.window().presenter;
   ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextDisabled("%s", lesson.title.c_str());
-  ImGui::Text("Step %d of %d", p.step + 1, n);
+  ImGui::TextDisabled("%s: step %d of %d", lesson.title.c_str(), p.step + 1, n);
   ImGui::PushStyleColor(ImGuiCol_Text, style_colour(Style::bold, presenter));
   ImGui::TextUnformatted(step.title.c_str());
   ImGui::PopStyleColor();
@@ -171,13 +172,14 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
   // The buttons stay at the bottom with the task above them, in sight while the narration scrolls.
   const ImGuiStyle& st = ImGui::GetStyle();
   const float line = ImGui::GetTextLineHeightWithSpacing(), frame = ImGui::GetFrameHeightWithSpacing();
-  const float buttons_h = frame + st.ItemSpacing.y;
+  const float buttons_h = frame + st.ItemSpacing.y * 2;  // the separator above them and their row
   float task_h = 0;
   if (step.has_task) {
     const float wrap = ImGui::GetContentRegionAvail().x - st.WindowPadding.x * 2;
-    task_h = line + ImGui::CalcTextSize(step.task.instruction.c_str(), nullptr, false, wrap).y +
-             st.ItemSpacing.y + float(field_count) * (line + frame) + frame + st.WindowPadding.y * 2 +
-             st.ItemSpacing.y * 2;
+    std::string plain = "Task: " + step.task.instruction;  // as drawn, without its marks
+    plain.erase(std::remove(plain.begin(), plain.end(), '`'), plain.end());
+    task_h = ImGui::CalcTextSize(plain.c_str(), nullptr, false, wrap).y + st.ItemSpacing.y +
+             float(field_count + 1) * frame + st.WindowPadding.y * 2 + st.ItemSpacing.y * 2;
     task_h = std::min(task_h, (ImGui::GetContentRegionAvail().y - buttons_h) * 0.6f);
   }
   ImGui::BeginChild("lesson-text", ImVec2(0, -(buttons_h + task_h)));
@@ -202,12 +204,7 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
     ImGui::PushStyleColor(ImGuiCol_Border, colour);
     ImGui::BeginChild("lesson-task", ImVec2(0, task_h), true);
     ImGui::PopStyleColor();
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::PushStyleColor(ImGuiCol_Text, colour);
-    ImGui::TextUnformatted(done ? "Task - done:" : "Your task:");
-    ImGui::TextUnformatted(step.task.instruction.c_str());
-    ImGui::PopStyleColor();
-    ImGui::PopTextWrapPos();
+    draw_marked_line((done ? "**Done:** " : "**Task:** ") + step.task.instruction, 0, presenter, &colour);
     for (const std::string& f : fields) control_field(state, f);
     if (p.hints_shown < int(step.task.hints.size())) {
       if (ImGui::Button("Hint")) state.apply(show_lesson_hint());

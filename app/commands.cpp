@@ -82,7 +82,9 @@ const std::vector<Command> kCommands = {
      [](const AppState& s, ViewTab) {
        return std::string(s.window().lesson.lesson ? "the lesson's previous / next step" : "");
      },
-     [](AppState& s, UiEnv& env, int step) { step < 0 ? previous_lesson_step(s, env) : next_lesson_step(s, env); }},
+     [](AppState& s, UiEnv& env, int step) {
+       step < 0 ? previous_lesson_step(s, env) : next_lesson_step(s, env);
+     }},
     {"PgUp / PgDn",
      {named(ImGuiKey_PageUp, -1), named(ImGuiKey_PageDown, 1)},
      [](const AppState& s, ViewTab) {
@@ -116,7 +118,9 @@ const std::vector<Command> kCommands = {
      [](AppState& s, UiEnv& env, int which) { which == 0 ? ask_open(s, env) : save(s, env); }},
     {"Ctrl+C",
      {{'C', true, false, 0}},
-     [](const AppState&, ViewTab) { return always("copy the heatmap under the pointer as TSV (right-click: more)"); },
+     [](const AppState&, ViewTab) {
+       return always("copy the heatmap under the pointer as TSV (right-click: more)");
+     },
      [](AppState&, UiEnv&, int) { copy_current_heatmap(CopyAs::tsv); }},
     {"Ctrl+Q",
      {{'Q', true, false, 0}},

@@ -27,7 +27,8 @@ std::string run_lines(AppState& state, UiEnv& env, const std::vector<std::vector
                       const std::string& where) {
   for (const std::vector<std::string>& words : lines) {
     if (words[0] == "open") {  // a scenario, as one undo step; not the file Save writes to, not in Recent
-      const fs::path file = fs::path(words[1]).is_relative() ? fs::path(env.assets_dir) / words[1] : fs::path(words[1]);
+      const fs::path file =
+          fs::path(words[1]).is_relative() ? fs::path(env.assets_dir) / words[1] : fs::path(words[1]);
       try {
         state.load(load_scenario(file.string()), "lesson: open " + words[1]);
       } catch (const Error& e) {
@@ -51,7 +52,8 @@ std::string run_setup(AppState& state, UiEnv& env) {
 }  // namespace
 
 const std::vector<std::string>& lesson_actions() {
-  static const std::vector<std::string> names = {"open", "tab", "set", "mask-preset", "mask-paint", "compare"};
+  static const std::vector<std::string> names = {"open",        "tab",        "set",
+                                                 "mask-preset", "mask-paint", "compare"};
   return names;
 }
 
@@ -79,9 +81,11 @@ studio::LessonLineCheck lesson_line_check() {
     }
     // The words a line's action is built from, checked as it would build it (no state needed).
     try {
-      if (words[0] == "set" && words[1] != "backend" && words[1] != "Backend") set_control(words[1], words[2]);
+      if (words[0] == "set" && words[1] != "backend" && words[1] != "Backend")
+        set_control(words[1], words[2]);
       if (words[0] == "mask-preset") set_mask_preset(words[1]);
-      if (words[0] == "tab" && !find_view(words[1])) return "no tab \"" + words[1] + "\"; the tabs are " + view_names();
+      if (words[0] == "tab" && !find_view(words[1]))
+        return "no tab \"" + words[1] + "\"; the tabs are " + view_names();
     } catch (const ActionError& e) {
       return e.what();
     }
@@ -94,7 +98,8 @@ std::vector<std::string> lesson_files(const UiEnv& env) {
 }
 
 studio::Lesson read_lesson(const UiEnv& env, const std::string& name_or_path) {
-  const bool path = name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".json";
+  const bool path =
+      name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".json";
   const std::string file = path ? name_or_path : env.assets_dir + "/lessons/" + name_or_path + ".json";
   if (!path && !fs::exists(file)) {
     std::string names;
@@ -149,7 +154,8 @@ std::string solve_lesson_step(AppState& state, UiEnv& env) {
 
 bool lesson_task_done(const AppState& state) {
   const studio::LessonPlace& p = state.window().lesson;
-  return p.lesson && studio::task_done(p.lesson->steps[std::size_t(p.step)], state.scenario(), state.window());
+  return p.lesson &&
+         studio::task_done(p.lesson->steps[std::size_t(p.step)], state.scenario(), state.window());
 }
 
 }  // namespace mha::app

@@ -34,12 +34,12 @@
 #include "gl_textures.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "io/npy.hpp"
+#include "lessons.hpp"
 #include "limits.hpp"
 #include "model_cache.hpp"
 #include "open_path.hpp"
 #include "panels/panels.hpp"
 #include "recent_files.hpp"
-#include "lessons.hpp"
 #include "script.hpp"
 #include "soak.hpp"
 #include "studio_names.hpp"
@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
       "in the Attention file view, read-only");
   std::string lesson_name;
   int lesson_step = -1;
-  cli.add_option("--lesson", lesson_name, "Open this lesson (assets/lessons/NAME.json, or a lesson file's path)");
+  cli.add_option("--lesson", lesson_name,
+                 "Open this lesson (assets/lessons/NAME.json, or a lesson file's path)");
   cli.add_option("--step", lesson_step, "The lesson's step to open on, from 0 (default: its first)")
       ->check(CLI::Range(0, 1000));
   std::int64_t large_len = 1024;
@@ -366,7 +367,8 @@ int main(int argc, char** argv) {
   if (!model_folder.empty()) state.apply(choose_model(model_folder));  // a load error shows by the control
   if (!lesson_name.empty() || lesson_step >= 0) {
     if (lesson_name.empty()) return mha::platform::usage_error(cli, cli, "--step needs --lesson");
-    if (const std::string why = start_lesson(state, env, lesson_name, std::max(0, lesson_step)); !why.empty()) {
+    if (const std::string why = start_lesson(state, env, lesson_name, std::max(0, lesson_step));
+        !why.empty()) {
       std::fprintf(stderr, "mha-studio: error: --lesson: %s\n", why.c_str());
       return 2;
     }

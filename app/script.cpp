@@ -148,14 +148,31 @@ nlohmann::json stage_difference(const ForwardResult<float>& after, const Forward
 }  // namespace
 
 const std::vector<std::string>& Script::result_fields() {
-  static const std::vector<std::string> fields = {
-      "tab",           "stage",        "hovered",         "selected",
-      "side_panels",   "presenter",    "valid",           "can_undo",
-      "can_redo",      "errors",       "status",          "backend",
-      "visible_heads", "dims",         "computed_by",     "gpu_fallback_reason",
-      "query_tokens",  "padded_keys",  "next_token",      "pins",
-      "compare",       "attn_weights", "weights_overview", "window",
-      "lesson"};
+  static const std::vector<std::string> fields = {"tab",
+                                                  "stage",
+                                                  "hovered",
+                                                  "selected",
+                                                  "side_panels",
+                                                  "presenter",
+                                                  "valid",
+                                                  "can_undo",
+                                                  "can_redo",
+                                                  "errors",
+                                                  "status",
+                                                  "backend",
+                                                  "visible_heads",
+                                                  "dims",
+                                                  "computed_by",
+                                                  "gpu_fallback_reason",
+                                                  "query_tokens",
+                                                  "padded_keys",
+                                                  "next_token",
+                                                  "pins",
+                                                  "compare",
+                                                  "attn_weights",
+                                                  "weights_overview",
+                                                  "window",
+                                                  "lesson"};
   return fields;
 }
 

@@ -67,7 +67,8 @@ const std::vector<ControlInfo> kControls = {
     {"scale_by_sqrt_dk", "divide by sqrt(d_k)", "what-if, not torch: true (torch) or false"},
     {"stage", "stage shown", "a stage of the trace: q, k, v, scores ... attn_weights, context, output"},
     {"pipeline_stage", "Pipeline stage", "a stage of the trace, drawn below the Pipeline's graph"},
-    {"reshape_step", "Reshape step", "0 q, 1 view, 2 transpose, 3 per-head context, 4 transpose back, 5 concat"},
+    {"reshape_step", "Reshape step",
+     "0 q, 1 view, 2 transpose, 3 per-head context, 4 transpose back, 5 concat"},
     {"mistake", "Reshape mistake", "0 none, 1 no transpose, 2 view on non-contiguous, 3 no out-proj"},
     {"sel_head", "head selected", "a head, from 0"},
 };

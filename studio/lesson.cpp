@@ -53,7 +53,8 @@ class Reader {
     const nlohmann::json& v = j.at(key);
     if (v.is_string()) return v.get<std::string>();
     // Narration may be a list of lines: JSON has no multi-line strings.
-    if (v.is_array() && std::all_of(v.begin(), v.end(), [](const nlohmann::json& x) { return x.is_string(); })) {
+    if (v.is_array() &&
+        std::all_of(v.begin(), v.end(), [](const nlohmann::json& x) { return x.is_string(); })) {
       std::string out;
       for (const nlohmann::json& x : v) out += (out.empty() ? "" : "\n") + x.get<std::string>();
       return out;
@@ -77,7 +78,8 @@ class Reader {
       }
       if (words.empty()) continue;
       if (check_)
-        if (const std::string why = check_(words); !why.empty()) refuse(std::string(key) + " \"" + l + "\": " + why);
+        if (const std::string why = check_(words); !why.empty())
+          refuse(std::string(key) + " \"" + l + "\": " + why);
       out.push_back(std::move(words));
     }
     return out;
@@ -125,7 +127,8 @@ class Reader {
           refuse("task: \"check\" must be a non-empty object such as {\"mask_preset\": \"causal\"}");
         for (const auto& [what, value] : t["check"].items()) {
           if (!is_condition(what))
-            refuse("task: check \"" + what + "\" is not something a check reads; it reads " + condition_names());
+            refuse("task: check \"" + what + "\" is not something a check reads; it reads " +
+                   condition_names());
           if (!value.is_string() && !value.is_number() && !value.is_boolean())
             refuse("task: check \"" + what + "\" must be a string, a number or true/false");
           step.task.check.push_back({what, value.is_string() ? value.get<std::string>() : value.dump()});
@@ -138,7 +141,8 @@ class Reader {
           }
         }
         step.task.solution = lines(t, "solution");
-        if (step.task.solution.empty()) refuse("task: \"solution\" must hold the script lines that do the task");
+        if (step.task.solution.empty())
+          refuse("task: \"solution\" must hold the script lines that do the task");
       }
       l.steps.push_back(std::move(step));
     }
@@ -185,7 +189,8 @@ std::vector<std::string> action_words(const std::string& line) {
   return words;
 }
 
-Lesson parse_lesson(const std::string& json_text, const std::string& path, const LessonLineCheck& line_check) {
+Lesson parse_lesson(const std::string& json_text, const std::string& path,
+                    const LessonLineCheck& line_check) {
   return Reader(path, line_check).read(json_text);
 }
 

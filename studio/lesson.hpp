@@ -33,9 +33,9 @@ struct LessonCondition {
 };
 
 struct LessonTask {
-  std::string instruction;                       // "Make the mask causal."
-  std::vector<LessonCondition> check;            // all must hold
-  std::vector<std::string> hints;                // shown one at a time
+  std::string instruction;                         // "Make the mask causal."
+  std::vector<LessonCondition> check;              // all must hold
+  std::vector<std::string> hints;                  // shown one at a time
   std::vector<std::vector<std::string>> solution;  // script lines, as words
 };
 

@@ -39,14 +39,26 @@ TEST_CASE("a bad lesson file is refused naming the file, the step and the rule",
              Contains("step 2: setup \"tab Hedas\": no tab \"Hedas\""));
   CHECK_THAT(refusal(kFirst + R"({"title": "b", "narration": "n", "setup": ["mask-preset diagonal"]}]})"),
              Contains("no mask preset \"diagonal\""));
-  CHECK_THAT(refusal(kFirst + R"({"title": "b", "narration": "n", "task": {"instruction": "i", "check": {}, "solution": ["undo"]}}]})"),
-             Contains("step 2: task: \"check\" must be a non-empty object"));
-  CHECK_THAT(refusal(kFirst + R"({"title": "b", "narration": "n", "task": {"instruction": "i", "check": {"num_heads": [2]}, "solution": ["set num_heads 2"]}}]})"),
-             Contains("check \"num_heads\" must be a string, a number or true/false"));
-  CHECK_THAT(refusal(kFirst + R"({"title": "b", "narration": "n", "task": {"instruction": "i", "check": {"num_heads": 2}, "solution": ["undo"]}}]})"),
-             Contains("solution \"undo\": undo is not for lessons"));
-  CHECK(refusal(kFirst + R"({"title": "b", "narration": ["n", "- m"], "task": {"instruction": "i", "check": {"num_heads": 2}, "solution": ["set num_heads 2"]}}]})")
-            .empty());
+  CHECK_THAT(
+      refusal(
+          kFirst +
+          R"({"title": "b", "narration": "n", "task": {"instruction": "i", "check": {}, "solution": ["undo"]}}]})"),
+      Contains("step 2: task: \"check\" must be a non-empty object"));
+  CHECK_THAT(
+      refusal(
+          kFirst +
+          R"({"title": "b", "narration": "n", "task": {"instruction": "i", "check": {"num_heads": [2]}, "solution": ["set num_heads 2"]}}]})"),
+      Contains("check \"num_heads\" must be a string, a number or true/false"));
+  CHECK_THAT(
+      refusal(
+          kFirst +
+          R"({"title": "b", "narration": "n", "task": {"instruction": "i", "check": {"num_heads": 2}, "solution": ["undo"]}}]})"),
+      Contains("solution \"undo\": undo is not for lessons"));
+  CHECK(
+      refusal(
+          kFirst +
+          R"({"title": "b", "narration": ["n", "- m"], "task": {"instruction": "i", "check": {"num_heads": 2}, "solution": ["set num_heads 2"]}}]})")
+          .empty());
 }
 
 TEST_CASE("every shipped lesson: each step applies and is drawn, each task is done by its solution only",
@@ -82,7 +94,8 @@ TEST_CASE("every shipped lesson: each step applies and is drawn, each task is do
   CHECK(tasks >= 6);
 }
 
-TEST_CASE("a lesson's edits are undone like any; leaving it and coming back resumes its step", "[lesson][ui]") {
+TEST_CASE("a lesson's edits are undone like any; leaving it and coming back resumes its step",
+          "[lesson][ui]") {
   HeadlessUi ui(1280, 720);
   AppState state;
   REQUIRE(start_lesson(state, ui.env, "4_masks", 1).empty());

@@ -65,8 +65,10 @@ void draw_marked_line(const std::string& line, float indent, bool presenter, con
       x = left;
       line_start = true;
     }
-    if (!line_start) ImGui::SameLine(0, 0), ImGui::SetCursorPosX(x);
-    else ImGui::SetCursorPosX(left);
+    if (!line_start)
+      ImGui::SameLine(0, 0), ImGui::SetCursorPosX(x);
+    else
+      ImGui::SetCursorPosX(left);
     const ImVec2 at = ImGui::GetCursorScreenPos();
     if (s == Style::code)
       ImGui::GetWindowDrawList()->AddRectFilled(
@@ -75,7 +77,8 @@ void draw_marked_line(const std::string& line, float indent, bool presenter, con
     ImGui::PushStyleColor(ImGuiCol_Text, colour ? *colour : style_colour(s, presenter));
     ImGui::TextUnformatted(w.c_str());
     if (s == Style::bold) {  // one font: bold is the word drawn twice, a pixel apart
-      ImGui::GetWindowDrawList()->AddText(ImVec2(at.x + 1, at.y), ImGui::GetColorU32(ImGuiCol_Text), w.c_str());
+      ImGui::GetWindowDrawList()->AddText(ImVec2(at.x + 1, at.y), ImGui::GetColorU32(ImGuiCol_Text),
+                                          w.c_str());
     }
     ImGui::PopStyleColor();
     x += width;
@@ -112,7 +115,7 @@ void draw_narration(const std::string& text, bool presenter) {
 std::string pointed_at(const std::string& what) {
   if (const ViewInfo* v = find_view(what)) return std::string("the ") + v->name + " view";
   for (const ControlInfo& c : controls())
-    if (what == c.id) return std::string("\"") + c.label + "\" in the Controls";
+    if (what == c.id) return std::string("\"") + c.label + "\" (below)";  // its field is drawn here
   return what;
 }
 
@@ -188,7 +191,8 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
   if (!step.point_at.empty()) {
     ImGui::Spacing();
     ImGui::TextDisabled("Look at: %s", pointed_at(step.point_at).c_str());
-    if (std::find(fields.begin(), fields.end(), step.point_at) == fields.end()) control_field(state, step.point_at);
+    if (std::find(fields.begin(), fields.end(), step.point_at) == fields.end())
+      control_field(state, step.point_at);
   }
   if (step.has_task)
     for (int k = 0; k < p.hints_shown && k < int(step.task.hints.size()); ++k)

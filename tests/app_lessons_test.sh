@@ -39,7 +39,8 @@ for path in sorted(glob.glob("assets/lessons/*.json")):
 # Undo takes a solution back (the masks lesson's causal mask is an edit), and a lesson left resumes.
 lines += ["lesson 4_masks 1", "lesson-solve", "undo", f"dump-state {out}/undo.json",
           "lesson 1_attention_one_head 2", "lesson 2_many_heads", "lesson 1_attention_one_head",
-          f"dump-state {out}/resume.json", "lesson-back", f"dump-state {out}/back.json"]
+          f"dump-state {out}/resume.json", "lesson-back", f"dump-state {out}/back.json",
+          "key ctrl+right", "key ctrl+right", "key ctrl+left", f"dump-state {out}/keys.json"]
 open(f"{out}/walk.txt", "w").write("\n".join(lines) + "\n")
 PY
 size=(--width 1280 --height 720)
@@ -74,6 +75,8 @@ r = result(f"{out}/resume.json")
 assert r["lesson"]["name"] == "1_attention_one_head" and r["lesson"]["step"] == 2, r["lesson"]
 b = result(f"{out}/back.json")
 assert b["lesson"]["step"] == 1, b["lesson"]
+k = result(f"{out}/keys.json")  # Ctrl+Right twice, Ctrl+Left once
+assert k["lesson"]["step"] == 2 and k["stage"] == "scores", (k["lesson"], k["stage"])
 print(f"lessons: every step applies, {tasks} tasks false before their solution and true after")
 PY
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "commands.hpp"
 #include "lessons.hpp"
 #include "ui_harness.hpp"
 
@@ -116,4 +117,19 @@ TEST_CASE("a lesson's edits are undone like any; leaving it and coming back resu
   CHECK(state.window().lesson.step == 1);
   CHECK_THAT(start_lesson(state, ui.env, "no_such"), Contains("no lesson \"no_such\"; the lessons are"));
   CHECK_THAT(start_lesson(state, ui.env, "4_masks", 40), Contains("4_masks has 6 steps"));
+}
+
+TEST_CASE("? lists the lesson keys only while a lesson is open", "[lesson][ui]") {
+  HeadlessUi ui(1280, 720);
+  AppState state;
+  auto listed = [&] {
+    for (const auto& [keys, what] : key_help(state, state.window().tab))
+      if (keys == "Ctrl+Left / Ctrl+Right") return true;
+    return false;
+  };
+  CHECK_FALSE(listed());
+  REQUIRE(start_lesson(state, ui.env, "2_many_heads").empty());
+  CHECK(listed());
+  state.apply(close_lesson());
+  CHECK_FALSE(listed());
 }

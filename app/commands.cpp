@@ -6,6 +6,7 @@
 
 #include "file_actions.hpp"
 #include "heatmap.hpp"
+#include "lessons.hpp"
 #include "trace.hpp"
 #include "ui.hpp"
 
@@ -76,6 +77,14 @@ const std::vector<Command> kCommands = {
      [](AppState& s, UiEnv&, int step) {
        if (s.result.valid()) s.apply(studio::step_head(step, s.result.forward->dims.H));
      }},
+    {"Ctrl+Left / Ctrl+Right",
+     {{int(ImGuiKey_LeftArrow), true, false, -1, true}, {int(ImGuiKey_RightArrow), true, false, 1, true}},
+     [](const AppState& s, ViewTab) {
+       return std::string(s.window().lesson.lesson ? "the lesson's previous / next step" : "");
+     },
+     [](AppState& s, UiEnv& env, int step) {
+       step < 0 ? previous_lesson_step(s, env) : next_lesson_step(s, env);
+     }},
     {"PgUp / PgDn",
      {named(ImGuiKey_PageUp, -1), named(ImGuiKey_PageDown, 1)},
      [](const AppState& s, ViewTab) {
@@ -109,7 +118,9 @@ const std::vector<Command> kCommands = {
      [](AppState& s, UiEnv& env, int which) { which == 0 ? ask_open(s, env) : save(s, env); }},
     {"Ctrl+C",
      {{'C', true, false, 0}},
-     [](const AppState&, ViewTab) { return always("copy the heatmap under the pointer as TSV (right-click: more)"); },
+     [](const AppState&, ViewTab) {
+       return always("copy the heatmap under the pointer as TSV (right-click: more)");
+     },
      [](AppState&, UiEnv&, int) { copy_current_heatmap(CopyAs::tsv); }},
     {"Ctrl+Q",
      {{'Q', true, false, 0}},

@@ -34,6 +34,7 @@
 #include "gl_textures.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "io/npy.hpp"
+#include "lessons.hpp"
 #include "limits.hpp"
 #include "model_cache.hpp"
 #include "open_path.hpp"
@@ -128,6 +129,12 @@ int main(int argc, char** argv) {
       "--attention", attention_file,
       "Open attention weights saved elsewhere (.npy: (T,T), (H,T,T), (N,H,T,T) or (layers,N,H,T,T)) "
       "in the Attention file view, read-only");
+  std::string lesson_name;
+  int lesson_step = -1;
+  cli.add_option("--lesson", lesson_name,
+                 "Open this lesson (assets/lessons/NAME.json, or a lesson file's path)");
+  cli.add_option("--step", lesson_step, "The lesson's step to open on, from 0 (default: its first)")
+      ->check(CLI::Range(0, 1000));
   std::int64_t large_len = 1024;
   cli.add_option("--large-len", large_len,
                  "L = S of the Large L view (default 1024; 256 to 16384 in its menu)")
@@ -307,6 +314,7 @@ int main(int argc, char** argv) {
   env.large_len = large_len;
   env.large_causal = large_causal;
   env.presets = list_presets(assets + "/presets");
+  env.assets_dir = assets;
   env.files = std::make_shared<FileUi>();
   if (remembers) {  // the Recent menu, beside window.json; batch runs neither read nor write it
     env.files->recent_file = recent_files_path();
@@ -357,6 +365,14 @@ int main(int argc, char** argv) {
   }
   if (stats) state.apply(show_view(FrameStats::kTab));  // the view the replay measures, whatever was open
   if (!model_folder.empty()) state.apply(choose_model(model_folder));  // a load error shows by the control
+  if (!lesson_name.empty() || lesson_step >= 0) {
+    if (lesson_name.empty()) return mha::platform::usage_error(cli, cli, "--step needs --lesson");
+    if (const std::string why = start_lesson(state, env, lesson_name, std::max(0, lesson_step));
+        !why.empty()) {
+      std::fprintf(stderr, "mha-studio: error: --lesson: %s\n", why.c_str());
+      return 2;
+    }
+  }
   state.commit();
   state.recompute();
   std::unique_ptr<Soak> soak;

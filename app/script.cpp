@@ -19,6 +19,7 @@
 #include "file_actions.hpp"
 #include "heatmap.hpp"
 #include "io/file_io.hpp"
+#include "lessons.hpp"
 #include "open_path.hpp"
 #include "panels/panels.hpp"
 
@@ -52,6 +53,10 @@ const std::vector<ActionSpec> kActions = {
     {"copy", 1, 1, "copy tsv|numpy"},
     {"clipboard", 1, 1, "clipboard FILE"},
     {"check", 1, 1, "check FILE.py"},
+    {"lesson", 1, 2, "lesson NAME [STEP]"},
+    {"lesson-next", 0, 0, "lesson-next"},
+    {"lesson-back", 0, 0, "lesson-back"},
+    {"lesson-solve", 0, 0, "lesson-solve"},
 };
 
 const ActionSpec* find_action(const std::string& name) {
@@ -151,40 +156,16 @@ const std::vector<std::string>& Script::result_fields() {
       "visible_heads", "dims",         "computed_by",     "gpu_fallback_reason",
       "query_tokens",  "padded_keys",  "next_token",      "pins",
       "compare",       "attn_weights", "weights_overview", "window",
-      "check"};
+      "check",         "lesson"};
   return fields;
 }
 
 std::vector<std::string> script_words(const std::string& line) {
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false, quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '\\' && i + 1 < line.size() && (line[i + 1] == '"' || line[i + 1] == '\\')) {
-        word += line[++i];
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        word += c;
-      }
-    } else if (c == '"') {
-      quoted = in_word = true;
-    } else if (c == '#') {
-      break;
-    } else if (std::isspace(static_cast<unsigned char>(c))) {
-      if (in_word) words.push_back(word);
-      word.clear();
-      in_word = false;
-    } else {
-      word += c;
-      in_word = true;
-    }
+  try {
+    return action_words(line);  // one splitter for scripts and lessons' lines
+  } catch (const ActionError& e) {
+    throw ScriptError{e.what()};
   }
-  if (quoted) throw ScriptError{"a quote is not closed"};
-  if (in_word) words.push_back(word);
-  return words;
 }
 
 const std::vector<std::string>& Script::action_names() {
@@ -278,6 +259,19 @@ void Script::before_ui(AppState& state, UiEnv& env) {
   } catch (const Error& e) {
     fail(line, e.what());
   }
+}
+
+std::string Script::run_now(const std::vector<std::string>& words, AppState& state, UiEnv& env) {
+  Script s;
+  const ScriptLine line{0, words};
+  try {
+    s.run(line, state, env);
+  } catch (const ActionError& e) {
+    return e.what();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return s.failed_ ? s.error_.substr(s.error_.find(": ") + 2) : "";
 }
 
 void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
@@ -390,6 +384,14 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
     pending_screenshot_ = w[1];
   } else if (verb == "dump-state") {
     pending_dump_ = w[1];
+  } else if (verb == "lesson") {
+    const int step = w.size() == 3 ? parse_index(w[2], "lesson STEP") : -1;
+    if (const std::string why = start_lesson(state, env, w[1], step); !why.empty()) fail(line, why);
+  } else if (verb == "lesson-next" || verb == "lesson-back" || verb == "lesson-solve") {
+    const std::string why = verb == "lesson-next"   ? next_lesson_step(state, env)
+                            : verb == "lesson-back" ? previous_lesson_step(state, env)
+                                                    : solve_lesson_step(state, env);
+    if (!why.empty()) fail(line, why);
   }
 }
 
@@ -467,6 +469,16 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
                        {"probability", state.result.model->top_k[k].probability}});
       r["next_token"] = top;
     }
+  }
+  if (const LessonPlace& p = win.lesson; p.lesson) {
+    const LessonStep& step = p.lesson->steps[std::size_t(p.step)];
+    r["lesson"] = {{"name", p.lesson->name},
+                   {"step", p.step},
+                   {"steps", p.lesson->steps.size()},
+                   {"task", step.has_task ? nlohmann::json(step.task.instruction) : nlohmann::json()},
+                   {"task_done", lesson_task_done(state)}};
+  } else {
+    r["lesson"] = nullptr;
   }
   nlohmann::json pins = nlohmann::json::array();
   for (const Pin& p : state.pins) pins.push_back(p.name);

@@ -58,6 +58,9 @@ class Script {
   static const std::vector<std::string>& action_names();
   // The fields of dump-state's `result` object, for docs/scripting.md (a test checks the two agree).
   static const std::vector<std::string>& result_fields();
+  // Runs one line at once (a lesson's setup or solution): returns "" or why it failed. For the
+  // actions that finish within the call (lessons.hpp lists them), not keys, drags or screenshots.
+  static std::string run_now(const std::vector<std::string>& words, AppState& state, UiEnv& env);
 
  private:
   void run(const ScriptLine& line, AppState& state, UiEnv& env);

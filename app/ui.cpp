@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "file_actions.hpp"
 #include "heatmap.hpp"
+#include "lessons.hpp"
 #include "model_cache.hpp"
 #include "panels/panels.hpp"
 
@@ -335,6 +336,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
       ImGui::EndMenu();
     }
     view_menu(state);
+    lessons_menu(state, env);
     ImGui::EndMenuBar();
   }
   draw_file_ui(state, env);
@@ -345,7 +347,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float font = ImGui::GetFontSize();
   // In presenter mode, or with the Controls panel away, what the class must see stays in view: the
   // prediction and the what-ifs lead the status line, each error gets a line above it.
-  const PanelsShown shown = panels_shown(w, io.DisplaySize.x, ImGui::GetFontSize());
+  const PanelsShown shown = panels_shown(w, io.DisplaySize.x, font);
   const bool strip_on = w.presenter || !shown.controls;
   std::vector<StripLine> strip = strip_on ? presenter_strip(state) : std::vector<StripLine>{};
   std::vector<StripLine> strip_errors;
@@ -353,13 +355,20 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     if (l.kind == StripLine::error) strip_errors.push_back(l);
   const float status_h = ImGui::GetFrameHeightWithSpacing() * float(1 + strip_errors.size());
   const float h = ImGui::GetContentRegionAvail().y - status_h;
-  const bool left = shown.controls, right = shown.inspector;
+  // A lesson open: its narration is the left column, in place of the controls (the step sets them).
+  const bool lesson = w.lesson.lesson && !w.focus;
+  const bool left = shown.controls || lesson, right = shown.inspector;
   // The side panels keep their width in font sizes (a presenter font widens them, so their labels
   // are not clipped) up to a share of the window that leaves the view at least 30% of it.
   const float share = left && right ? 0.35f : 0.45f;
-  const float left_w = std::min(font * 19, io.DisplaySize.x * share);
+  const float left_w = std::min(font * (lesson ? 24 : 19), io.DisplaySize.x * (lesson ? 0.4f : share));
   const float right_w = std::min(font * 22, io.DisplaySize.x * share);
-  if (left) {
+  if (lesson) {
+    ImGui::BeginChild("lesson", ImVec2(left_w, h), true);
+    draw_lesson_panel(state, env);
+    ImGui::EndChild();
+    ImGui::SameLine();
+  } else if (left) {
     ImGui::BeginChild("controls", ImVec2(left_w, h), true);
     ImGui::PushTextWrapPos(0.0f);  // its lines wrap at the panel's edge rather than run off it
     if (draw_controls(env.panels, state)) ask_open_folder(state, env);  // loads in the background
@@ -370,7 +379,6 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   const float centre_w =
       right ? ImGui::GetContentRegionAvail().x - right_w - ImGui::GetStyle().ItemSpacing.x : 0.0f;
   ImGui::BeginChild("views", ImVec2(centre_w, h), !w.focus);
-  // In presenter mode (or with the Controls panel away) what the class must see stays with the view.
   if (w.focus) {  // the view alone: no tab bar, no side panels
     ImGui::BeginChild("view-body");
     draw_view(w.tab, state, textures, env);

@@ -32,6 +32,7 @@ struct UiEnv {
   // What each panel keeps between frames (panels/panels.hpp).
   Panels panels;
   std::shared_ptr<FileUi> files;  // made on first use
+  std::string assets_dir;         // presets, models, lessons (a lesson's `open` paths are relative to it)
 };
 
 // Saves to the scenario's file, or asks for one where there is none (presets are read-only).

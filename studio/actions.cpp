@@ -65,6 +65,12 @@ const std::vector<ControlInfo> kControls = {
     {"font_scale", "font scale", "a number from 1 to 3"},
     {"temperature", "temperature T", "what-if, not torch: a number from 0.1 to 10 (1 = torch)"},
     {"scale_by_sqrt_dk", "divide by sqrt(d_k)", "what-if, not torch: true (torch) or false"},
+    {"stage", "stage shown", "a stage of the trace: q, k, v, scores ... attn_weights, context, output"},
+    {"pipeline_stage", "Pipeline stage", "a stage of the trace, drawn below the Pipeline's graph"},
+    {"reshape_step", "Reshape step",
+     "0 q, 1 view, 2 transpose, 3 per-head context, 4 transpose back, 5 concat"},
+    {"mistake", "Reshape mistake", "0 none, 1 no transpose, 2 view on non-contiguous, 3 no out-proj"},
+    {"sel_head", "head selected", "a head, from 0"},
 };
 
 const ControlInfo& find_control(const std::string& id_or_label) {
@@ -134,6 +140,11 @@ std::string control_value(const Scenario& s, const WindowState& w, const std::st
   if (id == "show_values") return b(s.view.show_values);
   if (id == "presenter") return b(w.presenter);
   if (id == "scale_by_sqrt_dk") return b(s.what_if.scale_by_sqrt_dk);
+  if (id == "stage") return s.view.stage;
+  if (id == "pipeline_stage") return s.view.pipeline_stage;
+  if (id == "reshape_step") return std::to_string(s.view.reshape_step);
+  if (id == "mistake") return std::to_string(s.view.mistake);
+  if (id == "sel_head") return std::to_string(s.view.sel_head);
   char text[32];
   std::snprintf(text, sizeof text, "%g", double(id == "temperature" ? s.what_if.temperature : w.font_scale));
   return text;  // temperature, font_scale
@@ -217,6 +228,25 @@ Action set_control(const std::string& id_or_label, const std::string& value) {
     a.slot = "what_if";
     a.change = [on](Scenario& s) { s.what_if.scale_by_sqrt_dk = on; };
     return a;
+  }
+  if (id == "stage" || id == "pipeline_stage") {
+    if (value.empty()) throw ActionError(id + ": expected a stage's name, got \"\"");
+    const bool pipeline = id == "pipeline_stage";
+    return view_action(id + " = " + value, [value, pipeline](Display& d) {
+      (pipeline ? d.view.pipeline_stage : d.view.stage) = value;
+    });
+  }
+  if (id == "reshape_step") {
+    const int v = int(parse_int(id, value, 0, 5));
+    return view_action(id + " = " + value, [v](Display& d) { d.view.reshape_step = v; });
+  }
+  if (id == "mistake") {
+    const int v = int(parse_int(id, value, 0, 3));
+    return view_action(id + " = " + value, [v](Display& d) { d.view.mistake = v; });
+  }
+  if (id == "sel_head") {
+    const int v = int(parse_int(id, value, 0, kMaxSize));
+    return view_action(id + " = " + value, [v](Display& d) { d.view.sel_head = v; });
   }
   const float v = parse_float(id, value, 1.0f, 3.0f);  // font_scale
   return view_action(id + " = " + value, [v](Display& d) { d.window.font_scale = v; });
@@ -433,6 +463,43 @@ Action choose_layer(std::int64_t layer) {
     if (!set_layer(s, layer)) throw NoChange{};
   };
   return a;
+}
+
+Action open_lesson(std::shared_ptr<const Lesson> lesson, int step) {
+  const std::string name = lesson ? lesson->name : "";
+  return view_action("lesson: " + name, [lesson = std::move(lesson), step](Display& d) {
+    LessonPlace& p = d.window.lesson;
+    if (p.lesson) p.resume[p.lesson->name] = p.step;  // the lesson left is resumed where it was
+    p.lesson = lesson;
+    p.hints_shown = 0;
+    if (!lesson) return;
+    const auto it = p.resume.find(lesson->name);
+    const int want = step >= 0 ? step : it != p.resume.end() ? it->second : 0;
+    p.step = std::clamp(want, 0, int(lesson->steps.size()) - 1);
+  });
+}
+
+Action close_lesson() {
+  return view_action("lesson closed", [](Display& d) {
+    LessonPlace& p = d.window.lesson;
+    if (p.lesson) p.resume[p.lesson->name] = p.step;
+    p.lesson = nullptr;
+  });
+}
+
+Action lesson_step(int step) {
+  return view_action("lesson step " + std::to_string(step + 1), [step](Display& d) {
+    LessonPlace& p = d.window.lesson;
+    if (!p.lesson) throw NoChange{};
+    const int to = std::clamp(step, 0, int(p.lesson->steps.size()) - 1);
+    if (to == p.step) throw NoChange{};
+    p.step = to;
+    p.hints_shown = 0;
+  });
+}
+
+Action show_lesson_hint() {
+  return view_action("lesson hint", [](Display& d) { ++d.window.lesson.hints_shown; });
 }
 
 }  // namespace mha::studio

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -112,5 +113,14 @@ Action step_head(int step, std::int64_t heads);
 Action set_compare_mode(CompareMode mode);
 // Compare, pins: B - A of two pins by name ("live": the state now).
 Action set_compare_pins(std::string a, std::string b);
+
+// Lessons (lesson.hpp): the step shown is the window's, like the view shown. The app runs the step's
+// setup lines after a step change (app/lessons.hpp); those are ordinary actions, each an undo step.
+// Opens `lesson` at `step` (-1: where it was left, else its first step); null closes.
+Action open_lesson(std::shared_ptr<const Lesson> lesson, int step = -1);
+Action close_lesson();  // remembers the step, to resume there
+// The open lesson's step `step` (from 0, clamped); NoChange where it is already there or none is open.
+Action lesson_step(int step);
+Action show_lesson_hint();  // one more of the task's hints
 
 }  // namespace mha::studio

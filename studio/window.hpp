@@ -6,6 +6,7 @@
 #pragma once
 
 #include "colormap.hpp"
+#include "lesson.hpp"
 #include "views.hpp"
 
 namespace mha::studio {
@@ -21,6 +22,7 @@ struct WindowState {
   bool layout_chosen = false;
   bool focus = false;      // the view alone: no side panels, no tab bar
   bool show_keys = false;  // the `?` overlay
+  LessonPlace lesson;      // the lesson open (its narration beside the view) and where others were left
 };
 
 }  // namespace mha::studio

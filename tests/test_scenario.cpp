@@ -129,13 +129,13 @@ ForwardResult<float> run_forward(const Scenario& s) {
   Options o;
   o.fully_masked = s.fully_masked;
   if (!s.mask.cells.empty()) {
-    sc.inputs.attn_mask = Mask<float>{MaskDType::floating, Tensor<float>(s.mask.cells_shape, s.mask.cells)};
+    sc.inputs.attn_mask = Mask<float>{MaskDType::floating, Tensor<float>(s.mask.cells_shape, s.mask.cells), {}};
     if (s.mask.scope == MaskScope::per_batch) o.attn_mask_layout = MaskLayout::per_batch;
   }
   if (!s.mask.key_padding.empty()) {
     Tensor<float> kp({s.batch, s.S()});
     for (std::size_t k = 0; k < kp.data.size(); ++k) kp.data[k] = s.mask.key_padding[k];
-    sc.inputs.key_padding_mask = Mask<float>{MaskDType::boolean, kp};
+    sc.inputs.key_padding_mask = Mask<float>{MaskDType::boolean, kp, {}};
   }
   return forward(c, sc.weights, sc.inputs, o);
 }

@@ -29,6 +29,7 @@ struct HeadlessUi {
     int tw, th;
     io.Fonts->GetTexDataAsRGBA32(&px, &tw, &th);  // the atlas must exist before NewFrame
     env.presets = mha::app::list_presets(std::string(MHA_ASSETS_DIR) + "/presets");
+    env.assets_dir = MHA_ASSETS_DIR;
   }
   ~HeadlessUi() { ImGui::DestroyContext(); }
   HeadlessUi(const HeadlessUi&) = delete;

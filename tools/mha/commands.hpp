@@ -15,5 +15,6 @@ std::function<int()> add_model_info(CLI::App& app);  // `mha model-info`: a GPT-
 std::function<int()> add_gpu_check(CLI::App& app);   // `mha gpu-check`: the GPU self-check (gpu_check.cpp)
 // `mha check`: a student's implementation run, compared with the engine, its mistake named (check.cpp).
 std::function<int()> add_check(CLI::App& app);
+std::function<int()> add_lesson_list(CLI::App& app);  // `mha lesson-list`: the lessons (lesson.cpp)
 
 }  // namespace mha::cli

@@ -102,7 +102,8 @@ const std::vector<Command> kCommands = {
      [](const AppState&, ViewTab) { return always("the controls / the inspector panel"); },
      [](AppState& s, UiEnv&, int which) {
        const PanelsShown p = panels_shown(s.window(), ImGui::GetIO().DisplaySize.x, ImGui::GetFontSize());
-       s.apply(studio::show_panels(which == 0 ? !p.controls : p.controls, which == 1 ? !p.inspector : p.inspector));
+       s.apply(studio::show_panels(which == 0 ? !p.controls : p.controls,
+                                   which == 1 ? !p.inspector : p.inspector));
      }},
     {"P",
      {{'P'}},

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "app_state.hpp"
-#include "studio_names.hpp"
 #include "heatmap_export.hpp"
 #include "stage_export.hpp"
+#include "studio_names.hpp"
 
 namespace mha::app {
 

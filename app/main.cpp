@@ -379,7 +379,6 @@ int main(int argc, char** argv) {
   if (soak_seconds > 0 || soak_edits > 0) soak = std::make_unique<Soak>(soak_seconds, soak_edits, soak_seed);
   auto textures = std::make_unique<GlTextures>();  // GL objects: released before the context
 
-
   // ---- Main loop ----
   float font_px = 0;
   bool presenter = !state.window().presenter;  // forces the first apply_theme

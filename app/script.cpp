@@ -149,14 +149,32 @@ nlohmann::json stage_difference(const ForwardResult<float>& after, const Forward
 }  // namespace
 
 const std::vector<std::string>& Script::result_fields() {
-  static const std::vector<std::string> fields = {
-      "tab",           "stage",        "hovered",         "selected",
-      "side_panels",   "presenter",    "valid",           "can_undo",
-      "can_redo",      "errors",       "status",          "backend",
-      "visible_heads", "dims",         "computed_by",     "gpu_fallback_reason",
-      "query_tokens",  "padded_keys",  "next_token",      "pins",
-      "compare",       "attn_weights", "weights_overview", "window",
-      "check",         "lesson"};
+  static const std::vector<std::string> fields = {"tab",
+                                                  "stage",
+                                                  "hovered",
+                                                  "selected",
+                                                  "side_panels",
+                                                  "presenter",
+                                                  "valid",
+                                                  "can_undo",
+                                                  "can_redo",
+                                                  "errors",
+                                                  "status",
+                                                  "backend",
+                                                  "visible_heads",
+                                                  "dims",
+                                                  "computed_by",
+                                                  "gpu_fallback_reason",
+                                                  "query_tokens",
+                                                  "padded_keys",
+                                                  "next_token",
+                                                  "pins",
+                                                  "compare",
+                                                  "attn_weights",
+                                                  "weights_overview",
+                                                  "window",
+                                                  "check",
+                                                  "lesson"};
   return fields;
 }
 
@@ -226,8 +244,7 @@ void Script::fail(const ScriptLine& line, const std::string& why) {
 
 bool Script::settled(const AppState& state, const UiEnv& env) const {
   return !state.computer.busy() && !state.stages.busy() && !large_view_info(env.panels).computing &&
-         !check_busy(env.panels) &&
-         (state.autosave_path.empty() || !state.autosave_pending);
+         !check_busy(env.panels) && (state.autosave_path.empty() || !state.autosave_pending);
 }
 
 void Script::before_new_frame(ImGuiIO& io) {
@@ -411,29 +428,28 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
   const ViewState& v = state.scenario().view;
   const WindowState& win = state.window();
   const PanelsShown panels = panels_shown(win, float(width), ImGui::GetFontSize());
-  nlohmann::json r = {
-      {"tab", view_info(win.tab).name},
-      {"stage", v.stage},
-      {"hovered", {{"query", v.hover_query}, {"key", v.hover_key}}},
-      {"selected", {{"head", v.sel_head}, {"query", v.sel_query}, {"key", v.sel_key}}},
-      {"side_panels", {{"controls", panels.controls}, {"inspector", panels.inspector}}},
-      {"presenter", win.presenter},
-      {"window",
-       {{"presenter", win.presenter},
-        {"font_scale", win.font_scale},
-        {"colormap", to_string(win.colormap)},
-        {"focus", win.focus},
-        {"keys_overlay", win.show_keys},
-        {"pipeline_stage", v.pipeline_stage},
-        {"reshape_step", v.reshape_step}}},
-      {"valid", state.result.valid()},
-      {"can_undo", state.history.can_undo()},
-      {"can_redo", state.history.can_redo()},
-      {"errors", state.errors},
-      {"status", state.status},
-      {"backend", state.computer.backend() == BackendChoice::cpu   ? "cpu"
-                  : state.computer.backend() == BackendChoice::gpu ? "gpu"
-                                                                   : "auto"}};
+  nlohmann::json r = {{"tab", view_info(win.tab).name},
+                      {"stage", v.stage},
+                      {"hovered", {{"query", v.hover_query}, {"key", v.hover_key}}},
+                      {"selected", {{"head", v.sel_head}, {"query", v.sel_query}, {"key", v.sel_key}}},
+                      {"side_panels", {{"controls", panels.controls}, {"inspector", panels.inspector}}},
+                      {"presenter", win.presenter},
+                      {"window",
+                       {{"presenter", win.presenter},
+                        {"font_scale", win.font_scale},
+                        {"colormap", to_string(win.colormap)},
+                        {"focus", win.focus},
+                        {"keys_overlay", win.show_keys},
+                        {"pipeline_stage", v.pipeline_stage},
+                        {"reshape_step", v.reshape_step}}},
+                      {"valid", state.result.valid()},
+                      {"can_undo", state.history.can_undo()},
+                      {"can_redo", state.history.can_redo()},
+                      {"errors", state.errors},
+                      {"status", state.status},
+                      {"backend", state.computer.backend() == BackendChoice::cpu   ? "cpu"
+                                  : state.computer.backend() == BackendChoice::gpu ? "gpu"
+                                                                                   : "auto"}};
   if (state.result.valid()) {
     const Dims& d = state.result.forward->dims;
     nlohmann::json heads = nlohmann::json::array();
@@ -501,12 +517,14 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
     for (const CheckStatus::Case& k : c.cases)
       cases.push_back({{"name", k.name},
                        {"ok", k.ok},
-                       {"max_abs_diff", std::isfinite(k.max_abs_diff) ? nlohmann::json(k.max_abs_diff) : nlohmann::json("inf")}});
+                       {"max_abs_diff", std::isfinite(k.max_abs_diff) ? nlohmann::json(k.max_abs_diff)
+                                                                      : nlohmann::json("inf")}});
     r["check"] = {{"file", c.file},
                   {"running", c.running},
                   {"verdict", c.verdict.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.verdict)},
                   {"mistakes", c.mistakes},
-                  {"mask_convention", c.mask_convention.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.mask_convention)},
+                  {"mask_convention",
+                   c.mask_convention.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.mask_convention)},
                   {"error", c.error},
                   {"cases", cases}};
   }

@@ -114,8 +114,8 @@ struct StatusPart {
       : text(std::move(t)), colour(c), rank(r), tooltip(std::move(tip)), shrink(std::move(s)) {}
   std::string text;
   ImVec4 colour;
-  int rank;             // 0: always shown; larger: dropped sooner
-  std::string tooltip;  // "" for none
+  int rank;                         // 0: always shown; larger: dropped sooner
+  std::string tooltip;              // "" for none
   std::vector<std::string> shrink;  // a prediction's tokens: it drops its least likely ones to fit
 };
 
@@ -130,7 +130,8 @@ std::vector<StatusPart> status_parts(AppState& state) {
     const char spin[] = "|/-\\";
     const double done = state.computer.progress();
     if (done > 0)
-      std::snprintf(buf, sizeof buf, "%c computing... %.0f%%", spin[int(ImGui::GetTime() * 8) % 4], 100.0 * done);
+      std::snprintf(buf, sizeof buf, "%c computing... %.0f%%", spin[int(ImGui::GetTime() * 8) % 4],
+                    100.0 * done);
     else
       std::snprintf(buf, sizeof buf, "%c computing...", spin[int(ImGui::GetTime() * 8) % 4]);
     parts.push_back({buf, normal, 0, ""});
@@ -139,31 +140,31 @@ std::vector<StatusPart> status_parts(AppState& state) {
     parts.push_back({"stale: the inputs are invalid; showing the last valid result", warn, 0, ""});
   } else if (r.valid()) {
     const Dims& d = r.forward->dims;
-    std::snprintf(buf, sizeof buf, "N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld", (long long)d.N, (long long)d.L,
-                  (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k);
+    std::snprintf(buf, sizeof buf, "N=%lld L=%lld S=%lld E=%lld H=%lld d_k=%lld", (long long)d.N,
+                  (long long)d.L, (long long)d.S, (long long)d.E, (long long)d.H, (long long)d.d_k);
     parts.push_back({buf, normal, 0, ""});
     std::snprintf(buf, sizeof buf, "%s path, %.2f ms%s", backend_name(r.forward->backend), r.compute_ms,
                   r.mask_rows_only       ? ", edited rows only"
                   : r.heads_only         ? ", edited heads only"
                   : r.projections_reused ? ", q k v kept"
                                          : "");
-    parts.push_back({buf, normal, 2,
-                     r.mask_rows_only
-                         ? "A mask edit: only the query rows whose mask changed were recomputed (every "
-                           "head).\nThe values equal a full forward's, bit for bit."
-                     : r.heads_only ? "A weights edit: only the heads whose weights changed were recomputed (then "
-                                      "the head\naverage and the output). The values equal a full forward's, bit "
-                                      "for bit."
-                     : r.projections_reused
-                         ? "q, k and v were kept from the last result: only the tokens whose inputs "
-                           "changed were\nprojected again, then every head and the output. The values "
-                           "equal a full forward's, bit for bit."
-                         : ""});
+    parts.push_back(
+        {buf, normal, 2,
+         r.mask_rows_only ? "A mask edit: only the query rows whose mask changed were recomputed (every "
+                            "head).\nThe values equal a full forward's, bit for bit."
+         : r.heads_only   ? "A weights edit: only the heads whose weights changed were recomputed (then "
+                            "the head\naverage and the output). The values equal a full forward's, bit "
+                            "for bit."
+         : r.projections_reused ? "q, k and v were kept from the last result: only the tokens whose inputs "
+                                  "changed were\nprojected again, then every head and the output. The values "
+                                  "equal a full forward's, bit for bit."
+                                : ""});
   } else {
     parts.push_back({"no result yet", normal, 0, ""});
   }
   if (r.valid() && !r.forward->fallback_reason.empty())  // the GPU was asked for and not used: why
-    parts.push_back({"GPU not used: computed on the CPU (hover for why)", warn, 1, r.forward->fallback_reason});
+    parts.push_back(
+        {"GPU not used: computed on the CPU (hover for why)", warn, 1, r.forward->fallback_reason});
   if (r.valid() && r.forward->nonfinite_inputs > 0) {  // computed as torch does, but said out loud
     std::snprintf(buf, sizeof buf, "%lld NaN/Inf values in the inputs or weights",
                   (long long)r.forward->nonfinite_inputs);
@@ -204,7 +205,8 @@ void status_bar(AppState& state, const std::string& hint, const std::vector<Stri
   const float sep_w = ImGui::CalcTextSize(sep).x, avail = ImGui::GetContentRegionAvail().x;
   auto width = [&](const std::vector<StatusPart>& ps) {
     float w = 0;
-    for (std::size_t i = 0; i < ps.size(); ++i) w += (i ? sep_w : 0) + ImGui::CalcTextSize(ps[i].text.c_str()).x;
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      w += (i ? sep_w : 0) + ImGui::CalcTextSize(ps[i].text.c_str()).x;
     return w;
   };
   // What goes when the line is full: the least important parts (rank 2 and up) first, then the
@@ -263,7 +265,8 @@ void draw_view(ViewTab id, AppState& state, Textures& textures, UiEnv& env) {
     case ViewTab::overview: draw_overview(env.panels, state, textures); break;
     case ViewTab::token_lines: draw_token_lines(env.panels, state); break;
     case ViewTab::large_l:  // needs no CPU trace: it computes its own rows on the GPU
-      draw_large(env.panels, state, textures, env.large_gpu, &env.large_len, &env.large_causal, &env.large_device);
+      draw_large(env.panels, state, textures, env.large_gpu, &env.large_len, &env.large_causal,
+                 &env.large_device);
       break;
     case ViewTab::attention_file: draw_attention_file(env.panels, textures); break;  // a file's, read-only
     case ViewTab::check: draw_check(env.panels, state, textures); break;             // a student's file
@@ -282,7 +285,8 @@ void view_menu(AppState& state) {
   ImGui::Separator();
   const PanelsShown p = panels_shown(w, ImGui::GetIO().DisplaySize.x, ImGui::GetFontSize());
   if (ImGui::MenuItem("Controls panel", "[", p.controls)) state.apply(show_panels(!p.controls, p.inspector));
-  if (ImGui::MenuItem("Inspector panel", "]", p.inspector)) state.apply(show_panels(p.controls, !p.inspector));
+  if (ImGui::MenuItem("Inspector panel", "]", p.inspector))
+    state.apply(show_panels(p.controls, !p.inspector));
   if (ImGui::MenuItem("Focus: the view alone", "F", w.focus)) state.apply(toggle_focus());
   if (ImGui::MenuItem("Presenter mode", "P", w.presenter)) state.apply(toggle_presenter());
   if (ImGui::MenuItem("Keys", "?", w.show_keys)) state.apply(set_keys_overlay(!w.show_keys));
@@ -294,12 +298,14 @@ void keys_overlay(AppState& state) {
   ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, io.DisplaySize.y * 0.5f), ImGuiCond_Always,
                           ImVec2(0.5f, 0.5f));
   ImGui::SetNextWindowBgAlpha(0.95f);
-  ImGui::SetNextWindowSizeConstraints(ImVec2(0, 0), ImVec2(io.DisplaySize.x * 0.95f, io.DisplaySize.y * 0.9f));
+  ImGui::SetNextWindowSizeConstraints(ImVec2(0, 0),
+                                      ImVec2(io.DisplaySize.x * 0.95f, io.DisplaySize.y * 0.9f));
   bool open = true;
   const ViewTab v = state.window().tab;
   const std::string title = std::string("Keys in ") + view_info(v).name + "###keys";
   if (ImGui::Begin(title.c_str(), &open,
-                   ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings) &&
+                   ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse |
+                       ImGuiWindowFlags_NoSavedSettings) &&
       ImGui::BeginTable("keys", 2, ImGuiTableFlags_RowBg)) {
     for (const auto& [k, what] : key_help(state, v)) {
       ImGui::TableNextColumn();
@@ -317,7 +323,7 @@ void keys_overlay(AppState& state) {
 
 void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   ImGuiIO& io = ImGui::GetIO();
-  handle_keys(state, env);  // every key, as the command table binds it
+  handle_keys(state, env);   // every key, as the command table binds it
   take_hover(state.view());  // what the pointer was over last frame, for every view to mark
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));

@@ -49,8 +49,8 @@ WindowConfig load_window_config(const std::string& path) {
       if (std::isfinite(f)) w.font_scale = float(std::clamp(f, 1.0, 3.0));
     }
     if (j.contains("colormap") && j["colormap"].is_string())
-      for (render::Colormap m : {render::Colormap::viridis, render::Colormap::magma, render::Colormap::cividis,
-                                 render::Colormap::diverging})
+      for (render::Colormap m : {render::Colormap::viridis, render::Colormap::magma,
+                                 render::Colormap::cividis, render::Colormap::diverging})
         if (j["colormap"].get<std::string>() == render::to_string(m)) w.colormap = m;
   } catch (const Error&) {  // missing or unreadable: the defaults
   } catch (const nlohmann::json::exception&) {

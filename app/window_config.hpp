@@ -1,6 +1,6 @@
-// The window's size and its settings (presenter mode, font, colormap, side panels, focus), remembered between runs in
-// $XDG_CONFIG_HOME/mha-studio/window.json (~/.config when unset). Not part of a scenario: a
-// scenario is the user's work, this is the user's screen.
+// The window's size and its settings (presenter mode, font, colormap, side panels, focus), remembered between
+// runs in $XDG_CONFIG_HOME/mha-studio/window.json (~/.config when unset). Not part of a scenario: a scenario
+// is the user's work, this is the user's screen.
 #pragma once
 
 #include <string>

@@ -201,7 +201,8 @@ Action set_control(const std::string& id_or_label, const std::string& value) {
   }
   if (id == "colormap") {
     for (Colormap c : {Colormap::viridis, Colormap::magma, Colormap::cividis, Colormap::diverging})
-      if (value == to_string(c)) return view_action(id + " = " + value, [c](Display& d) { d.window.colormap = c; });
+      if (value == to_string(c))
+        return view_action(id + " = " + value, [c](Display& d) { d.window.colormap = c; });
     throw ActionError("colormap: expected viridis, magma, cividis or diverging, got \"" + value + "\"");
   }
   if (id == "show_values") {
@@ -312,7 +313,8 @@ Action show_pipeline_stage(std::string stage) {
 }
 
 Action set_reshape_mistake(int mistake) {
-  return view_action("reshape mistake", [mistake](Display& d) { d.view.mistake = std::clamp(mistake, 0, 3); });
+  return view_action("reshape mistake",
+                     [mistake](Display& d) { d.view.mistake = std::clamp(mistake, 0, 3); });
 }
 
 Action step_reshape(int step) {
@@ -337,7 +339,8 @@ Action set_compare_pins(std::string a, std::string b) {
 
 Action step_head(int step, std::int64_t heads) {
   return view_action("head", [step, heads](Display& d) {
-    d.view.sel_head = int(std::clamp<std::int64_t>(d.view.sel_head + step, 0, std::max<std::int64_t>(0, heads - 1)));
+    d.view.sel_head =
+        int(std::clamp<std::int64_t>(d.view.sel_head + step, 0, std::max<std::int64_t>(0, heads - 1)));
   });
 }
 

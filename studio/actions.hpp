@@ -107,7 +107,7 @@ Action close_overlays();  // Esc: the keys overlay and focus mode
 // step. Up / Down: the head, within `heads`.
 Action step_stage(int step, std::vector<std::string> order);
 Action step_reshape(int step);
-Action set_reshape_mistake(int mistake);  // the Reshape view's mistake: 0 none, 1-3 the course's
+Action set_reshape_mistake(int mistake);        // the Reshape view's mistake: 0 none, 1-3 the course's
 Action show_pipeline_stage(std::string stage);  // the Pipeline's box drawn below its graph
 Action step_head(int step, std::int64_t heads);
 Action set_compare_mode(CompareMode mode);

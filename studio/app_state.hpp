@@ -59,7 +59,7 @@ class AppState {
   // The scenario as of the last edit, packed (a mask of 0 and -inf cells as bits): what the worker
   // computes, what a refused edit restores, and the undo step the next edit pushes.
   std::shared_ptr<Snapshot> committed = std::make_shared<Snapshot>();
-  void commit();  // the scenario as it is now
+  void commit();          // the scenario as it is now
   std::string last_edit;  // consecutive edits of the same control within a moment coalesce
   std::uint64_t last_gesture = 0;
   double now = 0;             // seconds, updated by tick()

@@ -235,7 +235,8 @@ constexpr double kOverviewCells = double(1 << 24);
 // Snapshot::reads_every_weight), the worker keeps them: computing them for each result would stall
 // its frame (about 230 ms at L = 2048).
 bool keeps_overview(const Snapshot& packed, Backend backend) {
-  return backend == Backend::eigen && stage_cells(packed.scenario) >= kOverviewCells && !packed.reads_every_weight;
+  return backend == Backend::eigen && stage_cells(packed.scenario) >= kOverviewCells &&
+         !packed.reads_every_weight;
 }
 std::vector<std::string> kept_stages(const Snapshot& packed, Backend backend) {
   if (backend != Backend::eigen || stage_cells(packed.scenario) < double(1 << 20)) return {};

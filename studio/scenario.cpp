@@ -614,7 +614,8 @@ class Reader {
     }
     get(j, "view", "batch_index", v.batch_index);
     get(j, "view", "stage", v.stage);
-    int compare_mode = int(v.compare_mode);  // a saved mode: two heads or before/after (pins are the session's)
+    int compare_mode =
+        int(v.compare_mode);  // a saved mode: two heads or before/after (pins are the session's)
     get(j, "view", "compare_mode", compare_mode);
     v.compare_mode = CompareMode(std::clamp(compare_mode, 0, 1));
     get(j, "view", "compare_a", v.compare_a);

@@ -62,10 +62,10 @@ struct WhatIf {
 enum class CompareMode { two_heads = 0, before_after = 1, trained_untrained = 2, pins = 3 };
 
 struct ViewState {
-  int batch_index = 0;                 // which batch item the views show
-  std::string stage = "attn_weights";  // Heads view: which stage
+  int batch_index = 0;                                // which batch item the views show
+  std::string stage = "attn_weights";                 // Heads view: which stage
   CompareMode compare_mode = CompareMode::two_heads;  // Compare view
-  int compare_a = 0, compare_b = 1;    // heads compared
+  int compare_a = 0, compare_b = 1;                   // heads compared
   // Compare, mode 3: B - A of two pins by name ("live" = the current state). Pins live for the
   // session only, so these are not saved.
   std::string compare_pin_a, compare_pin_b = "live";
@@ -73,10 +73,10 @@ struct ViewState {
   // Heads view, attn_weights: colour each row from 0 to its own largest weight instead of one
   // range for every row (a causal row 0 holds a 1 and longer rows ~1/T, which all look dark).
   bool weights_row_scale = false;
-  int reshape_step = 0;     // Reshape view: 0 q, 1 view, 2 transpose, 3 per-head context,
-                            // 4 transpose back, 5 concat
-  int mistake = 0;          // Reshape view: 0 none, 1 no transpose, 2 view on non-contiguous, 3 no out-proj
-  int head_order = 0;       // Heads view with a model: 0 by index, else by a role score (HeadOrder)
+  int reshape_step = 0;  // Reshape view: 0 q, 1 view, 2 transpose, 3 per-head context,
+                         // 4 transpose back, 5 concat
+  int mistake = 0;       // Reshape view: 0 none, 1 no transpose, 2 view on non-contiguous, 3 no out-proj
+  int head_order = 0;    // Heads view with a model: 0 by index, else by a role score (HeadOrder)
   // Inspector selection (set by clicking a heatmap cell): head, query, key.
   int sel_head = 0, sel_query = 0, sel_key = 0;
   // Linked hover: the token under the pointer in any view (-1: none), as a query row and/or a key

@@ -29,7 +29,7 @@ enum class ViewTab {
 enum class ViewReads {
   result,        // the scenario's forward (says so while there is none yet)
   every_weight,  // the forward's every attention weight: the worker keeps them at every size
-  own,     // data of its own: the Large L view computes its own rows, the Attention file view a file
+  own,           // data of its own: the Large L view computes its own rows, the Attention file view a file
 };
 
 struct ViewInfo {

@@ -117,7 +117,7 @@ TEST_CASE("a view change alone (the view shown) is autosaved after the quiet sec
   s.autosave_path = dir.file("autosave.json");
   s.tick(1);
   CHECK_FALSE(std::filesystem::exists(s.autosave_path));  // nothing changed: nothing written
-  s.apply(show_view(ViewTab::mask));                     // as the tab bar does: no undo step
+  s.apply(show_view(ViewTab::mask));                      // as the tab bar does: no undo step
   s.tick(2);
   s.tick(2.5);
   CHECK_FALSE(std::filesystem::exists(s.autosave_path));

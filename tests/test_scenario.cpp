@@ -129,7 +129,8 @@ ForwardResult<float> run_forward(const Scenario& s) {
   Options o;
   o.fully_masked = s.fully_masked;
   if (!s.mask.cells.empty()) {
-    sc.inputs.attn_mask = Mask<float>{MaskDType::floating, Tensor<float>(s.mask.cells_shape, s.mask.cells), {}};
+    sc.inputs.attn_mask =
+        Mask<float>{MaskDType::floating, Tensor<float>(s.mask.cells_shape, s.mask.cells), {}};
     if (s.mask.scope == MaskScope::per_batch) o.attn_mask_layout = MaskLayout::per_batch;
   }
   if (!s.mask.key_padding.empty()) {

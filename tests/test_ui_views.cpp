@@ -294,8 +294,8 @@ TEST_CASE("a file's view is saved by name, read by name in any case or by its ol
   CHECK(scenario_from_json(
             R"({"format": "mha-studio-scenario", "version": 1, "view": {"tab": "token_lines"}})", "t")
             .suggested_tab == ViewTab::token_lines);
-  CHECK(scenario_from_json(R"({"format": "mha-studio-scenario", "version": 1, "view": {"tab": "Token Lines"}})",
-                           "t")
+  CHECK(scenario_from_json(
+            R"({"format": "mha-studio-scenario", "version": 1, "view": {"tab": "Token Lines"}})", "t")
             .suggested_tab == ViewTab::token_lines);
   CHECK_FALSE(scenario_from_json(R"({"format": "mha-studio-scenario", "version": 1})", "t").suggested_tab);
   CHECK_THROWS_AS(scenario_from_json(

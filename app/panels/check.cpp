@@ -30,7 +30,7 @@ struct CheckPanel {
   std::string error;  // could not run it at all (no torch, a hang, no file)
   fs::file_time_type seen{};
   double last_poll = 0;
-  int shown_case = -1;  // the failing case whose difference is drawn
+  int shown_case = -1;      // the failing case whose difference is drawn
   std::vector<float> diff;  // (L, E) |yours - reference| of batch item 0 of that case
   std::vector<std::string> diff_rows, diff_cols;
 
@@ -39,7 +39,8 @@ struct CheckPanel {
     error.clear();
     std::error_code ec;
     seen = fs::last_write_time(file, ec);
-    running = std::async(std::launch::async, [file] { return check_python_file(file, PythonCheckOptions{}); });
+    running =
+        std::async(std::launch::async, [file] { return check_python_file(file, PythonCheckOptions{}); });
   }
   bool busy() const { return running.valid(); }
   void poll(double now) {
@@ -137,9 +138,10 @@ void CheckPanel::draw(AppState& state, Textures& tex) {
     return;
   }
   ImGui::PushStyleColor(ImGuiCol_Text, r.verdict == Verdict::correct ? good : bad);
-  ImGui::TextWrapped("%s", r.verdict == Verdict::correct  ? "Correct: every case equals the engine's."
-                           : r.verdict == Verdict::mistakes ? "Not yet: the differences are explained by:"
-                                                            : "Not yet: a difference no catalogued mistake explains.");
+  ImGui::TextWrapped("%s", r.verdict == Verdict::correct ? "Correct: every case equals the engine's."
+                           : r.verdict == Verdict::mistakes
+                               ? "Not yet: the differences are explained by:"
+                               : "Not yet: a difference no catalogued mistake explains.");
   ImGui::PopStyleColor();
   for (Mistake m : r.mistakes) {
     const MistakeInfo& info = mistake_info(m);
@@ -165,14 +167,17 @@ void CheckPanel::draw(AppState& state, Textures& tex) {
     }
     ImGui::Unindent();
   }
-  if (r.verdict == Verdict::unknown && !r.unknown_detail.empty()) ImGui::TextWrapped("%s", r.unknown_detail.c_str());
+  if (r.verdict == Verdict::unknown && !r.unknown_detail.empty())
+    ImGui::TextWrapped("%s", r.unknown_detail.c_str());
   ImGui::Text("mask convention: %s", r.convention ? to_string(*r.convention) : "(no masked case ran)");
   ImGui::TextDisabled("tolerance |yours - engine| <= %g + %g |engine|", r.atol, r.rtol);
   if (ImGui::BeginTable("cases", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     int k = 0;
     for (const CaseReport& c : r.cases) {
       ImGui::TableNextColumn();
-      ImGui::PushStyleColor(ImGuiCol_Text, !c.ran ? ImGui::GetStyle().Colors[ImGuiCol_TextDisabled] : c.ok ? good : bad);
+      ImGui::PushStyleColor(ImGuiCol_Text, !c.ran ? ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]
+                                           : c.ok ? good
+                                                  : bad);
       ImGui::TextUnformatted(!c.ran ? "-" : c.ok ? "ok" : "X");
       ImGui::PopStyleColor();
       ImGui::TableNextColumn();
@@ -230,7 +235,8 @@ void CheckPanel::draw(AppState& state, Textures& tex) {
   hm.row_labels = &diff_rows;
   hm.col_labels = &diff_cols;
   hm.show_values = false;
-  hm.version = panel::mix({std::uint64_t(shown_case), std::uint64_t(diff.size()), std::uint64_t(std::uintptr_t(&*report))});
+  hm.version = panel::mix(
+      {std::uint64_t(shown_case), std::uint64_t(diff.size()), std::uint64_t(std::uintptr_t(&*report))});
   hm.size = ImVec2(std::min(ImGui::GetContentRegionAvail().x - font * 5, font * 24), font * 10);
   draw_heatmap(tex, hm);
 }

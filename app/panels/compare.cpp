@@ -177,11 +177,11 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
   ImGui::SameLine();
   if (ImGui::SmallButton("Pin this")) state.pin("pin " + std::to_string(state.pins.size() + 1));
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("Keep this state and its result to compare against later");
-  const CompareMode mode =
-      view.compare_mode == CompareMode::trained_untrained && model && model->untrained ? CompareMode::trained_untrained
-      : view.compare_mode == CompareMode::pins && !state.pins.empty()                 ? CompareMode::pins
-      : view.compare_mode == CompareMode::before_after                                ? CompareMode::before_after
-                                                                                      : CompareMode::two_heads;
+  const CompareMode mode = view.compare_mode == CompareMode::trained_untrained && model && model->untrained
+                               ? CompareMode::trained_untrained
+                           : view.compare_mode == CompareMode::pins && !state.pins.empty() ? CompareMode::pins
+                           : view.compare_mode == CompareMode::before_after ? CompareMode::before_after
+                                                                            : CompareMode::two_heads;
   if (mode == CompareMode::pins) {  // A and B: any pin, or the live state
     if (!pin_a && !state.pins.empty()) view.compare_pin_a = state.pins.front().name;
     pin_a = state.find_pin(view.compare_pin_a);
@@ -199,10 +199,11 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
     pick("B (after)", view.compare_pin_b, true);
   }
   // The result subtracted in modes 1, 2 and 3 (mode 0 subtracts a head of the same result).
-  const std::shared_ptr<const ForwardResult<float>> other = mode == CompareMode::before_after            ? state.previous.forward
-                                                            : mode == CompareMode::trained_untrained          ? model->untrained
-                                                            : mode == CompareMode::pins && pin_a ? pin_a->result.forward
-                                                                                 : nullptr;
+  const std::shared_ptr<const ForwardResult<float>> other =
+      mode == CompareMode::before_after        ? state.previous.forward
+      : mode == CompareMode::trained_untrained ? model->untrained
+      : mode == CompareMode::pins && pin_a     ? pin_a->result.forward
+                                               : nullptr;
 
   const int si = stage_index(view.stage);
   ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
@@ -270,10 +271,11 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
   // Mode 0 shows A - B; mode 1 after - before, i.e. B - A: swap the rebuild's operands.
   const Side& first = mode == CompareMode::two_heads ? A : B;
   const Side& second = mode == CompareMode::two_heads ? B : A;
-  const std::uint64_t gen = live_result.generation, prev_gen = mode == CompareMode::before_after   ? state.previous.generation
-                                                               : mode == CompareMode::trained_untrained ? ~gen
-                                                               : mode == CompareMode::pins && pin_a ? pin_a->result.generation
-                                                                                    : 0;
+  const std::uint64_t gen = live_result.generation,
+                      prev_gen = mode == CompareMode::before_after        ? state.previous.generation
+                                 : mode == CompareMode::trained_untrained ? ~gen
+                                 : mode == CompareMode::pins && pin_a     ? pin_a->result.generation
+                                                                          : 0;
   const std::uint64_t key = mix({std::uint64_t(mode), gen, prev_gen, std::uint64_t(std::uintptr_t(&f)),
                                  std::uint64_t(std::uintptr_t(before)), std::uint64_t(si), std::uint64_t(b),
                                  std::uint64_t(ha), std::uint64_t(mode == CompareMode::two_heads ? hb : 0)});
@@ -347,23 +349,26 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
     const std::shared_ptr<const ForwardResult<float>> after = live;
     const std::shared_ptr<const ForwardResult<float>> prev = mode != CompareMode::two_heads ? other : after;
     if (mode == CompareMode::two_heads) sb.head = hb;
-    const std::string a_name = mode == CompareMode::two_heads   ? "head " + std::to_string(ha)
+    const std::string a_name = mode == CompareMode::two_heads      ? "head " + std::to_string(ha)
                                : mode == CompareMode::before_after ? "after (head " + std::to_string(ha) + ")"
-                               : mode == CompareMode::pins ? view.compare_pin_b + " (head " + std::to_string(ha) + ")"
-                                           : "trained (head " + std::to_string(ha) + ")";
-    const std::string b_name = mode == CompareMode::two_heads   ? "head " + std::to_string(hb)
+                               : mode == CompareMode::pins
+                                   ? view.compare_pin_b + " (head " + std::to_string(ha) + ")"
+                                   : "trained (head " + std::to_string(ha) + ")";
+    const std::string b_name = mode == CompareMode::two_heads      ? "head " + std::to_string(hb)
                                : mode == CompareMode::before_after ? "before"
-                               : mode == CompareMode::pins ? view.compare_pin_a
-                                           : "untrained";
-    req.choices.push_back({"difference map",
-                           "mha-" + sa.stage + "-batch" + std::to_string(b) +
-                               (mode == CompareMode::two_heads ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
-                                : mode == CompareMode::before_after ? "-head" + std::to_string(ha) + "-after-minus-before"
-                                : mode == CompareMode::pins ? "-head" + std::to_string(ha) + "-pin-difference"
-                                            : "-head" + std::to_string(ha) + "-trained-minus-untrained"),
-                           [after, prev, sa, sb, a_name, b_name] {
-                             return exporter::difference_figure(*after, sa, a_name, *prev, sb, b_name);
-                           }});
+                               : mode == CompareMode::pins         ? view.compare_pin_a
+                                                                   : "untrained";
+    req.choices.push_back(
+        {"difference map",
+         "mha-" + sa.stage + "-batch" + std::to_string(b) +
+             (mode == CompareMode::two_heads
+                  ? "-head" + std::to_string(ha) + "-minus-head" + std::to_string(hb)
+              : mode == CompareMode::before_after ? "-head" + std::to_string(ha) + "-after-minus-before"
+              : mode == CompareMode::pins         ? "-head" + std::to_string(ha) + "-pin-difference"
+                                          : "-head" + std::to_string(ha) + "-trained-minus-untrained"),
+         [after, prev, sa, sb, a_name, b_name] {
+           return exporter::difference_figure(*after, sa, a_name, *prev, sb, b_name);
+         }});
     export_button(state, req);
   }
 

@@ -410,7 +410,8 @@ void ControlsPanel::draw(AppState& state) {
   if (ImGui::Combo("colormap", &cmap, "viridis\0magma\0cividis\0diverging\0"))
     state.apply(set_control("colormap", to_string(Colormap(cmap))));
   ImGui::Checkbox("cell values", &v.show_values);
-  if (bool presenter = w.presenter; ImGui::Checkbox("presenter mode", &presenter)) state.apply(toggle_presenter());
+  if (bool presenter = w.presenter; ImGui::Checkbox("presenter mode", &presenter))
+    state.apply(toggle_presenter());
   if (w.presenter) {
     float scale = w.font_scale;
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);

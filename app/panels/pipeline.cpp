@@ -617,7 +617,7 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
 }  // namespace
 
 struct PipelinePanel {
-  RangeCache range;  // of the shown slice
+  RangeCache range;   // of the shown slice
   PipelineInfo info;  // what the last frame drew
   void draw(AppState& state, Textures& tex);
 };

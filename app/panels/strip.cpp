@@ -26,7 +26,8 @@ std::vector<StripLine> presenter_strip(const AppState& state) {
     lines.push_back({StripLine::prediction, line, parts});
   }
   if (s.has_model() && s.mask.preset != MaskPreset::causal)
-    lines.push_back({StripLine::what_if, "What-if: layer " + std::to_string(s.layer) + "'s mask edited",
+    lines.push_back({StripLine::what_if,
+                     "What-if: layer " + std::to_string(s.layer) + "'s mask edited",
                      {"Layer " + std::to_string(s.layer) +
                       "'s mask is edited (not the model's computation); the layers after it and the "
                       "prediction follow."}});
@@ -38,11 +39,13 @@ std::vector<StripLine> presenter_strip(const AppState& state) {
     std::snprintf(detail, sizeof detail, "Not torch's computation: scores %s, softmax temperature %.3g%s.",
                   s.what_if.scale_by_sqrt_dk ? "divided by sqrt(d_k)" : "NOT divided by sqrt(d_k)",
                   double(s.what_if.temperature),
-                  s.has_model() ? (" at layer " + std::to_string(s.layer) + ", the layers after it following").c_str()
-                                : "");
+                  s.has_model()
+                      ? (" at layer " + std::to_string(s.layer) + ", the layers after it following").c_str()
+                      : "");
     lines.push_back({StripLine::what_if, line, {detail}});
   }
-  for (const auto& error : state.errors) lines.push_back({StripLine::error, error.second, {}});  // each names its subject
+  for (const auto& error : state.errors)
+    lines.push_back({StripLine::error, error.second, {}});  // each names its subject
   return lines;
 }
 
@@ -80,7 +83,8 @@ void draw_presenter_strip(const std::vector<StripLine>& lines, bool light_theme)
     }
     shown = elided(shown, width);
     const bool coloured = l.kind != StripLine::prediction;
-    if (coloured) ImGui::PushStyleColor(ImGuiCol_Text, l.kind == StripLine::error ? error_colour : what_if_colour);
+    if (coloured)
+      ImGui::PushStyleColor(ImGuiCol_Text, l.kind == StripLine::error ? error_colour : what_if_colour);
     ImGui::TextUnformatted(shown.c_str());
     if (coloured) ImGui::PopStyleColor();
     if (shown != l.text && ImGui::IsItemHovered()) {

@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   // `mha help [COMMAND]`: the same text as `mha [COMMAND] --help`.
   CLI::App* help = app.add_subcommand("help", "Print the options of a command (or the list of commands)");
   std::string help_topic;
-  help->add_option("command", help_topic, "compute, bench, export, model-info, gpu-check, check or lesson-list");
+  help->add_option("command", help_topic,
+                   "compute, bench, export, model-info, gpu-check, check or lesson-list");
   if (const int status = mha::platform::parse_command_line(app, argc, argv); status >= 0) return status;
   // Bare model names in scenarios resolve under the data folder this program found (installed or
   // the source tree's), as in the app.

@@ -8,6 +8,7 @@
 #include "check.hpp"
 #include "compute.hpp"
 #include "errors.hpp"
+#include "text_parse.hpp"
 
 namespace mha::studio {
 
@@ -19,15 +20,8 @@ constexpr std::int64_t kMaxNumbers = 1 << 20;
 // A Python float literal that reads back as this float.
 std::string literal(float v) {
   if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[32];
-  for (int digits = 6; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, double(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  std::string t = buf;
-  if (t.find_first_of(".e") == std::string::npos) t += ".0";
-  return t;
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";  // the file defines inf and nan
+  return python_float_digits(v);
 }
 
 std::string sizes(const Shape& shape) {

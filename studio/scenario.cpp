@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "errors.hpp"
+#include "text_parse.hpp"
 #include "io/npy.hpp"
 #include "limits.hpp"
 
@@ -146,14 +147,7 @@ bool is_named(MaskPreset p) {
 std::string py_float(float v) {
   if (std::isnan(v)) return "float('nan')";
   if (std::isinf(v)) return v > 0 ? "float('inf')" : "float('-inf')";
-  char buf[32];
-  for (int digits = 6; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, double(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  std::string t = buf;
-  if (t.find_first_of(".e") == std::string::npos) t += ".0";
-  return t;
+  return python_float_digits(v);
 }
 
 // A nested Python list of `shape` with elements elem(flat index); one innermost row per line.

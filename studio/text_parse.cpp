@@ -3,6 +3,7 @@
 #include "text_parse.hpp"
 
 #include <cctype>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -92,6 +93,17 @@ bool parse_mask_value(const std::string& text, float* value, std::string* error)
   }
   *value = v;
   return true;
+}
+
+std::string python_float_digits(float v) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, double(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  std::string t = buf;
+  if (t.find_first_of(".e") == std::string::npos) t += ".0";
+  return t;
 }
 
 }  // namespace mha::studio

@@ -16,4 +16,8 @@ std::vector<float> parse_numbers(const std::string& text);
 // `error` set ("not a number: ...", or why NaN/+inf are refused) and leaves `value` alone.
 bool parse_mask_value(const std::string& text, float* value, std::string* error);
 
+// A finite float as Python reads it back exactly: the shortest %g of 6 to 9 digits that does, with
+// ".0" where it would read as an integer ("0.5", "3.0", "1e-07"). Callers spell NaN and inf.
+std::string python_float_digits(float v);
+
 }  // namespace mha::studio

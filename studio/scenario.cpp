@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "errors.hpp"
-#include "text_parse.hpp"
 #include "io/npy.hpp"
 #include "limits.hpp"
+#include "text_parse.hpp"
 
 namespace mha::studio {
 

@@ -3,8 +3,8 @@
 #include "text_parse.hpp"
 
 #include <cctype>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 

@@ -7,6 +7,9 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +26,20 @@ namespace mha::app {
 namespace fs = std::filesystem;
 
 struct CheckPanel {
-  std::string path;   // the student's file being checked
-  std::string typed;  // the path field
+  CheckPanel() = default;
+  CheckPanel(const CheckPanel&) = delete;
+  CheckPanel& operator=(const CheckPanel&) = delete;
+  // Closing the window does not wait for a student's file that hangs: its Python (and what it
+  // started, its process group) is stopped.
+  ~CheckPanel() {
+    if (const int pid = child.load(); running.valid() && pid > 0) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+    }
+  }
+  std::atomic<int> child{0};  // the running check's Python, 0 when none
+  std::string path;           // the student's file being checked
+  std::string typed;          // the path field
   std::future<CheckReport> running;
   std::optional<CheckReport> report;
   std::string error;  // could not run it at all (no torch, a hang, no file)
@@ -39,8 +54,11 @@ struct CheckPanel {
     error.clear();
     std::error_code ec;
     seen = fs::last_write_time(file, ec);
-    running =
-        std::async(std::launch::async, [file] { return check_python_file(file, PythonCheckOptions{}); });
+    running = std::async(std::launch::async, [this, file] {
+      PythonCheckOptions options;
+      options.running_pid = &child;
+      return check_python_file(file, options);
+    });
   }
   bool busy() const { return running.valid(); }
   void poll(double now) {
@@ -48,7 +66,7 @@ struct CheckPanel {
       try {
         report = running.get();
         error.clear();
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {  // typed errors say what; anything else is said too
         report.reset();
         error = e.what();
       }

@@ -43,7 +43,6 @@ struct Action {
   // Or, instead of `change`, a view change (the tab, presenter mode, a panel, the stage shown):
   // applied and remembered, not an undo step, nothing recomputed.
   std::function<void(Display&)> view;
-  bool view_only() const { return bool(view); }
 };
 
 // Runs the action's change on a scenario and a window (AppState::apply does this and more; tests

@@ -47,7 +47,6 @@ bool AppState::apply(const Action& a) {
       errors[a.slot] = e.what();
       return false;
     }
-    window_changed = true;
     window_ = window;
     scenario_.view = std::move(view);  // autosaved by tick() like any view change
     return true;

@@ -52,7 +52,6 @@ class AppState {
   double last_edit_time = 0;  // seconds (ImGui::GetTime) of the last edit, for the debounce
   ViewState autosaved_view;   // the view as last autosaved: a view change is saved like an edit
   ViewTab autosaved_tab = ViewTab::pipeline;  // and the view shown (a restored autosave opens on it)
-  bool window_changed = false;  // a view action changed the window's settings (the app remembers them)
   Computer computer;
   // Stages a result left out, computed off the UI thread for the views that read them.
   StageComputer stages;

@@ -793,7 +793,9 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // largest cell that fits; if that is below a cell that still shows its colour (min_cell), the grid
   // scrolls by rows of maps, each row of maps whole on screen (every query row of a head in view);
   // only when not even that fits (large L) do the maps scroll at cells of 0.7 of a text line.
-  const auto [grid_w, grid_h] = grid_area(footer);
+  // Named, not bound: lambdas below capture them.
+  const std::pair<float, float> area = grid_area(footer);
+  const float grid_w = area.first, grid_h = area.second;
   const int n_maps = H + 1;
   const float max_cell = font * 4.0f, pad = style.CellPadding.x * 2;
   const float min_cell = 3.0f;  // pixels: a cell still shows its colour
@@ -1003,7 +1005,9 @@ void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector
                 "Grey hatched cells: every weight of the patch is 0 (its keys blocked by the mask).");
   // Every map on screen: the column count that gives the largest cells, then texels of a pixel or
   // more (k overview columns to a texel).
-  const auto [grid_w, grid_h] = grid_area(footer);
+  // Named, not bound: lambdas below capture them.
+  const std::pair<float, float> area = grid_area(footer);
+  const float grid_w = area.first, grid_h = area.second;
   const float pad = style.CellPadding.x * 2;
   const float text_h = 3.0f * ImGui::GetTextLineHeightWithSpacing();  // title, then two check lines
   const float row_extra = text_h + style.CellPadding.y * 2 + style.ItemSpacing.y * 2;

@@ -452,6 +452,42 @@ Computer::Outcome Computer::run(const Snapshot& packed, Slot* slot) {
   return out;
 }
 
+std::string head_role_label(const ModelResult& m, std::int64_t layer, std::int64_t head) {
+  const std::int64_t H = m.n_layer > 0 ? std::int64_t(m.sentence_roles.size()) / m.n_layer : 0;
+  if (head < H && layer < m.n_layer)
+    if (std::string tag = role_tag(m.sentence_roles[std::size_t(layer * H + head)]); !tag.empty()) return tag;
+  if (m.roles && layer < m.roles->n_layer && head < m.roles->n_head)
+    if (const std::string tag = role_tag(m.roles->at(layer, head)); !tag.empty()) return "probe: " + tag;
+  return "";
+}
+
+std::string head_role_details(const ModelResult& m, std::int64_t layer, std::int64_t head) {
+  std::string out;
+  char line[200];
+  const std::int64_t H = m.n_layer > 0 ? std::int64_t(m.sentence_roles.size()) / m.n_layer : 0;
+  if (head < H && layer < m.n_layer) {
+    const SentenceRole& r = m.sentence_roles[std::size_t(layer * H + head)];
+    std::snprintf(line, sizeof line, "this sentence: prev-token %.2f, first-token %.2f", r.prev_token,
+                  r.first_token);
+    out += line;
+    if (r.induction)
+      std::snprintf(line, sizeof line, ", induction %.2f, duplicate %.2f (%lld repeated tokens)\n", *r.induction,
+                    *r.duplicate_token, (long long)r.repeat_rows);
+    else
+      std::snprintf(line, sizeof line, "; no token repeats, so no induction or duplicate score\n");
+    out += line;
+  }
+  if (m.roles && layer < m.roles->n_layer && head < m.roles->n_head) {
+    const HeadRole& r = m.roles->at(layer, head);
+    std::snprintf(line, sizeof line,
+                  "probes (8 fixed sentences; 8 random sequences repeated): prev-token %.2f, first-token %.2f, "
+                  "induction %.2f, duplicate %.2f",
+                  r.prev_token, r.first_token, r.induction, r.duplicate_token);
+    out += line;
+  }
+  return out;
+}
+
 Result Computer::run_model(const Scenario& s) {
   ModelRun model_run = run_model_forward(s);
   const std::shared_ptr<const ModelEntry>& e = model_run.entry;
@@ -474,6 +510,12 @@ Result Computer::run_model(const Scenario& s) {
   for (const TokenProb& t : run.top_k)
     mr.top_k_labels.push_back(e->tokenizer ? e->tokenizer->display_piece(t.id) : "#" + std::to_string(t.id));
   mr.roles = model_roles(*e);
+  for (std::int64_t l = 0; l < m.config.n_layer; ++l) {
+    const std::vector<float> w = mr.layers[std::size_t(l)]->trace["attn_weights"].contiguous().data;  // (H, T, T)
+    const std::int64_t T = std::int64_t(tokens.ids.size());
+    for (std::int64_t h = 0; h < m.config.n_head; ++h)
+      mr.sentence_roles.push_back(sentence_role(w.data() + h * T * T, T, tokens.ids.data()));
+  }
   // The same layer input through default-init weights (torch.manual_seed(seed), nn.MultiheadAttention).
   const Config c = attention_config(m.config);
   TorchGenerator gen(s.seed);

@@ -27,7 +27,8 @@ struct ModelResult {
   std::int64_t layer = 0, n_layer = 0;
   std::vector<TokenProb> top_k;            // next token after the sentence, best first
   std::vector<std::string> top_k_labels;   // their display pieces
-  std::shared_ptr<const RoleTable> roles;  // every head of every layer (may be empty)
+  std::shared_ptr<const RoleTable> roles;  // every head of every layer (may be empty): the probes' scores
+  std::vector<SentenceRole> sentence_roles;  // (n_layer, n_head), layer-major: on this sentence
   // Every layer's attention of the same run (n_layer of them; [layer] is Result::forward): the
   // Overview's layers × heads grid.
   std::vector<std::shared_ptr<const ForwardResult<float>>> layers;
@@ -35,6 +36,12 @@ struct ModelResult {
   // default init drawn from the scenario's seed: what the heads look like before training.
   std::shared_ptr<const ForwardResult<float>> untrained;
 };
+
+// A head's role for its title: the one this sentence shows ("prev-token 0.93"), else the probes'
+// ("probe: induction 0.85", saying where it was measured), else "".
+std::string head_role_label(const ModelResult& m, std::int64_t layer, std::int64_t head);
+// Both measurements, one line each, for a tooltip.
+std::string head_role_details(const ModelResult& m, std::int64_t layer, std::int64_t head);
 
 struct Result {
   std::shared_ptr<const ForwardResult<float>> forward;  // null until the first success

@@ -378,6 +378,50 @@ TEST_CASE("Head-role scores on hand-made attention patterns", "[model][roles]") 
   CHECK(role_tag(HeadRole{}) == "");
 }
 
+TEST_CASE("Sentence roles: hand-made patterns on a sentence's own tokens", "[model][roles]") {
+  // "a b c a b c d": tokens 3..5 repeat 0..2; token 6 is new.
+  const std::vector<std::int32_t> ids = {10, 11, 12, 10, 11, 12, 13};
+  const std::int64_t T = std::int64_t(ids.size());
+  auto pattern = [&](auto target) {
+    std::vector<float> w(std::size_t(T * T), 0.0f);
+    for (std::int64_t i = 0; i < T; ++i) w[std::size_t(i * T + target(i))] = 1.0f;
+    return w;
+  };
+  // Induction: each repeated token looks at the token after its earlier copy.
+  const std::vector<float> induction = pattern([](std::int64_t i) { return i >= 3 && i < 6 ? i - 2 : 0; });
+  const SentenceRole ri = sentence_role(induction.data(), T, ids.data());
+  CHECK(ri.repeat_rows == 3);
+  REQUIRE(ri.induction);
+  CHECK(*ri.induction == 1.0);
+  CHECK(*ri.duplicate_token == 0.0);
+  CHECK(role_tag(ri) == "induction 1.00");
+  // Duplicate-token: each repeated token looks at its earlier copy.
+  const std::vector<float> duplicate = pattern([](std::int64_t i) { return i >= 3 && i < 6 ? i - 3 : 0; });
+  const SentenceRole rd = sentence_role(duplicate.data(), T, ids.data());
+  CHECK(*rd.duplicate_token == 1.0);
+  CHECK(*rd.induction == 0.0);
+  CHECK(role_tag(rd) == "duplicate 1.00");
+  // Previous-token: the same definition as the probe score.
+  const std::vector<float> prev = pattern([](std::int64_t i) { return i > 0 ? i - 1 : 0; });
+  const SentenceRole rp = sentence_role(prev.data(), T, ids.data());
+  CHECK(rp.prev_token == 1.0);
+  CHECK(role_tag(rp) == "prev-token 1.00");
+  // A sentence with no repeated token has no induction or duplicate score at all.
+  const std::vector<std::int32_t> fresh = {1, 2, 3, 4, 5, 6, 7};
+  const SentenceRole rf = sentence_role(induction.data(), T, fresh.data());
+  CHECK(rf.repeat_rows == 0);
+  CHECK_FALSE(rf.induction);
+  CHECK_FALSE(rf.duplicate_token);
+  CHECK(role_tag(rf) == "first-token 0.50");  // rows 1, 2 and 6 of the 6 rows i >= 1 look at token 0
+  // A token repeated right after itself: its earlier copy is the previous token, the token after it
+  // the current one.
+  const std::vector<std::int32_t> twice = {5, 5};
+  const std::vector<float> self = {1.0f, 0.0f, 0.0f, 1.0f};
+  const SentenceRole rs = sentence_role(self.data(), 2, twice.data());
+  CHECK(*rs.induction == 1.0);
+  CHECK(*rs.duplicate_token == 0.0);
+}
+
 TEST_CASE("Role probes: fixed random repeats that never use the last id", "[model][roles]") {
   const auto repeats = role_probe_repeats(300);
   REQUIRE(repeats.size() == 8);

@@ -22,16 +22,18 @@ Usage:
   /usr/bin/python3 tools/train_model.py --out assets/models/tiny-fortunes [--steps N] [--resume]
 """
 import os
+import sys
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+# --threads N (default 1) must be known before torch starts its thread pools.
+THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 1
+os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+os.environ.setdefault("MKL_NUM_THREADS", str(THREADS))
 
 import argparse
 import heapq
 import json
 import math
 import struct
-import sys
 import time
 from collections import Counter, defaultdict
 
@@ -41,7 +43,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-torch.set_num_threads(1)
+torch.set_num_threads(THREADS)
 torch.set_num_interop_threads(1)
 
 FORTUNE_DIR = "/usr/share/games/fortunes"
@@ -63,6 +65,12 @@ PROBE_SENTENCES = [
 ]
 PROBE_R = 20
 PROBE_SEQS = 8
+
+# Copy accuracy: ordinary English sentences written for this measurement (none is from the
+# fortunes), each fed as `s + " " + s`; the score is the fraction of the second copy's positions
+# whose top-1 next token is the token that follows (the position before the second copy, whose
+# next token cannot be known, is not counted).
+COPY_SENTENCES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "copy_sentences.txt")
 
 
 # ----------------------------------------------------------------------------
@@ -265,6 +273,28 @@ def write_tokenizer(tok, out):
             f.write(f"{tok.strs[a]} {tok.strs[b]}\n")
 
 
+def write_tokenizer_json(tok, out):
+    """The same tokenizer as a Hugging Face tokenizer.json: byte-level BPE with GPT-2's pre-tokenizer."""
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    doc = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": tok.eot, "content": EOT, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": byte_level,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
+                  "vocab": {s: i for i, s in enumerate(tok.strs)},
+                  "merges": [f"{tok.strs[a]} {tok.strs[b]}" for a, b in tok.merges]},
+    }
+    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False)
+
+
 def gpt2_reference_encode(text, vocab_path, merges_path):
     """Independent reimplementation of GPT-2's encoder.py bpe() reading the files."""
     encoder = json.load(open(vocab_path, encoding="utf-8"))
@@ -441,6 +471,10 @@ class GPT(nn.Module):
             W[2 * k, 2 * m + 1] = gain * s_
             W[2 * k + 1, 2 * m + 1] = gain * c
 
+    @property
+    def max_positions(self):
+        return self.wpe.shape[0]
+
     def forward(self, idx, want_w=False):
         B, T = idx.shape
         x = self.wte[idx] + self.wpe[:T][None]
@@ -476,6 +510,143 @@ class GPT(nn.Module):
         own = self.hf_state()
         for k, v in own.items():
             v.copy_(sd[k].to(v.dtype))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, C, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(C))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaAttn(nn.Module):
+    """Hugging Face LlamaAttention without a cache: q, k, v projections (nn.Linear, [out, in]), the
+    rotary embedding on q and k (rotate_half), G key/value heads each read by H/G query heads."""
+
+    def __init__(self, C, H, G, hd, theta, std, proj_std):
+        super().__init__()
+        self.H, self.G, self.hd = H, G, hd
+        self.q_proj = nn.Parameter(torch.randn(H * hd, C) * std)
+        self.k_proj = nn.Parameter(torch.randn(G * hd, C) * std)
+        self.v_proj = nn.Parameter(torch.randn(G * hd, C) * std)
+        self.o_proj = nn.Parameter(torch.randn(C, H * hd) * proj_std)
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+
+    def forward(self, x, want_w=False):
+        B, T, C = x.shape
+        H, G, hd = self.H, self.G, self.hd
+        q = (x @ self.q_proj.t()).view(B, T, H, hd).transpose(1, 2)
+        k = (x @ self.k_proj.t()).view(B, T, G, hd).transpose(1, 2)
+        v = (x @ self.v_proj.t()).view(B, T, G, hd).transpose(1, 2)
+        freqs = torch.arange(T, dtype=torch.float32)[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(H // G, dim=1)  # the training side may copy; the engine does not
+        v = v.repeat_interleave(H // G, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf"))
+        w = torch.softmax(att, dim=-1)
+        y = (w @ v).transpose(1, 2).reshape(B, T, H * hd)
+        return y @ self.o_proj.t(), (w if want_w else None)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, C, H, G, hd, inner, theta, eps, std, proj_std):
+        super().__init__()
+        self.input_layernorm = RMSNorm(C, eps)
+        self.attn = LlamaAttn(C, H, G, hd, theta, std, proj_std)
+        self.post_attention_layernorm = RMSNorm(C, eps)
+        self.gate_proj = nn.Parameter(torch.randn(inner, C) * std)
+        self.up_proj = nn.Parameter(torch.randn(inner, C) * std)
+        self.down_proj = nn.Parameter(torch.randn(C, inner) * proj_std)
+
+    def forward(self, x, want_w=False):
+        a, w = self.attn(self.input_layernorm(x), want_w)
+        x = x + a
+        h = self.post_attention_layernorm(x)
+        x = x + (F.silu(h @ self.gate_proj.t()) * (h @ self.up_proj.t())) @ self.down_proj.t()
+        return x, w
+
+
+class Llama(nn.Module):
+    """Hugging Face LlamaForCausalLM: token embedding, pre-RMSNorm blocks with rotary positions,
+    grouped-query attention and a SwiGLU MLP, final RMSNorm, LM head tied to the embedding."""
+
+    def __init__(self, V, P, C, L, H, G, inner, theta=10000.0, eps=1e-5):
+        super().__init__()
+        std = 0.02
+        proj_std = 0.02 / math.sqrt(2 * L)
+        self.P, self.theta, self.eps, self.inner = P, theta, eps, inner
+        self.wte = nn.Parameter(torch.randn(V, C) * std)
+        self.h = nn.ModuleList([LlamaBlock(C, H, G, C // H, inner, theta, eps, std, proj_std) for _ in range(L)])
+        self.norm = RMSNorm(C, eps)
+
+    @property
+    def max_positions(self):
+        return self.P
+
+    def forward(self, idx, want_w=False):
+        x = self.wte[idx]
+        ws = []
+        for blk in self.h:
+            x, w = blk(x, want_w)
+            ws.append(w)
+        return self.norm(x) @ self.wte.t(), ws
+
+    def hf_state(self):
+        sd = {"model.embed_tokens.weight": self.wte, "model.norm.weight": self.norm.weight}
+        for i, b in enumerate(self.h):
+            p = f"model.layers.{i}."
+            sd[p + "input_layernorm.weight"] = b.input_layernorm.weight
+            sd[p + "self_attn.q_proj.weight"] = b.attn.q_proj
+            sd[p + "self_attn.k_proj.weight"] = b.attn.k_proj
+            sd[p + "self_attn.v_proj.weight"] = b.attn.v_proj
+            sd[p + "self_attn.o_proj.weight"] = b.attn.o_proj
+            sd[p + "post_attention_layernorm.weight"] = b.post_attention_layernorm.weight
+            sd[p + "mlp.gate_proj.weight"] = b.gate_proj
+            sd[p + "mlp.up_proj.weight"] = b.up_proj
+            sd[p + "mlp.down_proj.weight"] = b.down_proj
+        return {k: v.detach() for k, v in sd.items()}
+
+    def load_hf_state(self, sd):
+        for k, v in self.hf_state().items():
+            v.copy_(sd[k].to(v.dtype))
+
+    def hf_config(self, V, eot):
+        b = self.h[0].attn
+        return {
+            "model_type": "llama",
+            "architectures": ["LlamaForCausalLM"],
+            "vocab_size": V,
+            "hidden_size": self.wte.shape[1],
+            "intermediate_size": self.inner,
+            "num_hidden_layers": len(self.h),
+            "num_attention_heads": b.H,
+            "num_key_value_heads": b.G,
+            "head_dim": b.hd,
+            "hidden_act": "silu",
+            "max_position_embeddings": self.P,
+            "rms_norm_eps": self.eps,
+            "rope_theta": self.theta,
+            "rope_scaling": None,
+            "attention_bias": False,
+            "mlp_bias": False,
+            "tie_word_embeddings": True,
+            "bos_token_id": eot,
+            "eos_token_id": eot,
+            "torch_dtype": "float16",
+        }
 
 
 # ----------------------------------------------------------------------------
@@ -597,9 +768,37 @@ def short_roles(r):
 # ----------------------------------------------------------------------------
 # batches
 # ----------------------------------------------------------------------------
-def make_batch(data, step, args, V):
+TEXT_SEPARATORS = [" ", " ", " ", "\n", "\n\n", "  ", " -- ", "; "]
+
+
+def text_repeat_window(data, snippets, tok, rng, T):
+    """A window of the token stream into which a run of 1-3 consecutive training snippets s is
+    written as text, s + sep + s (sometimes with another snippet between the copies, sometimes a
+    third copy), tokenised as a whole so the second copy's first word has its leading space the
+    way a repeated sentence has it."""
+    i = int(rng.integers(0, len(snippets) - 3))
+    s = " ".join(snippets[i:i + int(rng.integers(1, 4))])
+    sep = TEXT_SEPARATORS[int(rng.integers(0, len(TEXT_SEPARATORS)))]
+    r = rng.random()
+    if r < 0.2:
+        mid = snippets[int(rng.integers(0, len(snippets)))]
+        text = s + " " + mid + sep + s
+    elif r < 0.3:
+        text = s + sep + s + sep + s
+    else:
+        text = s + sep + s
+    ids = np.array(tok.encode(text), dtype=np.int64)[:T + 1]
+    pre = int(rng.integers(0, T + 2 - len(ids)))
+    s0 = int(rng.integers(0, len(data) - T - 1))
+    x = data[s0:s0 + T + 1].copy()
+    x[pre:pre + len(ids)] = ids
+    return x
+
+
+def make_batch(data, step, args, V, snippets=None, tok=None):
     """Deterministic batch for a step: windows of the token stream; a fraction get a
-    span repeated later in the window (text span or random ids)."""
+    span repeated later in the window (text span or random ids), a fraction a text snippet
+    repeated as text."""
     rng = np.random.default_rng([args.seed, step])
     T = args.seq_len
     xs = np.empty((args.batch, T + 1), dtype=np.int64)
@@ -608,7 +807,9 @@ def make_batch(data, step, args, V):
     for b in range(args.batch):
         s0 = int(rng.integers(0, len(data) - T - 1))
         x = data[s0:s0 + T + 1].copy()
-        if rng.random() < pure_frac:
+        if snippets and rng.random() < args.text_rep_frac:
+            x = text_repeat_window(data, snippets, tok, rng, T)
+        elif rng.random() < pure_frac:
             # a random id sequence r (rep_min..rep_max ids) tiled over the whole window
             Lr = int(rng.integers(args.rep_min, args.rep_max + 1))
             r = rng.integers(0, V - 1, Lr)
@@ -641,6 +842,61 @@ def evaluate(model, data, args, n_batches=8):
         tot += F.cross_entropy(logits.reshape(-1, logits.size(-1)), xs[:, 1:].reshape(-1)).item()
     model.train()
     return tot / n_batches
+
+
+def read_copy_sentences(path=COPY_SENTENCES_FILE):
+    return [l.strip() for l in open(path, encoding="utf-8") if l.strip() and not l.startswith("#")]
+
+
+@torch.no_grad()
+def copy_accuracy(model, tok, sentences):
+    """Pooled over the sentences: of the positions inside the second copy of `s + " " + s`, the
+    fraction whose top-1 next token is the token that follows; also the mean probability given to
+    that token."""
+    model.eval()
+    hit = n = 0
+    p_sum = 0.0
+    for s in sentences:
+        n1 = len(tok.encode(s))
+        ids = tok.encode(s + " " + s)
+        logits, _ = model(torch.tensor([ids]))
+        p = torch.softmax(logits[0].double(), -1)
+        for i in range(n1, len(ids) - 1):
+            hit += int(int(p[i].argmax()) == ids[i + 1])
+            p_sum += float(p[i, ids[i + 1]])
+            n += 1
+    model.train()
+    return hit / max(1, n), p_sum / max(1, n), n
+
+
+SAMPLE_PROMPTS = ["The old man", "Love is", "A computer", "the quick brown fox jumps over the lazy dog. the quick"]
+
+
+@torch.no_grad()
+def sample(model, tok, prompt, n=40, seed=0):
+    """Continuation drawn token by token from the softmax (temperature 0.8, fixed seed)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = tok.encode(prompt)
+    P = model.max_positions
+    for _ in range(n):
+        logits, _ = model(torch.tensor([ids[-P:]]))
+        p = torch.softmax(logits[0, -1].double() / 0.8, -1)
+        nxt = int(torch.multinomial(p, 1, generator=g))
+        if nxt == tok.eot:
+            break
+        ids.append(nxt)
+    return tok.decode(ids)
+
+
+def split_snippets(docs, tok, lo=4, hi=40):
+    """Sentences and lines of the training fortunes, 4-40 tokens long, for text repeats."""
+    out = []
+    for d in docs:
+        for part in regex.split(r"(?<=[.!?])\s+|\n+", d):
+            part = " ".join(part.split())
+            if part and lo <= len(tok.encode(part)) <= hi:
+                out.append(part)
+    return out
 
 
 # ----------------------------------------------------------------------------
@@ -677,12 +933,20 @@ def main():
                     help="fraction of windows replaced by a random id sequence repeated over the window")
     ap.add_argument("--rep-random", type=float, default=1.0,
                     help="fraction of repeated spans made of random ids (rest: copied text)")
+    ap.add_argument("--text-rep-frac", type=float, default=0.0,
+                    help="fraction of windows holding a training sentence repeated as text (s + sep + s)")
     ap.add_argument("--rep-min", type=int, default=6)
     ap.add_argument("--rep-max", type=int, default=24)
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--ckpt-every", type=int, default=250)
     ap.add_argument("--time-limit", type=float, default=0, help="stop after this many seconds (0: none)")
     ap.add_argument("--no-export", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads torch uses")
+    ap.add_argument("--family", choices=["gpt2", "llama"], default="gpt2",
+                    help="gpt2: GPT2LMHeadModel; llama: LlamaForCausalLM (RMSNorm, RoPE, SwiGLU, GQA)")
+    ap.add_argument("--n-kv-head", type=int, default=2, help="llama: key/value heads (GQA)")
+    ap.add_argument("--intermediate-size", type=int, default=352, help="llama: SwiGLU width")
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
     args = ap.parse_args()
 
     os.makedirs(args.out, exist_ok=True)
@@ -718,15 +982,32 @@ def main():
     train = stream(train_docs)
     val = stream(val_docs)
     log(f"tokens: train {len(train)}, val {len(val)} ({time.time() - t0:.1f}s)")
+    snippets = split_snippets(train_docs, tok) if args.text_rep_frac > 0 else None
+    if snippets:
+        log(f"text repeats: {len(snippets)} training sentences, {args.text_rep_frac:.2f} of the windows")
+    copy_sents = read_copy_sentences()
 
     inner = 4 * args.n_embd
-    model = GPT(V, args.n_positions, args.n_embd, args.n_layer, args.n_head, inner,
-                args.pos_init, args.pos_scale, args.attn_std, args.pos_freq)
-    if args.seed_prev_head > 0:
+    if args.family == "llama":
+        inner = args.intermediate_size
+
+    def build(fresh):
+        if args.family == "llama":
+            return Llama(V, args.n_positions, args.n_embd, args.n_layer, args.n_head, args.n_kv_head, inner,
+                         args.rope_theta)
+        if fresh:
+            return GPT(V, args.n_positions, args.n_embd, args.n_layer, args.n_head, inner,
+                       args.pos_init, args.pos_scale, args.attn_std, args.pos_freq)
+        return GPT(V, args.n_positions, args.n_embd, args.n_layer, args.n_head, inner, "normal", 1.0)
+
+    model = build(True)
+    if args.seed_prev_head > 0 and args.family == "gpt2":
         model.seed_prev_token_head(args.seed_prev_head)
     n_params = sum(p.numel() for p in model.parameters())
-    log(f"model: L={args.n_layer} H={args.n_head} C={args.n_embd} P={args.n_positions} V={V} "
-        f"params {n_params} (non-embedding {n_params - model.wte.numel() - model.wpe.numel()})")
+    n_embedding = sum(p.numel() for n, p in model.named_parameters() if n in ("wte", "wpe"))
+    log(f"model: {args.family} L={args.n_layer} H={args.n_head} "
+        + (f"G={args.n_kv_head} " if args.family == "llama" else "")
+        + f"C={args.n_embd} P={args.n_positions} V={V} params {n_params} (non-embedding {n_params - n_embedding})")
 
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and n not in ("wte", "wpe")]
     nodecay = [p for n, p in model.named_parameters() if not (p.dim() == 2 and n not in ("wte", "wpe"))]
@@ -766,7 +1047,7 @@ def main():
     while step < args.steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        x, y = make_batch(train, step, args, V)
+        x, y = make_batch(train, step, args, V, snippets, tok)
         logits, _ = model(x)
         loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -779,8 +1060,9 @@ def main():
         if step % args.eval_every == 0 or step == args.steps:
             vl = evaluate(model, val, args)
             r = head_roles(model, tok)
-            log(f"step {step} loss {loss.item():.3f} ema {ema:.3f} val {vl:.3f} lr {lr_at(step - 1):.2e} "
-                f"t {el:.0f}s | {short_roles(r)}")
+            ca, cp, _ = copy_accuracy(model, tok, copy_sents)
+            log(f"step {step} loss {loss.item():.3f} ema {ema:.3f} val {vl:.3f} copy {ca:.3f} (p {cp:.2f}) "
+                f"lr {lr_at(step - 1):.2e} t {el:.0f}s | {short_roles(r)}")
         elif step % 20 == 0:
             log(f"step {step} loss {loss.item():.3f} ema {ema:.3f} lr {lr_at(step - 1):.2e} t {el:.0f}s")
         if step % args.ckpt_every == 0:
@@ -805,7 +1087,9 @@ def main():
     # ---- export ----
     out = args.out
     write_tokenizer(tok, out)
-    cfg = {
+    if args.family == "llama":
+        write_tokenizer_json(tok, out)
+    cfg = model.hf_config(V, tok.eot) if args.family == "llama" else {
         "model_type": "gpt2",
         "architectures": ["GPT2LMHeadModel"],
         "vocab_size": V,
@@ -841,7 +1125,7 @@ def main():
         assert a == b, f"tokenizer mismatch on {t!r}"
     log(f"tokenizer check: Python BPE == GPT-2 bpe() reading vocab.json/merges.txt on {len(ref_texts)} texts")
     header, sd = read_safetensors(st_path)
-    m2 = GPT(V, args.n_positions, args.n_embd, args.n_layer, args.n_head, inner, "normal", 1.0)
+    m2 = build(False)
     m2.load_hf_state(sd)
     m2.eval()
     va2 = evaluate(m2, val, args, n_batches=16)
@@ -851,6 +1135,14 @@ def main():
     r2 = head_roles(m2, tok)
     log("head roles (re-read F16 weights):")
     log(format_roles(r2))
+    ca, cp, cn = copy_accuracy(m2, tok, copy_sents)
+    log(f"copy accuracy (re-read F16 weights, {len(copy_sents)} sentences of {COPY_SENTENCES_FILE}, "
+        f"{cn} positions): top-1 {ca:.3f}, mean probability of the next token {cp:.3f}")
+    for s in copy_sents:
+        a, _, n = copy_accuracy(m2, tok, [s])
+        log(f"  {a:.2f} ({n}) {s}")
+    for prompt in SAMPLE_PROMPTS:
+        log(f"sample: {prompt!r} -> {sample(m2, tok, prompt)!r}")
     log(f"total script wall time {time.time() - t_start:.0f}s")
 
 

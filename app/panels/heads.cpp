@@ -513,8 +513,9 @@ void grid_end(Textures& tex, Colormap cmap, float vmin, float vmax, float grid_h
   for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());
 }
 
-// A map's title: the head, its key/value head under GQA or its measured role, or the average.
-void head_title(const Dims& d, const RoleTable* roles, std::int64_t layer, int k, bool weights) {
+// A map's title: the head, its key/value head under GQA or its measured role (on this sentence, else
+// the probes'), or the average.
+void head_title(const Dims& d, const studio::ModelResult* model, int k, bool weights) {
   const int H = int(d.H);
   if (k == H) {
     ImGui::TextUnformatted("head average");
@@ -524,9 +525,11 @@ void head_title(const Dims& d, const RoleTable* roles, std::int64_t layer, int k
           "default (average_attn_weights=True)");
   } else if (d.G < d.H) {
     ImGui::Text("head %d %s kv %lld", k, "\xC2\xB7", (long long)(k / (d.H / d.G)));
-  } else if (const std::string tag = roles && roles->n_head == H ? role_tag(roles->at(layer, k)) : "";
+  } else if (const std::string tag = model ? studio::head_role_label(*model, model->layer, k) : "";
              !tag.empty()) {
     ImGui::Text("head %d %s %s", k, "\xC2\xB7", tag.c_str());
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", studio::head_role_details(*model, model->layer, k).c_str());
   } else {
     ImGui::Text("head %d", k);
   }
@@ -872,7 +875,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       const bool avg = slot == H;
       const int k = avg ? H : order[std::size_t(slot)];  // the head drawn in this slot
       const float w = ImGui::GetContentRegionAvail().x;
-      head_title(d, roles, layer, k, si == kWeights);
+      head_title(d, state.result.model ? &*state.result.model : nullptr, k, si == kWeights);
 
       Heatmap hm;
       hm.id = std::string("heads/") + kStages[si].name + "/" + std::to_string(k);
@@ -1047,7 +1050,7 @@ void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector
     for (int slot = 0; slot < n_maps; ++slot) {
       ImGui::TableNextColumn();
       const int h = slot == H ? H : order[std::size_t(slot)];
-      head_title(d, roles, layer, h, true);
+      head_title(d, state.result.model ? &*state.result.model : nullptr, h, true);
       Heatmap hm;
       hm.id = std::string("heads/overview/") + std::to_string(h);
       hm.values = c.maps.data() + std::size_t(h) * plane;

@@ -210,7 +210,7 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
 
   // Titles: "head 3 · prev-token 0.83", on a second line when the tile is too narrow for one.
   auto tag_of = [&](int layer, int h) {
-    return roles && layer < roles->n_layer ? role_tag(roles->at(layer, h)) : std::string();
+    return model ? studio::head_role_label(*model, layer, h) : std::string();
   };
   auto title_of = [&](int h) { return "head " + std::to_string(h); };
   // One line when every title fits on one, else the tag on a second line; and when even that is wider

@@ -56,15 +56,42 @@ double duplicate_token_score(const float* w, std::int64_t T, std::int64_t R) {
   return mean_rows(R, std::min(2 * R, T), [&](std::int64_t i) { return double(w[i * T + i - R]); });
 }
 
-std::string role_tag(const HeadRole& r) {
-  struct Candidate {
-    const char* name;
-    double score, threshold;
-  };
-  const Candidate c[] = {{"prev-token", r.prev_token, 0.4},
-                         {"induction", r.induction, 0.3},
-                         {"duplicate", r.duplicate_token, 0.3},
-                         {"first-token", r.first_token, 0.5}};
+SentenceRole sentence_role(const float* w, std::int64_t T, const std::int32_t* ids) {
+  SentenceRole r;
+  r.prev_token = prev_token_score(w, T);
+  r.first_token = first_token_score(w, T);
+  double induction = 0, duplicate = 0;
+  for (std::int64_t i = 1; i < T; ++i) {
+    bool repeat = false;
+    double ind = 0, dup = 0;
+    for (std::int64_t j = 0; j < i; ++j)
+      if (ids[j] == ids[i]) {
+        repeat = true;
+        dup += w[i * T + j];
+        ind += w[i * T + j + 1];  // j + 1 ≤ i: the token after the earlier copy (itself when adjacent)
+      }
+    if (!repeat) continue;
+    ++r.repeat_rows;
+    induction += ind;
+    duplicate += dup;
+  }
+  if (r.repeat_rows > 0) {
+    r.induction = induction / double(r.repeat_rows);
+    r.duplicate_token = duplicate / double(r.repeat_rows);
+  }
+  return r;
+}
+
+namespace {
+
+struct Candidate {
+  const char* name;
+  double score, threshold;
+};
+
+// The largest score that passes its threshold, as "name 0.83", or "".
+template <std::size_t N>
+std::string best_tag(const Candidate (&c)[N]) {
   const Candidate* best = nullptr;
   for (const Candidate& k : c)
     if (k.score >= k.threshold && (!best || k.score > best->score)) best = &k;
@@ -72,6 +99,24 @@ std::string role_tag(const HeadRole& r) {
   char text[48];
   std::snprintf(text, sizeof text, "%s %.2f", best->name, best->score);
   return text;
+}
+
+}  // namespace
+
+std::string role_tag(const HeadRole& r) {
+  const Candidate c[] = {{"prev-token", r.prev_token, 0.4},
+                         {"induction", r.induction, 0.3},
+                         {"duplicate", r.duplicate_token, 0.3},
+                         {"first-token", r.first_token, 0.5}};
+  return best_tag(c);
+}
+
+std::string role_tag(const SentenceRole& r) {
+  const Candidate c[] = {{"prev-token", r.prev_token, 0.4},
+                         {"induction", r.induction.value_or(0), 0.3},
+                         {"duplicate", r.duplicate_token.value_or(0), 0.3},
+                         {"first-token", r.first_token, 0.5}};
+  return best_tag(c);
 }
 
 const std::vector<std::string>& role_probe_sentences() {
@@ -154,6 +199,78 @@ std::string format_role_table(const RoleTable& t) {
       out += line;
     }
   return out;
+}
+
+std::vector<SentenceRole> sentence_roles(const GPT2Model& m, const std::vector<std::int32_t>& ids) {
+  GPT2Options o;
+  o.top_k = 0;
+  const GPT2Run run = gpt2_forward(m, ids, o);
+  const std::int64_t T = std::int64_t(ids.size());
+  std::vector<SentenceRole> out;
+  for (std::int64_t l = 0; l < m.config.n_layer; ++l) {
+    const std::vector<float> w = layer_weights(run, l);  // (H, T, T)
+    for (std::int64_t h = 0; h < m.config.n_head; ++h) out.push_back(sentence_role(w.data() + h * T * T, T, ids.data()));
+  }
+  return out;
+}
+
+std::string format_sentence_roles(const std::vector<SentenceRole>& roles, std::int64_t n_head) {
+  std::string out = "layer head  prev-token  first-token  induction  duplicate  role (this text)\n";
+  for (std::size_t k = 0; k < roles.size(); ++k) {
+    const SentenceRole& r = roles[k];
+    char ind[16] = "        -", dup[16] = "        -";
+    if (r.induction) std::snprintf(ind, sizeof ind, "%9.3f", *r.induction);
+    if (r.duplicate_token) std::snprintf(dup, sizeof dup, "%9.3f", *r.duplicate_token);
+    char line[160];
+    std::snprintf(line, sizeof line, "%5lld %4lld  %10.3f  %11.3f  %s  %s  %s\n", (long long)(std::int64_t(k) / n_head),
+                  (long long)(std::int64_t(k) % n_head), r.prev_token, r.first_token, ind, dup, role_tag(r).c_str());
+    out += line;
+  }
+  return out;
+}
+
+CopyScore copy_accuracy(const GPT2Model& m, const BpeTokenizer& tokenizer, const std::vector<std::string>& sentences) {
+  const GPT2Config& c = m.config;
+  const Tensor<float>& head = m.weights.lm_head.empty() ? m.weights.wte : m.weights.lm_head;  // (V, C)
+  const std::int64_t C = c.n_embd, V = c.vocab_size;
+  GPT2Options o;
+  o.top_k = 0;
+  CopyScore score;
+  double hits = 0, p_sum = 0;
+  for (const std::string& s : sentences) {
+    const std::int64_t n1 = std::int64_t(tokenizer.encode(s).size());
+    std::vector<std::int32_t> ids = tokenizer.encode(s + " " + s);
+    if (std::int64_t(ids.size()) > c.n_positions)
+      throw ConfigError("sentences", "\"" + s + "\" repeated is " + std::to_string(ids.size()) +
+                                         " tokens; the model takes at most n_positions = " +
+                                         std::to_string(c.n_positions));
+    const GPT2Run run = gpt2_forward(m, ids, o);
+    std::int64_t sentence_hits = 0, n = 0;
+    std::vector<double> logits(static_cast<std::size_t>(V));
+    for (std::int64_t i = n1; i + 1 < std::int64_t(ids.size()); ++i, ++n) {
+      const float* x = run.ln_f.ptr() + i * C;  // (C,)
+      for (std::int64_t v = 0; v < V; ++v) {
+        double acc = 0;
+        for (std::int64_t k = 0; k < C; ++k) acc += double(head.data[std::size_t(v * C + k)]) * double(x[k]);
+        logits[std::size_t(v)] = acc;
+      }
+      const auto best = std::max_element(logits.begin(), logits.end());
+      double denom = 0;
+      for (double z : logits) denom += std::exp(z - *best);
+      const std::int32_t next = ids[std::size_t(i + 1)];
+      sentence_hits += std::int64_t(best - logits.begin()) == next;
+      p_sum += std::exp(logits[std::size_t(next)] - *best) / denom;
+    }
+    hits += double(sentence_hits);
+    score.positions += n;
+    score.per_sentence_top1.push_back(n > 0 ? double(sentence_hits) / double(n) : 0.0);
+    score.per_sentence_positions.push_back(n);
+  }
+  if (score.positions > 0) {
+    score.top1 = hits / double(score.positions);
+    score.mean_probability = p_sum / double(score.positions);
+  }
+  return score;
 }
 
 }  // namespace mha

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,21 @@ struct HeadRole {
 // stands out: the largest of the four scores that passes its threshold.
 std::string role_tag(const HeadRole& r);
 
+// The same roles measured on one sentence, the one on screen (TransformerLens's definitions applied
+// to its tokens): previous-token and first-token mass over rows i ≥ 1; and, over the rows whose
+// token occurred earlier, the mass on the tokens right after its earlier occurrences (induction) and
+// on the earlier occurrences themselves (duplicate-token). A sentence with no repeated token has no
+// such rows: those two stay empty rather than 0, since the sentence shows nothing either way.
+struct SentenceRole {
+  double prev_token = 0, first_token = 0;
+  std::optional<double> induction, duplicate_token;
+  std::int64_t repeat_rows = 0;  // rows whose token occurred earlier
+};
+// w: one head's weights (T, T); ids: the T tokens of the query (= key) sequence.
+SentenceRole sentence_role(const float* w, std::int64_t T, const std::int32_t* ids);
+// "prev-token 0.93" as role_tag, from the sentence's scores.
+std::string role_tag(const SentenceRole& r);
+
 struct RoleTable {
   std::int64_t n_layer = 0, n_head = 0;
   std::vector<HeadRole> heads;  // (n_layer, n_head), layer-major
@@ -48,5 +64,21 @@ RoleTable head_roles(const GPT2Model& m, const BpeTokenizer& tokenizer);
 
 // The table as text: one row per head with the five scores and the tag.
 std::string format_role_table(const RoleTable& t);
+
+// Every head of every layer on one sentence (n_layer·n_head, layer-major), and as text.
+std::vector<SentenceRole> sentence_roles(const GPT2Model& m, const std::vector<std::int32_t>& ids);
+std::string format_sentence_roles(const std::vector<SentenceRole>& roles, std::int64_t n_head);
+
+// How well a model copies: each sentence s is fed as s + " " + s, and of the positions inside the
+// second copy (the one before it, whose next token cannot be known, is not counted) the fraction
+// whose most probable next token is the one that follows. Pooled over every sentence's positions.
+struct CopyScore {
+  double top1 = 0;              // fraction of positions, pooled
+  double mean_probability = 0;  // the probability given to the token that follows, mean over positions
+  std::int64_t positions = 0;
+  std::vector<double> per_sentence_top1;
+  std::vector<std::int64_t> per_sentence_positions;
+};
+CopyScore copy_accuracy(const GPT2Model& m, const BpeTokenizer& tokenizer, const std::vector<std::string>& sentences);
 
 }  // namespace mha

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "commands.hpp"
@@ -116,7 +117,28 @@ int run_compute(const ComputeModelArgs& a) {
   return 0;
 }
 
-int run_model_info(const std::string& folder, bool roles) {
+struct ModelInfoArgs {
+  std::string folder;
+  bool roles = false;
+  std::string text;       // with --roles: also the roles measured on this text
+  std::string copy_file;  // sentences, one a line, for the copy accuracy
+};
+
+std::vector<std::string> read_sentences(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw FileError(path, "cannot read " + path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(f, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty() && line[0] != '#') out.push_back(line);
+  }
+  if (out.empty()) throw ConfigError("--copy", path + " holds no sentence (one a line; # starts a comment)");
+  return out;
+}
+
+int run_model_info(const ModelInfoArgs& a) {
+  const std::string& folder = a.folder;
+  const bool roles = a.roles;
   const auto t0 = std::chrono::steady_clock::now();
   const LoadedModel loaded = load_gpt2(folder);
   const double load_ms =
@@ -144,12 +166,32 @@ int run_model_info(const std::string& folder, bool roles) {
   }
   std::printf("  load time      %.0f ms\n", load_ms);
   for (const std::string& w : loaded.warnings) std::printf("warning: %s\n", w.c_str());
-  if (!roles) return 0;
+  if (!roles && a.copy_file.empty()) return 0;
   if (!tok)
-    throw ConfigError("--roles",
-                      "--roles runs the probe sentences through the model's tokenizer; the folder has none");
-  const RoleTable table = head_roles(loaded.model, *tok);
-  std::printf("\n%s", format_role_table(table).c_str());
+    throw ConfigError(roles ? "--roles" : "--copy",
+                      "--roles and --copy run text through the model's tokenizer; the folder has none");
+  if (roles) {
+    const RoleTable table = head_roles(loaded.model, *tok);
+    std::printf("\nroles on the probes:\n%s", format_role_table(table).c_str());
+    if (!a.text.empty()) {
+      const std::vector<std::int32_t> ids = tok->encode(a.text);
+      if (ids.empty() || std::int64_t(ids.size()) > c.n_positions)
+        throw ConfigError("--text", "the text has " + std::to_string(ids.size()) + " tokens; give 1 to " +
+                                        std::to_string(c.n_positions));
+      std::printf("\nroles on this text (%zu tokens):\n%s", ids.size(),
+                  format_sentence_roles(sentence_roles(loaded.model, ids), c.n_head).c_str());
+    }
+  }
+  if (!a.copy_file.empty()) {
+    const std::vector<std::string> sentences = read_sentences(a.copy_file);
+    const CopyScore cs = copy_accuracy(loaded.model, *tok, sentences);
+    std::printf("\ncopy accuracy on %zu sentences, each fed as s + \" \" + s: top-1 %.3f of %lld positions in the "
+                "second copies, mean probability of the next token %.3f\n",
+                sentences.size(), cs.top1, (long long)cs.positions, cs.mean_probability);
+    for (std::size_t i = 0; i < sentences.size(); ++i)
+      std::printf("  %.2f (%lld) %s\n", cs.per_sentence_top1[i], (long long)cs.per_sentence_positions[i],
+                  sentences[i].c_str());
+  }
   return 0;
 }
 
@@ -208,16 +250,19 @@ ModelInput load_model_input(const ModelArgs& a, const char* default_layer, const
 }
 
 std::function<int()> add_model_info(CLI::App& app) {
-  auto folder = std::make_shared<std::string>();
-  auto roles = std::make_shared<bool>(false);
+  auto a = std::make_shared<ModelInfoArgs>();
   CLI::App* cmd = app.add_subcommand(
       "model-info", "A GPT-2 folder's architecture, sizes, parameter count, tokenizer and dtype");
-  cmd->add_option("folder", *folder, "The model folder")->required();
+  cmd->add_option("folder", a->folder, "The model folder")->required();
   cmd->add_flag(
-      "--roles", *roles,
+      "--roles", a->roles,
       "Also each head's role scores: previous-token, first-token (sink), induction, duplicate-token, "
       "mean entropy (docs/model-roles.md defines them)");
-  return [folder, roles]() { return run_model_info(*folder, *roles); };
+  cmd->add_option("--text", a->text, "With --roles: also the scores measured on this text");
+  cmd->add_option("--copy", a->copy_file,
+                  "A file of sentences, one a line: how often the model's top-1 next token copies the "
+                  "second time each is repeated");
+  return [a]() { return run_model_info(*a); };
 }
 
 int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet,

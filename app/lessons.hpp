@@ -38,6 +38,10 @@ bool lesson_task_done(const AppState& state);
 
 // The Lesson panel (app/panels/lesson.cpp): the step beside the view, Back / Next, the task.
 void draw_lesson_panel(AppState& state, UiEnv& env);
+// Whether the open lesson's step points at `what` (a view's name, any case, or a control id).
+bool lesson_points_at(const AppState& state, const std::string& what);
+// A pulsing outline around the last item drawn: where a lesson step points.
+void outline_last_item();
 // The menu bar's Lessons menu: every lesson file, Next / Previous step, Close.
 void lessons_menu(AppState& state, UiEnv& env);
 

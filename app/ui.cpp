@@ -398,7 +398,9 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     const bool following = env.shown_tab != int(want);
     for (const ViewInfo& v : views()) {
       const ImGuiTabItemFlags flags = following && v.id == want ? ImGuiTabItemFlags_SetSelected : 0;
-      if (ImGui::BeginTabItem(v.name, nullptr, flags)) {
+      const bool open = ImGui::BeginTabItem(v.name, nullptr, flags);
+      if (lesson_points_at(state, v.name)) outline_last_item();
+      if (open) {
         if (!following && v.id != want) state.apply(show_view(v.id));
         env.shown_tab = int(v.id);
         ImGui::BeginChild("view-body");

@@ -478,3 +478,45 @@ TEST_CASE("Every shipped model loads and measures the role table its card states
   }
   CHECK(shipped >= 1);
 }
+
+// Each card also quotes `mha model-info DIR --copy tools/copy_sentences.txt`: how often the model's
+// top-1 next token copies a repeated sentence. The engine must still measure that figure.
+TEST_CASE("Every shipped model copies a repeated sentence as often as its card states", "[model][shipped]") {
+  const fs::path models = fs::path(MHA_ASSETS_DIR) / "models";
+  std::vector<std::string> sentences;
+  {
+    std::ifstream f(fs::path(MHA_ASSETS_DIR) / ".." / "tools" / "copy_sentences.txt");
+    REQUIRE(f);
+    for (std::string line; std::getline(f, line);)
+      if (!line.empty() && line[0] != '#') sentences.push_back(line);
+  }
+  REQUIRE(sentences.size() >= 40);
+  int shipped = 0;
+  for (const auto& e : fs::directory_iterator(models)) {
+    if (!fs::exists(e.path() / "config.json")) continue;
+    ++shipped;
+    INFO("model " << e.path());
+    std::ifstream card(e.path() / "README.md");
+    REQUIRE(card);
+    const std::string prefix = "copy accuracy on " + std::to_string(sentences.size()) + " sentences";
+    double stated = -1;
+    std::int64_t stated_positions = -1;
+    for (std::string line; std::getline(card, line);)
+      if (const std::size_t at = line.find(prefix); at != std::string::npos) {
+        const std::size_t top = line.find("top-1 ", at);
+        REQUIRE(top != std::string::npos);
+        std::istringstream in(line.substr(top + 6));
+        std::string of;
+        in >> stated >> of >> stated_positions;
+        REQUIRE(in);
+        break;
+      }
+    REQUIRE(stated >= 0);
+    const LoadedModel loaded = load_gpt2(e.path().string());
+    const CopyScore score = copy_accuracy(loaded.model, load_tokenizer(e.path().string()), sentences);
+    CHECK(score.positions == stated_positions);
+    CHECK(std::abs(score.top1 - stated) < 0.0015);
+  }
+  CHECK(shipped >= 1);
+}
+

@@ -3,6 +3,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -141,6 +142,7 @@ void control_field(AppState& state, const std::string& id) {
       state.errors["lesson"] = e.what();
     }
   }
+  if (lesson_points_at(state, id)) outline_last_item();
   ImGui::PopID();
 }
 
@@ -148,6 +150,27 @@ const ImVec4 kDone(0.2f, 0.75f, 0.3f, 1);
 const ImVec4 kDoneDark(0.0f, 0.45f, 0.1f, 1);  // on the presenter's light background
 
 }  // namespace
+
+bool lesson_points_at(const AppState& state, const std::string& what) {
+  const LessonPlace& p = state.window().lesson;
+  if (!p.lesson || p.step < 0 || p.step >= int(p.lesson->steps.size())) return false;
+  const std::string& at = p.lesson->steps[std::size_t(p.step)].point_at;
+  if (at.empty()) return false;
+  const ViewInfo* a = find_view(at);
+  const ViewInfo* b = find_view(what);
+  return at == what || (a && a == b);
+}
+
+void outline_last_item() {
+  // Pulses once a second between the accent colour and half of it, so the eye finds it on a projector.
+  const float t = float(ImGui::GetTime());
+  const float pulse = 0.6f + 0.4f * std::sin(t * 6.2831853f);
+  const float pad = ImGui::GetStyle().FramePadding.y;
+  const ImVec2 lo(ImGui::GetItemRectMin().x - pad, ImGui::GetItemRectMin().y - pad);
+  const ImVec2 hi(ImGui::GetItemRectMax().x + pad, ImGui::GetItemRectMax().y + pad);
+  ImGui::GetForegroundDrawList()->AddRect(lo, hi, ImGui::GetColorU32(ImVec4(1.0f, 0.55f, 0.0f, pulse)), pad,
+                                          0, std::max(2.0f, ImGui::GetFontSize() / 6));
+}
 
 void draw_lesson_panel(AppState& state, UiEnv& env) {
   const LessonPlace& p = state.window().lesson;

@@ -660,15 +660,15 @@ TEST_CASE("every preset in assets/presets loads and runs forward", "[scenario]")
       (gqa.L() == 8 && gqa.num_heads == 8 && gqa.num_kv_heads == 2 && gqa.mask.preset == MaskPreset::causal));
   // On the shipped model: its sizes and tokenizer, whatever the file's sizes say.
   const Scenario what_if = load("model_what_if.json");
-  CHECK((what_if.model == "tiny-fortunes" && what_if.layer == 1 && what_if.batch == 1 &&
-         what_if.embed_dim == 128));
-  CHECK((what_if.L() == 32 && what_if.mask.preset == MaskPreset::custom &&
-         what_if.mask.cells_shape == Shape{32, 32}));
-  CHECK(what_if.query_tokens()[15] ==
+  CHECK((what_if.model == "fortunes-4x8" && what_if.layer == 1 && what_if.batch == 1 &&
+         what_if.embed_dim == 128 && what_if.num_heads == 8));
+  CHECK((what_if.L() == 26 && what_if.mask.preset == MaskPreset::custom &&
+         what_if.mask.cells_shape == Shape{26, 26}));
+  CHECK(what_if.query_tokens()[12] ==
         "\xE2\x90\xA3"
         "dog");  // the key the what-if blocks
   const Scenario induction = load("model_induction.json");
-  CHECK((induction.layer == 1 && induction.L() == 34 && induction.mask.preset == MaskPreset::causal));
+  CHECK((induction.layer == 1 && induction.L() == 26 && induction.mask.preset == MaskPreset::causal));
   for (const char* name : {"model_previous_token.json", "model_first_token.json"})
     CHECK(load(name).has_model());
 }

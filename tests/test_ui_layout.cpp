@@ -136,15 +136,15 @@ TEST_CASE("at 1280x720 with a 2x font the Heads view shows whole heads: every qu
   CHECK(info.cell >= 3.0f);
 }
 
-TEST_CASE("at 1920x1080 every one of model_induction's 34 tokens is labelled on both axes", "[ui][layout]") {
+TEST_CASE("at 1920x1080 every one of model_induction's 26 tokens is labelled on both axes", "[ui][layout]") {
   Session s(kFullHd);
   s.open("model_induction", ViewTab::heads, kFullHd);
   const HeadsInfo& info = heads_info(s.ui.env.panels);
-  REQUIRE(info.maps.size() == 5);
+  REQUIRE(info.maps.size() == 9);  // eight heads and their average
   for (const HeatmapEvent& ev : info.maps) {
     INFO("cell " << ev.cell << ", label scale " << ev.label_scale);
-    CHECK(ev.row_labels_drawn.size() == 34);
-    CHECK(ev.col_labels_drawn.size() == 34);
+    CHECK(ev.row_labels_drawn.size() == 26);
+    CHECK(ev.col_labels_drawn.size() == 26);
     CHECK(ev.label_scale >= label_min_scale(ImGui::GetFontSize()));
   }
 }
@@ -162,7 +162,7 @@ TEST_CASE("an 8-token sentence at 2x is labelled in full, and a hovered token is
       CHECK(int(ev.col_labels_drawn.size()) == L);
     }
   }
-  // model_induction at 2x: too little room for 34 labels, but the hovered query and key are drawn.
+  // model_induction at 2x: too little room for 26 labels, but the hovered query and key are drawn.
   Session s(kProjector);
   s.open("model_induction", ViewTab::heads, kProjector);
   // The pointer over cell (21, 13) of the first map: the next frame marks that token in every map.

@@ -129,7 +129,7 @@ TEST_CASE("temperature and the scale switch on a trained model: the chosen layer
   open_scenario(ui, state, load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/model_induction.json"));
   REQUIRE(state.errors.empty());
   REQUIRE(state.result.model);
-  REQUIRE(state.result.model->n_layer == 2);
+  REQUIRE(state.result.model->n_layer == 4);
   const ModelResult torch = *state.result.model;
   const std::int64_t dk = state.result.forward->dims.d_k;
 

@@ -209,6 +209,25 @@ TEST_CASE("RoPE in the traced forward: both paths, and the rotation's tables che
   const Tensor<float> q = ref.trace["q"].contiguous(), q_rot = ref.trace["q_rot"].contiguous();
   for (std::int64_t c0 = 0; c0 < 16; ++c0) CHECK(q_rot.data[std::size_t(c0)] == q.data[std::size_t(c0)]);
   CHECK(q_rot.data[std::size_t(16 * 3)] != q.data[std::size_t(16 * 3)]);
+  // A stage left out and computed on demand reads the rotated q and k, as the forward did.
+  Options some = o;
+  some.stages = {"output"};
+  const ForwardResult<float> lean = forward(c, m.weights.layers[0].attn, in, some);
+  REQUIRE_FALSE(lean.trace.has("attn_weights"));
+  const Stage<float>* weights = find_stage(lean, "attn_weights");
+  REQUIRE(weights);
+  CHECK(test::mismatch(weights->contiguous(), fast.trace["attn_weights"].contiguous(), 0, 0) == "");
+  // A mask edit of a RoPE result is computed in full (the rows' recompute does not rotate), with
+  // the rotation.
+  Inputs<float> edited = in;
+  edited.attn_mask->values.data[std::size_t(5 * 8 + 1)] = 1;  // query 5 no longer sees key 1
+  Workspace<float> ws;
+  ForwardResult<float> out;
+  CHECK_FALSE(forward_mask_edit(c, m.weights.layers[0].attn, edited, o, fast, ws, out));
+  const ForwardResult<float> full = forward(c, m.weights.layers[0].attn, edited, o);
+  CHECK(out.trace.has("q_rot"));
+  CHECK(test::mismatch(out.trace["attn_weights"].contiguous(), full.trace["attn_weights"].contiguous(), 0,
+                       0) == "");
   // Without RoPE the trace has no rotation stages.
   in.rotary.reset();
   CHECK_FALSE(forward(c, m.weights.layers[0].attn, in, o).trace.has("q_rot"));

@@ -251,6 +251,28 @@ Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, con
     expect_absent("bias_v", w.bias_v, "add_bias_kv=False");
   }
 
+  if (in.rotary) {
+    // Rows past S would be bias_k or the zero row, which have no position to rotate by.
+    if (c.add_bias_kv || c.add_zero_attn)
+      throw ConfigError("rotary",
+                        "rotary position embedding cannot be combined with add_bias_kv or add_zero_attn");
+    if (d.d_k % 2 != 0)
+      throw ConfigError("rotary", "rotary position embedding pairs the halves of each head: d_k = " +
+                                      std::to_string(d.d_k) + " is odd");
+    const std::int64_t P = std::max(d.L, d.S);
+    const std::string why = "(positions, d_k) with positions ≥ max(L, S) = " + std::to_string(P);
+    check_consistent("rotary.cos", in.rotary->cos);
+    check_consistent("rotary.sin", in.rotary->sin);
+    for (const auto& [name, t] :
+         {std::pair{"rotary.cos", &in.rotary->cos}, std::pair{"rotary.sin", &in.rotary->sin}})
+      if (t->dim() != 2 || t->shape[0] < P || t->shape[1] != d.d_k)
+        throw ShapeError(name, std::string(name) + ": expected shape " + why +
+                                   " and d_k = " + std::to_string(d.d_k) + ", got " + shape_str(t->shape));
+    if (in.rotary->cos.shape != in.rotary->sin.shape)
+      throw ShapeError("rotary.sin", "rotary.sin: shape " + shape_str(in.rotary->sin.shape) +
+                                         " differs from rotary.cos's " + shape_str(in.rotary->cos.shape));
+  }
+
   check_bytes_fit(
       d, kept_trace_bytes(d, sizeof(T), in.attn_mask.has_value() || in.key_padding_mask.has_value(), o),
       o.max_trace_bytes);

@@ -36,6 +36,8 @@ struct Problem {
   bool add_zero_attn = false;         // zero row appended last
   std::optional<MergedMask<T>> mask;  // additive, broadcast over (N, H, L, S_total)
   double score_divisor = 0;           // Options::score_divisor: 0 is √d_k (torch)
+  const T* rope_cos = nullptr;        // (P, d_k) Inputs::rotary: null without RoPE
+  const T* rope_sin = nullptr;        // (P, d_k)
   // The in-projections of an earlier forward of the same module on inputs that differ in some rows
   // (forward_inputs_edit): q (N, L, E), k and v (N, S', G·d_k) start as copies of these, and only
   // the rows flagged are projected again (q_rows: (N·L) flags; k_rows, v_rows: (N·S); null: none).
@@ -61,8 +63,10 @@ struct Problem {
 // What the forward paths write. Shapes with S' = S_total:
 template <class T>
 struct Buffers {
-  Buffer<T> q;              // (N, L, E)
-  Buffer<T> k, v;           // (N, S', G·d_k)
+  Buffer<T> q;              // (N, L, E)      what the heads read: with RoPE, the rotated q
+  Buffer<T> k, v;           // (N, S', G·d_k) k likewise
+  Buffer<T> q_proj;         // (N, L, E)      with RoPE: the in-projection before the rotation (null without)
+  Buffer<T> k_proj;         // (N, S', G·d_k)
   Buffer<T> scores;         // (N, H, L, S')  q·kᵀ per head
   Buffer<T> scores_scaled;  // (N, H, L, S')  (q / √d_k)·kᵀ, torch's order
   Buffer<T> scores_masked;  // (N, H, L, S')  + merged mask
@@ -112,7 +116,7 @@ enum class Reuse {
 template <class T>
 Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws,
                             Reuse rule = Reuse::free_only, const std::vector<std::string>& stages = {},
-                            std::int64_t overview_block = 0);
+                            std::int64_t overview_block = 0, bool rotary = false);
 // The same rule for one buffer of n elements.
 template <class T>
 Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& ws,
@@ -173,6 +177,12 @@ bool softmax_row(const T* masked, T* weights, std::int64_t n, FullyMasked policy
         (fully_masked && policy == FullyMasked::zero) ? T(0) : std::exp(masked[j] - row_max) * inv_denom;
   return fully_masked;
 }
+
+// RoPE: q = rotate(q_proj) and k = rotate(k_proj), rows [r0, r1) of the (N·L) query rows and then
+// of the (N·S) key rows, each head's x·cos[p] + rotate_half(x)·sin[p] (Inputs::rotary). Both paths
+// call it: the rotation is the same few multiplies whichever path computes the products.
+template <class T>
+void rotate_rows(const Problem<T>& p, Buffers<T>& b, std::int64_t r0, std::int64_t r1);
 
 template <class T>
 void forward_reference(const Problem<T>& p, Buffers<T>& b);

@@ -417,10 +417,22 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
   // 1. In-projections, each thread a share of the rows of q, k and v. torch divides q by √d_k before
   //    the product with kᵀ; that q / √d_k is kept as scratch for every head. Then the bias_k and
   //    zero rows after each batch item's S keys and values.
+  //    With RoPE the projections go to q_proj and k_proj, then q and k are their rotations, and
+  //    q / √d_k is taken again from the rotated q (the same exact division).
+  if (p.rope_cos) a.q = b.q_proj->data(), a.k = b.k_proj->data();
   if (p.given_q)
     project_given(p, kernel, a);
   else
     project(p, kernel, a);
+  if (p.rope_cos) {
+    a.q = b.q->data(), a.k = b.k->data();
+    const T scale = p.scale();
+    parallel_ranges(threads, N * (d.L + d.S), [&](int, std::int64_t r0, std::int64_t r1) {
+      rotate_rows(p, b, r0, r1);
+      const std::int64_t q0 = std::min(r0, N * d.L) * d.E, q1 = std::min(r1, N * d.L) * d.E;
+      for (std::int64_t x = q0; x < q1; ++x) a.q_scaled[x] = a.q[x] / scale;
+    });
+  }
   if (a.timing) times->projections = ms_since(t_phase);
 
   // 2. The fused loop (kernels::Table::fused). Each task is a block of rows computed alone (the same
@@ -778,8 +790,10 @@ void stage_rows_into(const ForwardResult<T>& r, const std::string& stage, std::i
     const Stage<T>& s = r.trace[name];
     return s.storage->data() + s.offset;
   };
-  const T* q = data("q");                                            // (N, L, E)
-  a.k = const_cast<T*>(data("k")), a.v = const_cast<T*>(data("v"));  // read only
+  // What the heads read: with RoPE, the rotated q and k.
+  const bool rotary = r.trace.has("q_rot");
+  const T* q = data(rotary ? "q_rot" : "q");                                            // (N, L, E)
+  a.k = const_cast<T*>(data(rotary ? "k_rot" : "k")), a.v = const_cast<T*>(data("v"));  // read only
   if (const Stage<T>* m = r.trace.find("attn_mask")) {  // strides 0 where the merged mask broadcasts
     a.mask = m->storage->data() + m->offset;
     a.mask_n = m->strides[0] ? d.N : 1, a.mask_h = m->strides[1] ? d.H : 1,

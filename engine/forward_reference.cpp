@@ -28,6 +28,29 @@ void linear(const T* x, std::int64_t rows, std::int64_t in, const T* W, const T*
 }  // namespace
 
 template <class T>
+void rotate_rows(const Problem<T>& p, Buffers<T>& b, std::int64_t r0, std::int64_t r1) {
+  const Dims& d = p.d;
+  const std::int64_t dk = d.d_k, half = dk / 2, query_rows = d.N * d.L;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const bool is_query = r < query_rows;
+    const std::int64_t row = is_query ? r : r - query_rows;
+    const std::int64_t position = is_query ? row % d.L : row % d.S;  // k has no appended rows with RoPE
+    const std::int64_t width = is_query ? d.E : d.G * dk;
+    const T* x = (is_query ? b.q_proj : b.k_proj)->data() + row * width;
+    T* y = (is_query ? b.q : b.k)->data() + row * width;
+    const T* cos = p.rope_cos + position * dk;
+    const T* sin = p.rope_sin + position * dk;
+    for (std::int64_t h = 0; h < width / dk; ++h) {
+      const T* xh = x + h * dk;
+      T* yh = y + h * dk;
+      // torch: x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1): two products, one sum
+      for (std::int64_t c = 0; c < half; ++c) yh[c] = xh[c] * cos[c] + (-xh[c + half]) * sin[c];
+      for (std::int64_t c = half; c < dk; ++c) yh[c] = xh[c] * cos[c] + xh[c - half] * sin[c];
+    }
+  }
+}
+
+template <class T>
 void forward_reference(const Problem<T>& p, Buffers<T>& b) {
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, dk = d.d_k;
@@ -35,11 +58,14 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
   T* q = b.q->data();
   T* k = b.k->data();
   T* v = b.v->data();
+  // With RoPE the projections go to q_proj and k_proj, and q and k are their rotations (1b).
+  T* q_proj = p.rope_cos ? b.q_proj->data() : q;
+  T* k_proj = p.rope_cos ? b.k_proj->data() : k;
 
   // 1. In-projections. Keys/values get bias_k/bias_v as row S and a zero row last, as torch cats them.
-  linear(p.query->data(), N * L, E, p.w_q, p.b_q, E, q, E);
+  linear(p.query->data(), N * L, E, p.w_q, p.b_q, E, q_proj, E);
   for (std::int64_t n = 0; n < N; ++n) {
-    linear(p.key->data() + n * S * d.kdim, S, d.kdim, p.w_k, p.b_k, kv, k + n * Sp * kv, kv);
+    linear(p.key->data() + n * S * d.kdim, S, d.kdim, p.w_k, p.b_k, kv, k_proj + n * Sp * kv, kv);
     linear(p.value->data() + n * S * d.vdim, S, d.vdim, p.w_v, p.b_v, kv, v + n * Sp * kv, kv);
     std::int64_t row = S;
     if (p.bias_k) {
@@ -52,6 +78,8 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
     if (p.add_zero_attn)
       for (std::int64_t c = 0; c < kv; ++c) k[(n * Sp + row) * kv + c] = v[(n * Sp + row) * kv + c] = 0;
   }
+  // 1b. RoPE: every query row, then every key row.
+  if (p.rope_cos) rotate_rows(p, b, 0, N * L + N * S);
 
   // 2. Per head: scores, scale, mask, softmax, context. Head h of q is columns h·d_k … of q.
   const T scale = p.scale();
@@ -101,6 +129,8 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
       }
 }
 
+template void rotate_rows<float>(const Problem<float>&, Buffers<float>&, std::int64_t, std::int64_t);
+template void rotate_rows<double>(const Problem<double>&, Buffers<double>&, std::int64_t, std::int64_t);
 template void forward_reference<float>(const Problem<float>&, Buffers<float>&);
 template void forward_reference<double>(const Problem<double>&, Buffers<double>&);
 

@@ -83,11 +83,12 @@ struct MaskEditPlan {
 // kept stages, and a merged mask of the same broadcast shape.
 template <class T>
 bool rows_apply(const Config& c, const Options& o, const Dims& d, const MaskMerger<T>& merger,
-                const ForwardResult<T>& base) {
+                const ForwardResult<T>& base, bool in_rotary) {
   const Stage<T>* old_mask = base.trace.find("attn_mask");
+  // With RoPE, q and k are the rotated ones, which the rows' recompute does not redo.
   if (!(o.backend == Backend::eigen && base.backend == Backend::eigen && o.score_divisor == 0 &&
-        same_config(c, base.config) && detail::same_dims(d, base.dims) &&
-        base.fully_masked == o.fully_masked && merger.any() && old_mask))
+        !base.trace.has("q_rot") && !in_rotary && same_config(c, base.config) &&
+        detail::same_dims(d, base.dims) && base.fully_masked == o.fully_masked && merger.any() && old_mask))
     return false;
   const MergedMask<T> m = merger.shape();
   const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
@@ -110,8 +111,8 @@ MaskEditPlan<T> plan_mask_edit(const Config& c, const Weights<T>& w, const Input
   detail::Problem<T>& p = plan.p;
   p.d = check_inputs(c, w, in, o);
   const MaskMerger<T> merger(p.d, in.attn_mask, in.key_padding_mask, o.attn_mask_layout, &plan.warnings);
-  plan.rows = rows_apply(c, o, p.d, merger, base);
-  if (newest && !rows_apply(c, o, p.d, merger, *newest)) newest = nullptr;
+  plan.rows = rows_apply(c, o, p.d, merger, base, in.rotary.has_value());
+  if (newest && !rows_apply(c, o, p.d, merger, *newest, in.rotary.has_value())) newest = nullptr;
   if (!plan.rows) return plan;
   const Dims& d = p.d;
   const MergedMask<T> m = merger.shape();

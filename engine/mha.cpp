@@ -89,7 +89,8 @@ ForwardResult<T>& forward_from(const Config& c, const Weights<T>& w, const Input
     if (std::find(stage_names().begin(), stage_names().end(), name) == stage_names().end())
       throw ConfigError("stages", "no stage is named \"" + name + "\" (see stage_names())");
   if (backend == Backend::automatic)
-    backend = sizeof(T) == 4 && o.device && o.score_divisor == 0 && o.device->prefers(p.d, o.stages.empty())
+    backend = sizeof(T) == 4 && o.device && o.score_divisor == 0 && !in.rotary &&
+                      o.device->prefers(p.d, o.stages.empty())
                   ? Backend::gpu
                   : Backend::eigen;
   if (backend == Backend::gpu && !o.device)
@@ -119,6 +120,7 @@ ForwardResult<T>& forward_from(const Config& c, const Weights<T>& w, const Input
   p.key = copy_or_share(in.key, st.key);
   p.value = copy_or_share(in.value, st.value);
   detail::set_weights(p, c, w);
+  if (in.rotary) p.rope_cos = in.rotary->cos.ptr(), p.rope_sin = in.rotary->sin.ptr();
 
   // Each input counted, a key or value that shares the query's copy (the same bits) as the query.
   const std::int64_t in_query = detail::count_nonfinite(in.query);
@@ -150,8 +152,8 @@ ForwardResult<T>& forward_from(const Config& c, const Weights<T>& w, const Input
       p.given_q = p.given_k = p.given_v = nullptr;
     }
   }
-  detail::Buffers<T>* b =
-      &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages, o.weights_overview);
+  detail::Buffers<T>* b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages,
+                                                   o.weights_overview, p.rope_cos != nullptr);
   // The merged mask goes into the workspace's buffer, which the trace keeps, and is lent to the
   // problem while the paths compute (no second L·S array allocated and copied per forward).
   detail::Buffer<T> mask_storage;
@@ -171,10 +173,13 @@ ForwardResult<T>& forward_from(const Config& c, const Weights<T>& w, const Input
     lent.from = &p.mask->values;
     lent.to = mask_storage.get();
   }
-  if (backend == Backend::gpu && p.score_divisor > 0) {  // the shaders divide by √d_k
-    r.fallback_reason = "the what-if scale (temperature, scale off) is computed on the CPU paths only";
+  if (backend == Backend::gpu && (p.score_divisor > 0 || p.rope_cos)) {  // the shaders divide by √d_k
+    r.fallback_reason = p.rope_cos
+                            ? "rotary position embedding is computed on the CPU paths only"
+                            : "the what-if scale (temperature, scale off) is computed on the CPU paths only";
     r.backend = backend = Backend::eigen;
-    b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages, o.weights_overview);
+    b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages, o.weights_overview,
+                                 p.rope_cos != nullptr);
   }
   if (backend == Backend::gpu) {
     if constexpr (std::is_same_v<T, float>) {
@@ -184,8 +189,8 @@ ForwardResult<T>& forward_from(const Config& c, const Weights<T>& w, const Input
         r.fallback_reason = e.what();
         r.backend = backend = Backend::eigen;
         // The Eigen path's scratch, and the buffers it computes through.
-        b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages,
-                                     o.weights_overview);
+        b = &detail::prepare_buffers(p.d, backend, st, detail::Reuse::free_only, o.stages, o.weights_overview,
+                                     p.rope_cos != nullptr);
       }
     }
   }
@@ -239,7 +244,9 @@ bool forward_inputs_edit(const Config& c, const Weights<T>& w, const Weights<T>&
       c.add_zero_attn == base.config.add_zero_attn &&
       // Products of fewer than 4 rows plus E and the width computed coefficient by coefficient
       // (kernels' linear) would take another path for a group than for its whole range.
-      d.E + d.kdim >= 20 && d.E + d.vdim >= 20 && 2 * d.E >= 20 && same_projections(c, d, w, was);
+      d.E + d.kdim >= 20 && d.E + d.vdim >= 20 && 2 * d.E >= 20 && same_projections(c, d, w, was) &&
+      // With RoPE, base's q and k stages are the unrotated projections, which project_given does not rotate.
+      !in.rotary && !base.trace.has("q_rot");
   forward_from(c, w, in, o, ws, r, qualifies ? &base : nullptr);
   return qualifies;
 }
@@ -287,7 +294,7 @@ MultiHeadAttention<T>::MultiHeadAttention(std::int64_t d_model, std::int64_t num
 template <class T>
 Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& Q, const Tensor<T>& K, const Tensor<T>& V,
                                          const std::optional<Mask<T>>& mask) {
-  Inputs<T> in{Q, K, V, mask, std::nullopt};
+  Inputs<T> in{Q, K, V, mask, std::nullopt, std::nullopt};
   mha::forward(config_, weights_, in, options_, workspace_, last_);
   return last_.output();
 }
@@ -307,7 +314,7 @@ Tensor<T> multi_head_attention(const Tensor<T>& q, const Tensor<T>& k, const Ten
   c.bias = !weights.in_proj_bias.empty();
   c.kdim = k.dim() > 0 ? k.shape.back() : 0;
   c.vdim = v.dim() > 0 ? v.shape.back() : 0;
-  Inputs<T> in{q, k, v, mask, std::nullopt};
+  Inputs<T> in{q, k, v, mask, std::nullopt, std::nullopt};
   return forward(c, weights, in, options).output();
 }
 

@@ -183,6 +183,16 @@ struct Options {
   std::int64_t weights_overview = 0;
 };
 
+// Rotary position embedding (RoPE) as Hugging Face's Llama applies it, between the in-projections
+// and the scores: each head's row of q or k at position p becomes x·cos[p] + rotate_half(x)·sin[p],
+// rotate_half(x) = cat(-x[d_k/2:], x[:d_k/2]). Query i and key j sit at positions i and j. Not part
+// of torch's nn.MultiheadAttention: the trace then holds q and k before (q, k) and after (q_rot,
+// k_rot) the rotation, and the heads read the rotated ones.
+template <class T>
+struct Rotary {
+  Tensor<T> cos, sin;  // (P, d_k), P ≥ max(L, S): row p is position p's cat(freqs, freqs).cos() / .sin()
+};
+
 template <class T>
 struct Inputs {
   Tensor<T> query;                          // (N, L, E) batch_first, (L, N, E) otherwise, or unbatched (L, E)
@@ -190,6 +200,7 @@ struct Inputs {
   Tensor<T> value;                          // (N, S, vdim) likewise
   std::optional<Mask<T>> attn_mask;         // (L, S), (N·H, L, S), or per_batch (N, L, S)
   std::optional<Mask<T>> key_padding_mask;  // (N, S); unbatched (S,)
+  std::optional<Rotary<T>> rotary;          // RoPE on q and k (Llama-family models); none: torch's module
 };
 
 // Sizes after the input checks; S_total = S + add_bias_kv + add_zero_attn (torch's final src_len).

@@ -81,6 +81,8 @@ const std::vector<std::string>& stage_names() {
                                                  "q",
                                                  "k",
                                                  "v",
+                                                 "q_rot",
+                                                 "k_rot",
                                                  "q_view",
                                                  "k_view",
                                                  "v_view",

@@ -59,7 +59,7 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   const std::string k_rep = G < H && G > 1 ? "k_heads.repeat_interleave(H // G, dim=1)" : "k_heads";
   const std::string v_rep = G < H && G > 1 ? "v_heads.repeat_interleave(H // G, dim=1)" : "v_heads";
   Trace<T> t;
-  t.stages.reserve(24);  // every stage below, without regrowing
+  t.stages.reserve(26);  // every stage below, without regrowing
   // A stage whose buffer is null was not asked for (Options::stages): it is left out, its metadata
   // kept for find_stage().
   struct Stages {
@@ -69,26 +69,43 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   s.push_back(stage<T>("query", "query", "input, batch-first", {N, L, E}, p.query));
   s.push_back(stage<T>("key", "key", "input, batch-first", {N, S, d.kdim}, p.key));
   s.push_back(stage<T>("value", "value", "input, batch-first", {N, S, d.vdim}, p.value));
-  s.push_back(
-      stage<T>("q", "F.linear(query, W_q, b_q)", "in-projection: W_q = in_proj_weight[:E]", {N, L, E}, b.q));
+  // With RoPE (Inputs::rotary) q and k are the projections, q_rot and k_rot what the heads read, and
+  // the views below view those; cos and sin are the (P, d_k) tables, rotate_half as Hugging Face's.
+  const bool rope = p.rope_cos != nullptr;
+  const std::string qh = rope ? "q_rot" : "q", kh = rope ? "k_rot" : "k";
+  s.push_back(stage<T>("q", "F.linear(query, W_q, b_q)", "in-projection: W_q = in_proj_weight[:E]", {N, L, E},
+                       rope ? b.q_proj : b.q));
   s.push_back(stage<T>("k", kv_formula("key", "W_k", "b_k", "bias_k"),
                        std::string("in-projection: W_k = in_proj_weight[E:E+G·d_k]") + gqa, {N, Sp, kv},
-                       b.k));
+                       rope ? b.k_proj : b.k));
   s.push_back(stage<T>("v", kv_formula("value", "W_v", "b_v", "bias_v"),
                        "in-projection: W_v = in_proj_weight[E+G·d_k:]", {N, Sp, kv}, b.v));
-  s.push_back(stage<T>("q_view", "q.view(N, L, H, d_k)",
-                       "a view of q: same storage, contiguous; head h owns columns h·d_k … (h+1)·d_k-1",
-                       {N, L, H, dk}, b.q, {}, "q"));
-  s.push_back(stage<T>("k_view", Sp > S ? "k.view(N, -1, G, d_k)" : "k.view(N, S, G, d_k)",
-                       "a view of k: same storage, contiguous", {N, Sp, G, dk}, b.k, {}, "k"));
+  if (rope) {
+    s.push_back(
+        stage<T>("q_rot",
+                 "(q.view(N, L, H, d_k) * cos[:L, None] + rotate_half(q.view(N, L, H, d_k)) * "
+                 "sin[:L, None]).view(N, L, E)",
+                 "RoPE: each head's q at position i turned by angles i·θ_c; q_i·k_j then depends on i - j",
+                 {N, L, E}, b.q));
+    s.push_back(stage<T>("k_rot",
+                         "(k.view(N, S, G, d_k) * cos[:S, None] + rotate_half(k.view(N, S, G, d_k)) * "
+                         "sin[:S, None]).view(N, S, G * d_k)",
+                         "RoPE: each key head at position j turned by angles j·θ_c", {N, Sp, kv}, b.k));
+  }
+  s.push_back(
+      stage<T>("q_view", qh + ".view(N, L, H, d_k)",
+               "a view of " + qh + ": same storage, contiguous; head h owns columns h·d_k … (h+1)·d_k-1",
+               {N, L, H, dk}, b.q, {}, qh));
+  s.push_back(stage<T>("k_view", kh + (Sp > S ? ".view(N, -1, G, d_k)" : ".view(N, S, G, d_k)"),
+                       "a view of " + kh + ": same storage, contiguous", {N, Sp, G, dk}, b.k, {}, kh));
   s.push_back(stage<T>("v_view", Sp > S ? "v.view(N, -1, G, d_k)" : "v.view(N, S, G, d_k)",
                        "a view of v: same storage, contiguous", {N, Sp, G, dk}, b.v, {}, "v"));
-  s.push_back(stage<T>("q_heads", "q_view.transpose(1, 2)",
-                       "a view of q: non-contiguous (only strides swap), so .view() on it fails until "
-                       ".contiguous()",
-                       {N, H, L, dk}, b.q, {L * E, dk, E, 1}, "q"));
-  s.push_back(stage<T>("k_heads", "k_view.transpose(1, 2)", "a view of k: non-contiguous", {N, G, Sp, dk},
-                       b.k, {Sp * kv, dk, kv, 1}, "k"));
+  s.push_back(stage<T>(
+      "q_heads", "q_view.transpose(1, 2)",
+      "a view of " + qh + ": non-contiguous (only strides swap), so .view() on it fails until .contiguous()",
+      {N, H, L, dk}, b.q, {L * E, dk, E, 1}, qh));
+  s.push_back(stage<T>("k_heads", "k_view.transpose(1, 2)", "a view of " + kh + ": non-contiguous",
+                       {N, G, Sp, dk}, b.k, {Sp * kv, dk, kv, 1}, kh));
   s.push_back(stage<T>("v_heads", "v_view.transpose(1, 2)", "a view of v: non-contiguous", {N, G, Sp, dk},
                        b.v, {Sp * kv, dk, kv, 1}, "v"));
   s.push_back(stage<T>("scores", "q_heads @ " + k_rep + ".transpose(-2, -1)",

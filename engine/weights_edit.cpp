@@ -104,7 +104,7 @@ bool forward_weights_edit_in_place(const Config& c, const Weights<T>& w, const W
   if (o.backend != Backend::eigen || r.backend != Backend::eigen || o.score_divisor != r.score_divisor ||
       r.fully_masked != o.fully_masked || !detail::same_dims(d, r.dims) || c.bias != r.config.bias ||
       c.add_bias_kv != r.config.add_bias_kv || c.add_zero_attn != r.config.add_zero_attn ||
-      c.batch_first != r.config.batch_first)
+      c.batch_first != r.config.batch_first || in.rotary || r.trace.has("q_rot"))  // RoPE: not redone here
     return false;
   for (const char* name : {"scores", "scores_scaled", "scores_masked", "attn_weights", "attn_weights_avg"})
     if (r.trace.has(name) !=

@@ -40,7 +40,8 @@ Buffer<T> reuse_or_allocate(Buffer<T>& slot, std::size_t n, WorkspaceState<T>& w
 
 template <class T>
 Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& ws, Reuse rule,
-                            const std::vector<std::string>& stages, std::int64_t overview_block) {
+                            const std::vector<std::string>& stages, std::int64_t overview_block,
+                            bool rotary) {
   const std::size_t kv = std::size_t(d.G * d.d_k), NL = std::size_t(d.N * d.L),
                     NSp = std::size_t(d.N * d.S_total);
   const std::size_t E = std::size_t(d.E), scores = std::size_t(d.N * d.H * d.L * d.S_total);
@@ -61,8 +62,15 @@ Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& w
     else
       slot.reset();
   };
-  fill(b.q, NL * E, {"q", "q_view", "q_heads"}, true);
-  fill(b.k, NSp * kv, {"k", "k_view", "k_heads"}, true);
+  fill(b.q, NL * E, {"q", "q_rot", "q_view", "q_heads"}, true);
+  fill(b.k, NSp * kv, {"k", "k_rot", "k_view", "k_heads"}, true);
+  // With RoPE, q and k above are the rotated ones the heads read; these keep the projections.
+  if (rotary) {
+    b.q_proj = reuse_or_allocate(b.q_proj, NL * E, ws, rule);
+    b.k_proj = reuse_or_allocate(b.k_proj, NSp * kv, ws, rule);
+  } else {
+    b.q_proj.reset(), b.k_proj.reset();
+  }
   fill(b.v, NSp * kv, {"v", "v_view", "v_heads"}, true);
   fill(b.scores, scores, {"scores"});
   fill(b.scores_scaled, scores, {"scores_scaled"});
@@ -154,7 +162,7 @@ void reserve(const Config& c, const Weights<T>& w, const Inputs<T>& in, const Op
       slot->reset();
     else
       detail::reuse_or_allocate(*slot, t->data.size(), st, rule);
-  detail::prepare_buffers(d, backend, st, rule, o.stages, o.weights_overview);
+  detail::prepare_buffers(d, backend, st, rule, o.stages, o.weights_overview, in.rotary.has_value());
   if (backend == Backend::eigen) detail::reserve_eigen_scratch(d, st.buffers, o.threads);
   if (merger.any())
     detail::reuse_or_allocate(st.mask, std::size_t(shape.n_size * shape.h_size * shape.l_size * shape.s_size),
@@ -192,7 +200,7 @@ detail::WorkspaceState<T>& Workspace<T>::state() {
                                                           detail::WorkspaceState<T>&, detail::Reuse);       \
   template detail::Buffers<T>& detail::prepare_buffers<T>(const Dims&, Backend, detail::WorkspaceState<T>&, \
                                                           detail::Reuse, const std::vector<std::string>&,   \
-                                                          std::int64_t);                                    \
+                                                          std::int64_t, bool);                              \
   template detail::Buffer<T> detail::to_batch_first<T>(const Tensor<T>&, bool, bool, detail::Buffer<T>&,    \
                                                        detail::WorkspaceState<T>&);
 MHA_INSTANTIATE(float)

@@ -1,8 +1,9 @@
-// GPT-2 folders: config.json, then the weights found by name in one or several mapped safetensors
-// files, converted to float and laid out for the engine (c_attn and c_proj transposed into torch's
-// nn.MultiheadAttention parameters; the MLP kept as Conv1D [in, out]).
+// GPT-2 and Llama-family folders: config.json, then the weights found by name in one or several mapped
+// safetensors files, converted to float and laid out for the engine (c_attn and c_proj transposed into
+// torch's nn.MultiheadAttention parameters; the MLP kept as Conv1D [in, out]).
 #include "io/hf_checkpoint.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -54,6 +55,24 @@ std::string get_string(const json& j, const std::string& path, const char* key, 
   return j[key].get<std::string>();
 }
 
+// config.json's model_type: the one field that says which loader reads the folder ("" when absent).
+std::string model_type_of(const json& j, const std::string& path) {
+  return get_string(j, path, "model_type", "");
+}
+
+// A folder with config.json, or FileError saying what was given instead.
+fs::path model_folder(const std::string& folder, const char* holds) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) {
+    // A torch.save or safetensors file given where the folder goes: say what it is.
+    if (fs::is_regular_file(folder, ec)) SafetensorsFile file(folder);  // names a torch.save file as such
+    fail(folder, "is not a model folder (expected a folder with config.json and model.safetensors)");
+  }
+  const fs::path dir(folder);
+  if (!fs::exists(dir / "config.json")) fail(folder, std::string("has no config.json (") + holds + ")");
+  return dir;
+}
+
 // The float weights of one tensor, converted from the mapping, with the shape checked.
 Tensor<float> take(const TensorView& v, const std::string& name, const Shape& want, bool transpose) {
   if (v.dtype != DType::f32 && v.dtype != DType::f16 && v.dtype != DType::bf16 && v.dtype != DType::f64)
@@ -79,12 +98,63 @@ Tensor<float> take(const TensorView& v, const std::string& name, const Shape& wa
   return t;
 }
 
+// The weight files of a folder, mapped: one model.safetensors, or the shards an index names; a
+// torch.save file is refused with the line that converts it.
+struct WeightFiles {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::map<std::string, const TensorView*> views;  // name -> view into one of files
+  std::vector<std::string> paths;
+};
+
+WeightFiles open_weight_files(const std::string& folder) {
+  WeightFiles w;
+  const fs::path dir(folder);
+  auto add_file = [&](const fs::path& p) {
+    w.files.push_back(std::make_unique<SafetensorsFile>(p.string()));
+    w.paths.push_back(p.string());
+    for (const auto& [name, view] : w.files.back()->tensors())
+      if (!w.views.emplace(name, &view).second)
+        fail(p.string(), "tensor '" + name + "' is also in another shard");
+  };
+  if (fs::exists(dir / "model.safetensors")) {
+    add_file(dir / "model.safetensors");
+  } else if (fs::exists(dir / "model.safetensors.index.json")) {
+    const std::string index_path = (dir / "model.safetensors.index.json").string();
+    const json index = read_json(index_path);
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      fail(index_path, "has no \"weight_map\" object");
+    std::set<std::string> shards;
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      if (!file.is_string()) fail(index_path, "weight_map[\"" + name + "\"] must be a file name");
+      const std::string f = file.get<std::string>();
+      if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+        fail(index_path, "weight_map[\"" + name + "\"] = \"" + f + "\" is not a file in this folder");
+      shards.insert(f);
+    }
+    for (const std::string& s : shards) {
+      if (!fs::exists(dir / s)) fail(index_path, "names shard \"" + s + "\", which is not in the folder");
+      add_file(dir / s);
+    }
+  } else {
+    for (const char* bin : {"pytorch_model.bin", "model.bin", "model.pt", "pytorch_model.pt", "model.pth"})
+      if (fs::exists(dir / bin)) {
+        const std::string p = (dir / bin).string();
+        fail(p,
+             "this is a torch.save file, which MHA Studio does not read (loading it would run pickle "
+             "code). Convert it once to safetensors with:\n  " +
+                 torch_save_converter(p));
+      }
+    fail(folder, "has no model.safetensors (nor model.safetensors.index.json with its shards)");
+  }
+  return w;
+}
+
 }  // namespace
 
 GPT2Config read_gpt2_config(const std::string& path) {
   const json j = read_json(path);
   if (!j.is_object()) fail(path, "must hold a JSON object");
-  const std::string type = get_string(j, path, "model_type", "");
+  const std::string type = model_type_of(j, path);
   if (type != "gpt2")
     fail(path, "model_type is \"" + type +
                    "\": MHA Studio runs GPT-2 checkpoints only (model_type \"gpt2\", GPT2LMHeadModel)");
@@ -125,61 +195,15 @@ GPT2Config read_gpt2_config(const std::string& path) {
 LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress) {
   LoadedModel out;
   out.folder = folder;
-  std::error_code ec;
-  if (!fs::is_directory(folder, ec)) {
-    // A torch.save or safetensors file given where the folder goes: say what it is.
-    if (fs::is_regular_file(folder, ec)) SafetensorsFile file(folder);  // names a torch.save file as such
-    fail(folder, "is not a model folder (expected a folder with config.json and model.safetensors)");
-  }
-  const fs::path dir(folder);
-  if (!fs::exists(dir / "config.json"))
-    fail(folder,
-         "has no config.json (a Hugging Face GPT-2 folder holds config.json, model.safetensors, "
-         "vocab.json and merges.txt)");
+  const fs::path dir = model_folder(
+      folder, "a Hugging Face GPT-2 folder holds config.json, model.safetensors, vocab.json and merges.txt");
   GPT2Model& m = out.model;
   m.config = read_gpt2_config((dir / "config.json").string());
   const GPT2Config& c = m.config;
 
-  // The weight files: one model.safetensors, or the shards an index names.
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
-  std::map<std::string, const TensorView*> views;  // name -> view
-  auto add_file = [&](const fs::path& p) {
-    files.push_back(std::make_unique<SafetensorsFile>(p.string()));
-    out.weight_files.push_back(p.string());
-    for (const auto& [name, view] : files.back()->tensors())
-      if (!views.emplace(name, &view).second)
-        fail(p.string(), "tensor '" + name + "' is also in another shard");
-  };
-  if (fs::exists(dir / "model.safetensors")) {
-    add_file(dir / "model.safetensors");
-  } else if (fs::exists(dir / "model.safetensors.index.json")) {
-    const std::string index_path = (dir / "model.safetensors.index.json").string();
-    const json index = read_json(index_path);
-    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-      fail(index_path, "has no \"weight_map\" object");
-    std::set<std::string> shards;
-    for (const auto& [name, file] : index["weight_map"].items()) {
-      if (!file.is_string()) fail(index_path, "weight_map[\"" + name + "\"] must be a file name");
-      const std::string f = file.get<std::string>();
-      if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
-        fail(index_path, "weight_map[\"" + name + "\"] = \"" + f + "\" is not a file in this folder");
-      shards.insert(f);
-    }
-    for (const std::string& s : shards) {
-      if (!fs::exists(dir / s)) fail(index_path, "names shard \"" + s + "\", which is not in the folder");
-      add_file(dir / s);
-    }
-  } else {
-    for (const char* bin : {"pytorch_model.bin", "model.bin", "model.pt", "pytorch_model.pt", "model.pth"})
-      if (fs::exists(dir / bin)) {
-        const std::string p = (dir / bin).string();
-        fail(p,
-             "this is a torch.save file, which MHA Studio does not read (loading it would run pickle "
-             "code). Convert it once to safetensors with:\n  " +
-                 torch_save_converter(p));
-      }
-    fail(folder, "has no model.safetensors (nor model.safetensors.index.json with its shards)");
-  }
+  WeightFiles weights = open_weight_files(folder);
+  out.weight_files = weights.paths;
+  std::map<std::string, const TensorView*>& views = weights.views;
 
   // Hugging Face names, with or without the "transformer." prefix of GPT2LMHeadModel.
   std::set<std::string> used;
@@ -252,6 +276,221 @@ LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress) {
     if (!used.count(name)) out.warnings.push_back("tensor '" + name + "' is not a GPT-2 weight: ignored");
   validate(m);
   // Each layer's forward skips this count (Options::count_nonfinite_weights): it is done once here.
+  if (const std::int64_t bad = m.nonfinite_weights())
+    out.warnings.push_back(std::to_string(bad) +
+                           " weights are NaN or infinite: every output they reach will be too");
+  return out;
+}
+
+}  // namespace mha
+
+namespace mha {
+
+std::string checkpoint_model_type(const std::string& folder) {
+  const fs::path dir = model_folder(folder, "a Hugging Face model folder holds config.json and its weights");
+  const std::string path = (dir / "config.json").string();
+  const json j = read_json(path);
+  if (!j.is_object()) fail(path, "must hold a JSON object");
+  return model_type_of(j, path);
+}
+
+LlamaConfig read_llama_config(const std::string& path) {
+  const json j = read_json(path);
+  if (!j.is_object()) fail(path, "must hold a JSON object");
+  // Each field refused with ConfigError naming it (argument: the field's name in config.json).
+  auto refuse = [&](const std::string& field, const std::string& what) -> void {
+    throw ConfigError(field, path + ": \"" + field + "\" " + what);
+  };
+  auto has = [&](const json& o, const char* key) { return o.contains(key) && !o[key].is_null(); };
+  auto integer = [&](const json& o, const std::string& prefix, const char* key, std::int64_t fallback,
+                     bool required) -> std::int64_t {
+    if (!has(o, key)) {
+      if (required) refuse(prefix + key, "is missing (a Llama-family config.json has it)");
+      return fallback;
+    }
+    if (!o[key].is_number_integer() || o[key].get<std::int64_t>() <= 0)
+      refuse(prefix + key, "must be a positive integer, got " + o[key].dump());
+    return o[key].get<std::int64_t>();
+  };
+  auto number = [&](const json& o, const std::string& prefix, const char* key, double fallback,
+                    bool required = false) -> double {
+    if (!has(o, key)) {
+      if (required) refuse(prefix + key, "is missing");
+      return fallback;
+    }
+    if (!o[key].is_number() || !(o[key].get<double>() > 0) || !std::isfinite(o[key].get<double>()))
+      refuse(prefix + key, "must be a positive number, got " + o[key].dump());
+    return o[key].get<double>();
+  };
+  auto boolean = [&](const char* key, bool fallback) -> bool {
+    if (!has(j, key)) return fallback;
+    if (!j[key].is_boolean()) refuse(key, "must be true or false, got " + j[key].dump());
+    return j[key].get<bool>();
+  };
+  auto text = [&](const json& o, const std::string& field, const char* key) -> std::string {
+    if (!has(o, key)) return "";
+    if (!o[key].is_string()) refuse(field, "must be a string, got " + o[key].dump());
+    return o[key].get<std::string>();
+  };
+
+  LlamaConfig c;
+  c.model_type = text(j, "model_type", "model_type");
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2")
+    refuse("model_type",
+           "is \"" + c.model_type + "\": the Llama-family runner reads llama, mistral and qwen2");
+  c.vocab_size = integer(j, "", "vocab_size", 0, true);
+  c.hidden_size = integer(j, "", "hidden_size", 0, true);
+  c.intermediate_size = integer(j, "", "intermediate_size", 0, true);
+  c.num_hidden_layers = integer(j, "", "num_hidden_layers", 0, true);
+  c.num_attention_heads = integer(j, "", "num_attention_heads", 0, true);
+  c.num_key_value_heads = integer(j, "", "num_key_value_heads", 0, false);
+  c.head_dim = integer(j, "", "head_dim", 0, false);
+  c.max_position_embeddings = integer(j, "", "max_position_embeddings", 0, true);
+  c.rms_norm_eps = number(j, "", "rms_norm_eps", 1e-6);
+  c.rope_theta = number(j, "", "rope_theta", 10000);
+  c.attention_bias = boolean("attention_bias", false);
+  c.tie_word_embeddings = boolean("tie_word_embeddings", false);
+  const std::string act = text(j, "hidden_act", "hidden_act");
+  if (!act.empty() && act != "silu")
+    refuse("hidden_act", "is \"" + act + "\": the runner's MLP is SwiGLU, silu(gate_proj(x)) · up_proj(x)");
+  if (boolean("mlp_bias", false)) refuse("mlp_bias", "is true: MLP biases are not supported");
+  if (c.model_type == "mistral") {
+    if (has(j, "sliding_window")) c.sliding_window = integer(j, "", "sliding_window", 0, false);
+  } else if (c.model_type == "qwen2" && boolean("use_sliding_window", false)) {
+    // Qwen2 applies its window to some layers only (max_window_layers): not computed here.
+    refuse("use_sliding_window", "is true: Qwen2's per-layer sliding window is not supported");
+  }
+  if (has(j, "rope_scaling")) {
+    const json& s = j["rope_scaling"];
+    if (!s.is_object()) refuse("rope_scaling", "must be an object or null, got " + s.dump());
+    std::string kind = text(s, "rope_scaling.rope_type", "rope_type");
+    if (kind.empty()) kind = text(s, "rope_scaling.type", "type");
+    if (kind != "default" && kind != "linear" && kind != "llama3")
+      refuse("rope_scaling.rope_type", "is \"" + kind + "\": only linear and llama3 scaling are supported");
+    if (kind != "default") {
+      c.rope_scaling.rope_type = kind;
+      c.rope_scaling.factor = number(s, "rope_scaling.", "factor", 1, true);
+    }
+    if (kind == "llama3") {
+      c.rope_scaling.low_freq_factor = number(s, "rope_scaling.", "low_freq_factor", 1, true);
+      c.rope_scaling.high_freq_factor = number(s, "rope_scaling.", "high_freq_factor", 4, true);
+      c.rope_scaling.original_max_position_embeddings =
+          integer(s, "rope_scaling.", "original_max_position_embeddings", 0, true);
+    }
+  }
+  try {
+    validate(c);
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.argument, path + ": " + e.what());
+  }
+  return c;
+}
+
+LoadedLlama load_llama(const std::string& folder, const LoadProgress& progress) {
+  LoadedLlama out;
+  out.folder = folder;
+  const fs::path dir =
+      model_folder(folder, "a Hugging Face Llama-family folder holds config.json and model.safetensors");
+  LlamaModel& m = out.model;
+  m.config = read_llama_config((dir / "config.json").string());
+  const LlamaConfig& c = m.config;
+  WeightFiles weights = open_weight_files(folder);
+  out.weight_files = weights.paths;
+  std::map<std::string, const TensorView*>& views = weights.views;
+
+  // Hugging Face names, LlamaForCausalLM's "model." prefix or a bare LlamaModel's none.
+  std::set<std::string> used;
+  std::int64_t done = 0, total = 0;
+  for (const auto& [name, v] : views) total += std::int64_t(v->nbytes);
+  auto find = [&](const std::string& name) -> const TensorView* {
+    for (const std::string& n : {name, name.rfind("model.", 0) == 0 ? name.substr(6) : std::string()}) {
+      auto it = n.empty() ? views.end() : views.find(n);
+      if (it != views.end()) {
+        used.insert(n);
+        return it->second;
+      }
+    }
+    return nullptr;
+  };
+  auto load = [&](const std::string& name, const Shape& want) {
+    const TensorView* v = find(name);
+    if (!v)
+      throw FileError(name, folder + ": the weights have no tensor '" + name + "', which config.json's " +
+                                c.model_type + " model needs");
+    Tensor<float> t = take(*v, name, want, false);
+    done += std::int64_t(v->nbytes);
+    if (progress && total > 0) progress(double(done) / double(total));
+    return t;
+  };
+  auto transposed = [](const Tensor<float>& t) {  // (rows, cols) -> (cols, rows)
+    const std::int64_t rows = t.size(0), cols = t.size(1);
+    Tensor<float> out({cols, rows});
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j)
+        out.data[std::size_t(j * rows + i)] = t.data[std::size_t(i * cols + j)];
+    return out;
+  };
+  auto rows_of = [](std::initializer_list<const Tensor<float>*> parts, Shape shape) {  // torch.cat(parts, 0)
+    Tensor<float> out(std::move(shape));
+    std::size_t at = 0;
+    for (const Tensor<float>* p : parts) {
+      std::copy(p->data.begin(), p->data.end(), out.data.begin() + std::ptrdiff_t(at));
+      at += p->data.size();
+    }
+    return out;
+  };
+  const std::int64_t C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const std::int64_t q_width = c.num_attention_heads * c.head_size(), kv = c.kv_heads() * c.head_size();
+  LlamaWeights& w = m.weights;
+  w.embed_tokens = load("model.embed_tokens.weight", {V, C});
+  m.storage_dtype = dtype_name(find("model.embed_tokens.weight")->dtype);
+  const bool bias = attention_config(c).bias;
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LlamaLayer b;
+    b.input_layernorm = load(p + "input_layernorm.weight", {C});
+    const Tensor<float> q = load(p + "self_attn.q_proj.weight", {q_width, C});
+    const Tensor<float> k = load(p + "self_attn.k_proj.weight", {kv, C});
+    const Tensor<float> v = load(p + "self_attn.v_proj.weight", {kv, C});
+    b.attn.in_proj_weight = rows_of({&q, &k, &v}, {q_width + 2 * kv, C});
+    b.attn.out_proj_weight = load(p + "self_attn.o_proj.weight", {C, q_width});
+    if (bias) {
+      // The engine's module has one bias switch for both projections: a side without biases gets zeros.
+      Tensor<float> qb({q_width}), kb({kv}), vb({kv});
+      if (c.qkv_bias()) {
+        qb = load(p + "self_attn.q_proj.bias", {q_width});
+        kb = load(p + "self_attn.k_proj.bias", {kv});
+        vb = load(p + "self_attn.v_proj.bias", {kv});
+      }
+      b.attn.in_proj_bias = rows_of({&qb, &kb, &vb}, {q_width + 2 * kv});
+      b.attn.out_proj_bias = c.o_bias() ? load(p + "self_attn.o_proj.bias", {C}) : Tensor<float>({C});
+    }
+    b.post_attention_layernorm = load(p + "post_attention_layernorm.weight", {C});
+    b.gate_proj = transposed(load(p + "mlp.gate_proj.weight", {I, C}));
+    b.up_proj = transposed(load(p + "mlp.up_proj.weight", {I, C}));
+    b.down_proj = transposed(load(p + "mlp.down_proj.weight", {C, I}));
+    find(p + "self_attn.rotary_emb.inv_freq");  // a buffer older checkpoints save: computed, not read
+    w.layers.push_back(std::move(b));
+  }
+  w.norm = load("model.norm.weight", {C});
+  if (views.count("lm_head.weight")) {
+    used.insert("lm_head.weight");
+    const Tensor<float> head = take(*views["lm_head.weight"], "lm_head.weight", {V, C}, false);
+    if (!c.tie_word_embeddings)
+      w.lm_head = head;
+    else if (head.data != w.embed_tokens.data)
+      out.warnings.push_back(
+          "lm_head.weight differs from model.embed_tokens.weight but config.json ties them "
+          "(tie_word_embeddings): embed_tokens is used, as Hugging Face does");
+  } else if (!c.tie_word_embeddings) {
+    throw FileError("lm_head.weight", folder +
+                                          ": config.json unties the LM head (tie_word_embeddings false or "
+                                          "absent) but the weights have no lm_head.weight");
+  }
+  for (const auto& [name, v] : views)
+    if (!used.count(name))
+      out.warnings.push_back("tensor '" + name + "' is not a " + c.model_type + " weight: ignored");
+  validate(m);
   if (const std::int64_t bad = m.nonfinite_weights())
     out.warnings.push_back(std::to_string(bad) +
                            " weights are NaN or infinite: every output they reach will be too");

@@ -1,5 +1,5 @@
-// Hugging Face GPT-2 checkpoints as people have them on disk: a folder with config.json and
-// model.safetensors (or shards + model.safetensors.index.json), tokenizer files beside them. Conv1D
+// Hugging Face GPT-2 and Llama-family checkpoints as people have them on disk: a folder with config.json and
+// model.safetensors (or shards + model.safetensors.index.json), tokenizer files beside them. GPT-2 Conv1D
 // weights stored [in, out]; names with or without the "transformer." prefix; tied or untied
 // lm_head.weight; F32, F16, BF16 (and F64) tensors. torch.save files are recognised and refused
 // with the line of Python that converts them: nothing here runs pickle.
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/gpt2.hpp"
+#include "model/llama.hpp"
 
 namespace mha {
 
@@ -31,5 +32,28 @@ using LoadProgress = std::function<void(double)>;
 // to float once. Throws FileError (missing or malformed file, torch.save file, other architecture)
 // or ShapeError (a tensor that disagrees with the config), each naming the tensor and the rule.
 LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress = {});
+
+// config.json's model_type in a model folder ("" when it has none): what picks the loader, "gpt2"
+// for load_gpt2, "llama", "mistral" or "qwen2" for load_llama. Throws FileError as the loaders do
+// for a folder without config.json or a malformed one.
+std::string checkpoint_model_type(const std::string& folder);
+
+// Reads and checks a Llama-family config.json (Hugging Face's LlamaConfig, MistralConfig and
+// Qwen2Config names). Throws ConfigError whose argument names the field ("rope_scaling.rope_type",
+// "num_key_value_heads", …), FileError for a file that is not JSON.
+LlamaConfig read_llama_config(const std::string& config_json_path);
+
+struct LoadedLlama {
+  LlamaModel model;
+  std::string folder;
+  std::vector<std::string> weight_files;  // the safetensors file(s) read
+  std::vector<std::string> warnings;      // tensors present but not used, a tied head that differs
+};
+
+// Loads a Llama, Mistral or Qwen2 folder: config.json and model.safetensors (or shards with
+// model.safetensors.index.json), Hugging Face's names (model.layers.N.self_attn.q_proj.weight, …),
+// F32, F16 or BF16, converted to float once. q, k and v are stacked into the attention's
+// in_proj_weight. Throws as load_gpt2 does, and ConfigError naming a config.json field.
+LoadedLlama load_llama(const std::string& folder, const LoadProgress& progress = {});
 
 }  // namespace mha

@@ -109,6 +109,19 @@ const std::vector<Command> kCommands = {
      {{'P'}},
      [](const AppState&, ViewTab) { return always("presenter mode: light theme, large font, the strip"); },
      [](AppState& s, UiEnv&, int) { s.apply(studio::toggle_presenter()); }},
+    {"K",
+     {{'K'}},
+     [](const AppState& s, ViewTab v) {
+       return std::string(s.scenario().has_model() && (v == ViewTab::heads || v == ViewTab::compare)
+                              ? "knock the selected head out of the model, or back in (a what-if)"
+                              : "");
+     },
+     [](AppState& s, UiEnv&, int) {
+       if (s.result.valid())
+         s.apply(studio::toggle_knockout(
+             {s.scenario().layer,
+              std::clamp<std::int64_t>(s.view().sel_head, 0, s.result.forward->dims.H - 1)}));
+     }},
     {"Ctrl+Z / Ctrl+Y",
      {{'Z', true, false, -1}, {'Z', true, true, 1}, {'Y', true, false, 1}},
      [](const AppState&, ViewTab) { return always("undo / redo (the view stays as it is)"); },

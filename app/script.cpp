@@ -45,6 +45,7 @@ const std::vector<ActionSpec> kActions = {
     {"unhover", 0, 0, "unhover"},
     {"pin", 1, 1, "pin NAME"},
     {"compare", 2, 2, "compare A B"},
+    {"knockout", 1, 3, "knockout none|HEADS|all-but HEADS [zero|mean]"},
     {"undo", 0, 0, "undo"},
     {"redo", 0, 0, "redo"},
     {"screenshot", 1, 1, "screenshot FILE.png"},
@@ -168,6 +169,7 @@ const std::vector<std::string>& Script::result_fields() {
                                                   "query_tokens",
                                                   "padded_keys",
                                                   "next_token",
+                                                  "knockout",
                                                   "pins",
                                                   "compare",
                                                   "attn_weights",
@@ -393,6 +395,36 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
         return fail(line, "no pin \"" + p + "\" (pin it first, or say live)");
     state.apply(set_compare_pins(w[1], w[2]));
     state.apply(show_view(ViewTab::compare));
+  } else if (verb == "knockout") {  // HEADS: layer.head list, "1.0,1.3"
+    std::vector<std::string> args(w.begin() + 1, w.end());
+    Ablation mode = state.scenario().knockouts.ablation;
+    if (args.size() > 1 && (args.back() == "zero" || args.back() == "mean")) {
+      mode = args.back() == "zero" ? Ablation::zero : Ablation::mean;
+      args.pop_back();
+    }
+    try {
+      if (args.size() == 1 && args[0] == "none") {
+        applied(set_knockouts({}, mode), "what_if");
+      } else if (args.size() == 1) {
+        applied(set_knockouts(parse_heads(args[0], "knockout"), mode), "what_if");
+      } else if (args.size() == 2 && args[0] == "all-but") {
+        const std::vector<HeadRef> keep = parse_heads(args[1], "knockout all-but");
+        std::vector<std::int64_t> heads;
+        for (const HeadRef& h : keep) {
+          if (h.layer != keep[0].layer)
+            return fail(line, "knockout all-but: the heads kept are of one layer");
+          heads.push_back(h.head);
+        }
+        applied(set_ablation(mode), "what_if");
+        applied(keep_only_heads(keep[0].layer, heads), "what_if");
+      } else {
+        return fail(line,
+                    "knockout: expected none, HEADS (layer.head list, e.g. 1.0,1.3) or all-but HEADS, "
+                    "then zero or mean");
+      }
+    } catch (const ConfigError& e) {
+      return fail(line, e.what());
+    }
   } else if (verb == "undo") {
     state.undo();
   } else if (verb == "redo") {
@@ -484,6 +516,22 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
         top.push_back({{"token", state.result.model->top_k_labels[k]},
                        {"probability", state.result.model->top_k[k].probability}});
       r["next_token"] = top;
+      // Head knock-outs: the heads, how, the next token without them, and the heads whose
+      // pattern moved by at least kPatternChanged.
+      const ModelResult& mr = *state.result.model;
+      if (mr.knockouts.active()) {
+        nlohmann::json before = nlohmann::json::array(), changed = nlohmann::json::array();
+        for (std::size_t k = 0; k < mr.top_k_before.size(); ++k)
+          before.push_back(
+              {{"token", mr.top_k_before_labels[k]}, {"probability", mr.top_k_before[k].probability}});
+        for (const PatternChange& p : mr.pattern_changes)
+          if (p.max_abs_diff >= kPatternChanged)
+            changed.push_back({{"head", format_heads({p.head})}, {"max_abs_diff", p.max_abs_diff}});
+        r["knockout"] = {{"heads", format_heads(mr.knockouts.heads)},
+                         {"ablation", to_string(mr.knockouts.ablation)},
+                         {"next_token_before", before},
+                         {"changed_heads", changed}};
+      }
     }
   }
   if (const LessonPlace& p = win.lesson; p.lesson) {

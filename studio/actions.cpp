@@ -10,6 +10,7 @@
 
 #include "compute.hpp"
 #include "errors.hpp"
+#include "model_cache.hpp"
 
 namespace mha::studio {
 
@@ -464,6 +465,90 @@ Action choose_layer(std::int64_t layer) {
   a.change = [layer](Scenario& s) {
     if (!s.has_model()) throw ConfigError("model", "layer: only a model has layers; choose a model first");
     if (!set_layer(s, layer)) throw NoChange{};
+  };
+  return a;
+}
+
+namespace {
+
+// The model's sizes, or ConfigError("knockouts") without one.
+GPT2Config knockout_model(const Scenario& s) {
+  if (!s.has_model())
+    throw ConfigError("knockouts", "knock-outs: only a model has heads to knock out; choose a model first");
+  return model_entry(s.model)->loaded.model.config;
+}
+
+void set_heads(Scenario& s, std::vector<HeadRef> heads) {
+  const GPT2Config c = knockout_model(s);
+  for (const HeadRef& h : heads)
+    if (h.layer < 0 || h.layer >= c.n_layer || h.head < 0 || h.head >= c.n_head)
+      throw ConfigError("knockouts", "knock-out: head " + format_heads({h}) + " is outside the model (" +
+                                         std::to_string(c.n_layer) + " layers of " +
+                                         std::to_string(c.n_head) + " heads)");
+  std::sort(heads.begin(), heads.end());
+  heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+  if (heads == s.knockouts.heads) throw NoChange{};
+  s.knockouts.heads = std::move(heads);
+}
+
+}  // namespace
+
+Action set_knockouts(std::vector<HeadRef> heads, Ablation ablation) {
+  Action a;
+  a.what = heads.empty() ? std::string("knock-outs: none")
+                         : "knock out " + format_heads(heads) + " (" + to_string(ablation) + ")";
+  a.slot = "what_if";
+  a.change = [heads = std::move(heads), ablation](Scenario& s) {
+    const bool same_mode = s.knockouts.ablation == ablation;
+    s.knockouts.ablation = ablation;
+    try {
+      set_heads(s, heads);
+    } catch (const NoChange&) {
+      if (same_mode) throw;
+    }
+  };
+  return a;
+}
+
+Action toggle_knockout(HeadRef head) {
+  Action a;
+  a.what = "knock-out " + format_heads({head});
+  a.slot = "what_if";
+  a.change = [head](Scenario& s) {
+    std::vector<HeadRef> heads = s.knockouts.heads;
+    const auto it = std::find(heads.begin(), heads.end(), head);
+    if (it != heads.end())
+      heads.erase(it);
+    else
+      heads.push_back(head);
+    set_heads(s, std::move(heads));
+  };
+  return a;
+}
+
+Action keep_only_heads(std::int64_t layer, std::vector<std::int64_t> keep) {
+  Action a;
+  std::vector<HeadRef> kept;
+  for (std::int64_t h : keep) kept.push_back({layer, h});
+  a.what = "knock out all of layer " + std::to_string(layer) + " but " + format_heads(kept);
+  a.slot = "what_if";
+  a.change = [layer, keep = std::move(keep)](Scenario& s) {
+    std::vector<HeadRef> heads = heads_except(knockout_model(s), layer, keep);
+    for (const HeadRef& h : s.knockouts.heads)
+      if (h.layer != layer) heads.push_back(h);
+    set_heads(s, std::move(heads));
+  };
+  return a;
+}
+
+Action set_ablation(Ablation ablation) {
+  Action a;
+  a.what = std::string("knock-outs: ") + (ablation == Ablation::zero ? "zero" : "mean over positions");
+  a.slot = "what_if";
+  a.change = [ablation](Scenario& s) {
+    knockout_model(s);
+    if (s.knockouts.ablation == ablation) throw NoChange{};
+    s.knockouts.ablation = ablation;
   };
   return a;
 }

@@ -91,6 +91,14 @@ Action paint_key_padding(Cells cells, bool pad, std::uint64_t gesture = 0);
 // The model ("" = one module with default init, a shipped name, or a GPT-2 folder).
 Action choose_model(const std::string& model);
 Action choose_layer(std::int64_t layer);
+// Head knock-outs with a model (a what-if, not torch): the heads whose context is replaced, and how.
+// set_knockouts replaces the list (empty: none); toggle_knockout knocks one head out or back in;
+// keep_only_heads knocks out every head of `layer` but `keep` (the other layers' stay as they are).
+// ConfigError ("knockouts") without a model or for a head outside it.
+Action set_knockouts(std::vector<HeadRef> heads, Ablation ablation);
+Action toggle_knockout(HeadRef head);
+Action keep_only_heads(std::int64_t layer, std::vector<std::int64_t> keep);
+Action set_ablation(Ablation ablation);
 
 // View actions: the keys, the View menu, the tab bar, a script and a test build these.
 Action show_view(ViewTab tab);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #ifdef __linux__
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -55,6 +56,7 @@ struct ModelRun {
   ModelTokens tokens;
   GPT2Options options;
   GPT2Run run;
+  std::optional<GPT2Run> before;  // with knock-outs: the forward without them
 };
 ModelRun run_model_forward(const Scenario& s) {
   ModelRun r;
@@ -79,12 +81,28 @@ ModelRun run_model_forward(const Scenario& s) {
     r.options.score_divisors[std::size_t(s.layer)] = s.what_if.divisor(m.config.head_dim());
   }
   gpt2_forward(m, r.tokens.ids, r.options, r.run);
+  if (s.knockouts.active()) {
+    // Knock-outs at any layers, the layers after following: recomputed from the first one, the run
+    // without them kept for Compare.
+    r.before = r.run;
+    r.options.knockouts = s.knockouts.heads;
+    r.options.ablation = s.knockouts.ablation;
+    gpt2_forward_from(m, r.run, first_knockout_layer(m.config, s.knockouts.heads), r.options);
+  }
   return r;
 }
 
 // With a model: the chosen layer's attention as one module, on that layer's input (ln_1 of the
 // residual stream after the layers before it), with the layer's mask. Its forward is the layer's.
 Built build_model_layer(const Scenario& s) {
+  // Knock-outs at earlier layers are in the layer's input; at this layer they change its output,
+  // which one nn.MultiheadAttention cannot compute.
+  for (const HeadRef& h : s.knockouts.heads)
+    if (h.layer == s.layer)
+      throw ConfigError("knockouts", "head " + format_heads({h}) +
+                                         " is knocked out at this layer: one module's forward cannot show "
+                                         "that (mha compute --model DIR --ablate " +
+                                         format_heads(s.knockouts.heads) + " computes the model's)");
   const ModelRun r = run_model_forward(s);
   const std::size_t l = std::size_t(s.layer);
   Built b;
@@ -498,6 +516,14 @@ Result Computer::run_model(const Scenario& s) {
 
   Result r;
   ModelResult mr;
+  if (model_run.before) {  // before the layers move out of `run`
+    mr.knockouts = s.knockouts;
+    mr.top_k_before = model_run.before->top_k;
+    for (const TokenProb& t : mr.top_k_before)
+      mr.top_k_before_labels.push_back(e->tokenizer ? e->tokenizer->display_piece(t.id)
+                                                    : "#" + std::to_string(t.id));
+    mr.pattern_changes = pattern_changes(*model_run.before, run);
+  }
   for (ForwardResult<float>& layer : run.attn)
     mr.layers.push_back(std::make_shared<const ForwardResult<float>>(std::move(layer)));
   r.forward = mr.layers[std::size_t(s.layer)];

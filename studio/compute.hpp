@@ -35,6 +35,12 @@ struct ModelResult {
   // This layer's attention on the same input (ln_1 of the residual stream) with nn.MultiheadAttention's
   // default init drawn from the scenario's seed: what the heads look like before training.
   std::shared_ptr<const ForwardResult<float>> untrained;
+  // With knock-outs (Scenario::knockouts): the same forward without them, what Compare sets the
+  // prediction against, and how far each head's pattern moved (every head of every layer).
+  Knockouts knockouts;
+  std::vector<TokenProb> top_k_before;
+  std::vector<std::string> top_k_before_labels;
+  std::vector<PatternChange> pattern_changes;
 };
 
 // A head's role for its title: the one this sentence shows ("prev-token 0.93"), else the probes'

@@ -367,6 +367,7 @@ class Reader {
         fail("what_if.temperature: must be a finite number above 0, got " + describe((*w)["temperature"]));
       get(*w, "what_if", "scale_by_sqrt_dk", s.what_if.scale_by_sqrt_dk);
     }
+    if (const Json* k = object(j, "", "knockouts")) read_knockouts(*k, s);
     if (const Json* m = object(j, "", "mask")) read_mask(*m, s);
     if (const Json* t = object(j, "", "tensors")) read_tensors(*t, s);
     if (const Json* v = object(j, "", "view")) read_view(*v, s);
@@ -385,6 +386,23 @@ class Reader {
   }
 
  private:
+  // "knockouts": {"heads": [[layer, head], …], "ablation": "zero" | "mean"}. Heads outside the model
+  // are refused by the forward (the file still opens; computing it says which).
+  void read_knockouts(const Json& k, Scenario& s) const {
+    get_enum(k, "knockouts", "ablation", s.knockouts.ablation, {Ablation::zero, Ablation::mean});
+    if (!k.contains("heads")) return;
+    const Json& heads = k["heads"];
+    if (!heads.is_array()) fail("knockouts.heads: expected a list of [layer, head] pairs");
+    for (const Json& h : heads) {
+      if (!h.is_array() || h.size() != 2 || !h[0].is_number_unsigned() || !h[1].is_number_unsigned())
+        fail("knockouts.heads: expected [layer, head] pairs of indices from 0, got " + describe(h));
+      s.knockouts.heads.push_back({h[0].get<std::int64_t>(), h[1].get<std::int64_t>()});
+    }
+    std::sort(s.knockouts.heads.begin(), s.knockouts.heads.end());
+    s.knockouts.heads.erase(std::unique(s.knockouts.heads.begin(), s.knockouts.heads.end()),
+                            s.knockouts.heads.end());
+  }
+
   static std::string describe(const Json& v) {
     std::string t = v.dump(-1, ' ', false, Json::error_handler_t::replace);
     return t.size() > 40 ? t.substr(0, 37) + "..." : t;
@@ -654,6 +672,10 @@ Scenario parse_scenario(const std::string& text, const std::string& name,
 
 }  // namespace
 
+bool Knockouts::has(const HeadRef& h) const {
+  return std::binary_search(heads.begin(), heads.end(), h);
+}
+
 double WhatIf::divisor(std::int64_t d_k) const {
   return (scale_by_sqrt_dk ? std::sqrt(double(d_k)) : 1.0) * double(temperature);
 }
@@ -690,6 +712,7 @@ void adopt_model_sizes(Scenario& s) {
 void set_model(Scenario& s, const std::string& model) {
   Scenario next = s;
   next.model = model;
+  next.knockouts.heads.clear();  // another model's heads
   if (next.has_model()) {
     if (next.sentence.empty()) next.sentence = "The cat sat on the mat and looked at the door.";
     adopt_model_sizes(next);
@@ -913,6 +936,11 @@ std::string to_json(const Scenario& s, std::optional<ViewTab> tab) {
   if (s.has_model()) {
     j["model"] = s.model;
     j["layer"] = s.layer;
+  }
+  if (s.has_model() && s.knockouts.active()) {
+    Json heads = Json::array();
+    for (const HeadRef& h : s.knockouts.heads) heads.push_back({h.layer, h.head});
+    j["knockouts"] = {{"heads", heads}, {"ablation", to_string(s.knockouts.ablation)}};
   }
   j["fully_masked"] = to_string(s.fully_masked);
   if (s.what_if.active())

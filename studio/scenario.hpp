@@ -10,6 +10,7 @@
 #include "colormap.hpp"
 #include "masks.hpp"
 #include "mha.hpp"
+#include "model/gpt2.hpp"
 #include "views.hpp"
 
 namespace mha::studio {
@@ -52,6 +53,15 @@ struct WhatIf {
   bool active() const { return temperature != 1.0f || !scale_by_sqrt_dk; }
   // What q is divided by for head size d_k.
   double divisor(std::int64_t d_k) const;
+};
+
+// Head knock-outs with a model (a what-if, not torch; GPT2Options::knockouts): the heads whose
+// context is replaced, at any layers (not only the one shown), the layers after following.
+struct Knockouts {
+  std::vector<HeadRef> heads;  // sorted, no repeats
+  Ablation ablation = Ablation::zero;
+  bool active() const { return !heads.empty(); }
+  bool has(const HeadRef& h) const;
 };
 
 // How the work is looked at inside the views: saved with a scenario (a teacher's prepared batch item,
@@ -108,7 +118,8 @@ struct Scenario {
   std::string sentence;         // whitespace tokens label queries (sets L when non-empty)
   std::string source_sentence;  // cross-attention: tokens of the keys (sets S when non-empty)
   FullyMasked fully_masked = FullyMasked::nan;
-  WhatIf what_if;  // not torch: see WhatIf
+  WhatIf what_if;       // not torch: see WhatIf
+  Knockouts knockouts;  // with a model: heads knocked out (not torch); dropped when the model changes
   MaskSpec mask;
   // Edited, pasted or loaded tensors replace the generated ones (batch-first, shapes must fit).
   std::optional<Tensor<float>> query, key, value;

@@ -131,8 +131,12 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
-def forward(cfg, w, ids):
-    """GPT2LMHeadModel's forward in plain torch, every activation kept (names as the engine's GPT2Run)."""
+def forward(cfg, w, ids, knockouts=(), ablation="zero"):
+    """GPT2LMHeadModel's forward in plain torch, every activation kept (names as the engine's GPT2Run).
+
+    knockouts: (layer, head) pairs whose context (hook_z, (T, d_k)) is replaced before c_proj: by
+    zeros (ablation "zero") or by its mean over the T positions ("mean"), the layers after following.
+    """
     C, H, L = cfg["n_embd"], cfg["n_head"], cfg["n_layer"]
     dk = C // H
     eps = cfg["layer_norm_epsilon"]
@@ -153,6 +157,9 @@ def forward(cfg, w, ids):
         s = torch.where(causal, s, torch.tensor(torch.finfo(s.dtype).min))
         att = torch.softmax(s, dim=-1)
         ctx = att @ heads(v)  # (H, T, dk)
+        for kl, kh in knockouts:
+            if kl == l:
+                ctx[kh] = 0 if ablation == "zero" else ctx[kh].mean(dim=0, keepdim=True).expand(T, dk)
         a_out = ctx.transpose(0, 1).reshape(T, C) @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
         mid = x + a_out
         m_in = ln(mid, p + "ln_2")

@@ -77,6 +77,52 @@ struct CompareCache {
   std::vector<float> head_max;                // mode 1: max |after - before| per head
 };
 
+// Head knock-outs (a what-if of the model): the next-token top-5 without and with them side by
+// side, then the heads whose pattern moved. Shown above every mode while some head is knocked out.
+void knockout_summary(const ModelResult& m) {
+  const float font = ImGui::GetFontSize();
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.85f, 0.35f, 0.1f, 1));
+  ImGui::TextWrapped("KNOCK-OUT, a what-if (not torch): head%s %s %s; the layers after follow",
+                     m.knockouts.heads.size() > 1 ? "s" : "", format_heads(m.knockouts.heads).c_str(),
+                     m.knockouts.ablation == Ablation::zero ? "zeroed" : "mean-ablated");
+  ImGui::PopStyleColor();
+  if (ImGui::BeginTable("knockout_top5", 2, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
+    ImGui::TableSetupColumn("next token before", ImGuiTableColumnFlags_WidthFixed, font * 11);
+    ImGui::TableSetupColumn("after the knock-out", ImGuiTableColumnFlags_WidthFixed, font * 11);
+    ImGui::TableHeadersRow();
+    const std::size_t n = std::max(m.top_k_before.size(), m.top_k.size());
+    for (std::size_t k = 0; k < n; ++k) {
+      ImGui::TableNextRow();
+      for (int side = 0; side < 2; ++side) {
+        ImGui::TableSetColumnIndex(side);
+        const std::vector<TokenProb>& top = side == 0 ? m.top_k_before : m.top_k;
+        const std::vector<std::string>& labels = side == 0 ? m.top_k_before_labels : m.top_k_labels;
+        if (k >= top.size() || k >= labels.size()) continue;
+        // A token that is in one list only is marked: it came in or went out.
+        const std::vector<TokenProb>& other = side == 0 ? m.top_k : m.top_k_before;
+        const bool moved =
+            std::none_of(other.begin(), other.end(), [&](const TokenProb& t) { return t.id == top[k].id; });
+        ImGui::Text("%s%-10s %5.1f %%", moved ? (side == 0 ? "- " : "+ ") : "  ", labels[k].c_str(),
+                    100 * top[k].probability);
+      }
+    }
+    ImGui::EndTable();
+  }
+  std::string changed;
+  int n_changed = 0;
+  for (const PatternChange& p : m.pattern_changes)
+    if (p.max_abs_diff >= kPatternChanged) {
+      char item[48];
+      std::snprintf(item, sizeof item, "%s%s (%.2f)", changed.empty() ? "" : ", ",
+                    format_heads({p.head}).c_str(), p.max_abs_diff);
+      changed += item;
+      ++n_changed;
+    }
+  note("Heads whose attention pattern changed (max |diff| of a weight >= %g): %s", kPatternChanged,
+       n_changed ? changed.c_str()
+                 : "none (a knock-out in the last layer changes no pattern, only the output)");
+}
+
 void rebuild(CompareCache& c, std::uint64_t key, int si, const Side& a, const Side& b) {
   const int R = a.values.rows, C = a.values.cols;
   c.key = key;
@@ -177,6 +223,7 @@ void ComparePanel::draw(AppState& state, Textures& tex) {
   ImGui::SameLine();
   if (ImGui::SmallButton("Pin this")) state.pin("pin " + std::to_string(state.pins.size() + 1));
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("Keep this state and its result to compare against later");
+  if (model && model->knockouts.active()) knockout_summary(*model);
   const CompareMode mode = view.compare_mode == CompareMode::trained_untrained && model && model->untrained
                                ? CompareMode::trained_untrained
                            : view.compare_mode == CompareMode::pins && !state.pins.empty() ? CompareMode::pins

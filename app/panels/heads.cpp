@@ -535,6 +535,52 @@ void head_title(const Dims& d, const studio::ModelResult* model, int k, bool wei
   }
 }
 
+// With a model: a right-click on a head's title knocks it out or back in (a what-if, one undo step),
+// or knocks out every other head of the layer. Returns whether the head is knocked out.
+bool knockout_menu(AppState& state, std::int64_t layer, int k) {
+  const Scenario& sc = state.scenario();
+  if (!sc.has_model()) return false;
+  const HeadRef head{layer, k};
+  const bool knocked = sc.knockouts.has(head);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(knocked ? "Knocked out (right-click or K: bring it back)"
+                              : "Right-click or K (selected head): knock this head out");
+  if (ImGui::BeginPopupContextItem(("knockout/" + std::to_string(k)).c_str())) {
+    const std::string name = format_heads({head});
+    if (ImGui::MenuItem(((knocked ? "Bring back head " : "Knock out head ") + name).c_str(), "K"))
+      state.apply(toggle_knockout(head));
+    if (ImGui::MenuItem(("Knock out every head of layer " + std::to_string(layer) + " but " + name).c_str()))
+      state.apply(keep_only_heads(layer, {k}));
+    const bool mean = sc.knockouts.ablation == Ablation::mean;
+    if (ImGui::MenuItem("Knocked-out context: zero", nullptr, !mean))
+      state.apply(set_ablation(Ablation::zero));
+    if (ImGui::MenuItem("Knocked-out context: its mean over positions", nullptr, mean))
+      state.apply(set_ablation(Ablation::mean));
+    if (ImGui::MenuItem("Bring every head back", nullptr, false, sc.knockouts.active()))
+      state.apply(set_knockouts({}, sc.knockouts.ablation));
+    ImGui::EndPopup();
+  }
+  return knocked;
+}
+
+// A knocked-out head's map, greyed and crossed: its pattern is what it would have done; the block
+// used a zero (or mean) context instead.
+void draw_knocked_out(const HeatmapEvent& ev, Ablation ablation) {
+  if (ev.grid_max.x <= ev.grid_min.x) return;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(ev.grid_min, ev.grid_max, IM_COL32(128, 128, 128, 150));
+  const ImU32 red = IM_COL32(215, 60, 30, 230);
+  const float t = std::max(2.0f, ImGui::GetFontSize() / 6);
+  dl->AddLine(ev.grid_min, ev.grid_max, red, t);
+  dl->AddLine(ImVec2(ev.grid_min.x, ev.grid_max.y), ImVec2(ev.grid_max.x, ev.grid_min.y), red, t);
+  const char* label = ablation == Ablation::zero ? "knocked out: context 0" : "knocked out: context = mean";
+  const ImVec2 size = ImGui::CalcTextSize(label);
+  const ImVec2 at((ev.grid_min.x + ev.grid_max.x - size.x) / 2, (ev.grid_min.y + ev.grid_max.y - size.y) / 2);
+  dl->AddRectFilled(ImVec2(at.x - 4, at.y - 2), ImVec2(at.x + size.x + 4, at.y + size.y + 2),
+                    IM_COL32(255, 255, 255, 230));
+  dl->AddText(at, red, label);
+}
+
 // compact: two short lines for a narrow map (every head on screen at once).
 void row_check_lines(const RowCheck& c, bool compact = false) {
   // Beside its maximum, log2 of the keys a row may see (log2 S without a mask): where the head sits
@@ -876,6 +922,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       const int k = avg ? H : order[std::size_t(slot)];  // the head drawn in this slot
       const float w = ImGui::GetContentRegionAvail().x;
       head_title(d, state.result.model ? &*state.result.model : nullptr, k, si == kWeights);
+      const bool knocked = !avg && knockout_menu(state, layer, k);
 
       Heatmap hm;
       hm.id = std::string("heads/") + kStages[si].name + "/" + std::to_string(k);
@@ -938,6 +985,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       hm.hover_col = si == kContext ? -1 : view.hover_key;
       if (si != kContext) hm.marked_cols = marked_keys;
       const HeatmapEvent ev = draw_heatmap(tex, hm);
+      if (knocked) draw_knocked_out(ev, state.scenario().knockouts.ablation);
       info.maps.push_back(ev);
       if (si != kContext)
         report_hover(ev);

@@ -5,7 +5,9 @@
 // by stage, on every layer.
 #include "model/gpt2.hpp"
 
+#include <Eigen/Dense>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -70,6 +72,85 @@ void conv1d(const float* x, const Tensor<float>& W, const Tensor<float>& b, floa
   });
 }
 
+void check_knockouts(const GPT2Config& c, const std::vector<HeadRef>& heads) {
+  for (const HeadRef& h : heads)
+    if (h.layer < 0 || h.layer >= c.n_layer || h.head < 0 || h.head >= c.n_head)
+      throw ConfigError("knockouts", "head " + std::to_string(h.layer) + "." + std::to_string(h.head) +
+                                         " is outside the model (" + std::to_string(c.n_layer) +
+                                         " layers of " + std::to_string(c.n_head) + " heads: 0.0 to " +
+                                         std::to_string(c.n_layer - 1) + "." + std::to_string(c.n_head - 1) +
+                                         ")");
+}
+
+// Layer l's knock-outs on its traced attention `r` (N = 1): the chosen heads' context replaced, then
+// concat and the out-projection recomputed from it. The new values go into new buffers that the
+// stages then point at (the workspace's stay as the forward left them), so the trace shows what the
+// block used.
+void knock_out_heads(const GPT2Model& m, std::int64_t l, const GPT2Options& o, ForwardResult<float>& r) {
+  const GPT2Config& c = m.config;
+  const std::int64_t H = c.n_head, dk = c.head_dim(), C = c.n_embd, T = r.dims.L;
+  std::vector<char> knocked(std::size_t(H), 0);
+  for (const HeadRef& h : o.knockouts)
+    if (h.layer == l) knocked[std::size_t(h.head)] = 1;
+  if (std::find(knocked.begin(), knocked.end(), 1) == knocked.end()) return;
+
+  auto context =
+      std::make_shared<std::vector<float>>(r.trace["context"].contiguous().data);  // (1, H, T, d_k)
+  std::vector<HeadRef> heads;
+  for (std::int64_t h = 0; h < H; ++h) {
+    if (!knocked[std::size_t(h)]) continue;
+    heads.push_back({l, h});
+    float* z = context->data() + h * T * dk;  // (T, d_k)
+    for (std::int64_t j = 0; j < dk; ++j) {
+      double mean = 0;
+      if (o.ablation == Ablation::mean) {
+        for (std::int64_t t = 0; t < T; ++t) mean += z[t * dk + j];
+        mean /= double(T);
+      }
+      for (std::int64_t t = 0; t < T; ++t) z[t * dk + j] = float(mean);
+    }
+  }
+  // concat (1, T, C): context_transposed.contiguous().view(1, T, C)
+  auto concat = std::make_shared<std::vector<float>>(std::size_t(T * C));
+  for (std::int64_t h = 0; h < H; ++h)
+    for (std::int64_t t = 0; t < T; ++t)
+      std::copy_n(context->data() + (h * T + t) * dk, dk, concat->data() + t * C + h * dk);
+  // output (1, T, C) = concat · out_proj.weightᵀ + out_proj.bias, weight (C, C) as torch holds it
+  auto output = std::make_shared<std::vector<float>>(std::size_t(T * C));
+  const Weights<float>& w = m.weights.h[std::size_t(l)].attn;
+  if (o.backend == Backend::reference) {
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t i = 0; i < C; ++i) {
+        double acc = w.out_proj_bias.data[std::size_t(i)];
+        for (std::int64_t k = 0; k < C; ++k)
+          acc += double((*concat)[std::size_t(t * C + k)]) * w.out_proj_weight.data[std::size_t(i * C + k)];
+        (*output)[std::size_t(t * C + i)] = float(acc);
+      }
+  } else {
+    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    Eigen::Map<const RowMajor> x(concat->data(), T, C), W(w.out_proj_weight.ptr(), C, C);
+    Eigen::Map<const Eigen::RowVectorXf> b(w.out_proj_bias.ptr(), C);
+    Eigen::Map<RowMajor> y(output->data(), T, C);
+    y.noalias() = x * W.transpose();
+    y.rowwise() += b;
+  }
+  const std::string what =
+      std::string(" [what-if, not torch: head") + (heads.size() > 1 ? "s " : " ") + format_heads(heads) +
+      (o.ablation == Ablation::zero ? " zeroed]" : " replaced by their mean over positions]");
+  for (Stage<float>& s : r.trace.stages) {
+    if (s.name == "context" || s.name == "context_transposed")
+      s.storage = context;
+    else if (s.name == "concat")
+      s.storage = concat;
+    else if (s.name == "output")
+      s.storage = output;
+    else
+      continue;
+    s.offset = 0;
+    s.note += what;
+  }
+}
+
 // Block l, reading run.residual[l] and writing every activation of the block and residual[l + 1].
 void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2Options& o) {
   const GPT2Config& c = m.config;
@@ -93,6 +174,7 @@ void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2O
   mo.count_nonfinite_weights = false;  // counted once for the whole model: GPT2Model::nonfinite_weights
   if (li < o.score_divisors.size()) mo.score_divisor = o.score_divisors[li];
   forward(attention_config(c), w.attn, in, mo, run.workspaces[li], run.attn[li]);
+  knock_out_heads(m, l, o, run.attn[li]);
 
   const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous
   float* mid = run.resid_mid.ptr() + l * T * C;
@@ -180,6 +262,86 @@ void validate(const GPT2Config& c) {
                                     " is not divisible by n_head = " + std::to_string(c.n_head));
   if (!(c.layer_norm_epsilon > 0) || !std::isfinite(c.layer_norm_epsilon))
     throw ConfigError("layer_norm_epsilon", "layer_norm_epsilon must be a positive number");
+}
+
+const char* to_string(Ablation a) {
+  return a == Ablation::zero ? "zero" : "mean";
+}
+
+std::vector<HeadRef> heads_except(const GPT2Config& c, std::int64_t layer,
+                                  const std::vector<std::int64_t>& keep) {
+  if (layer < 0 || layer >= c.n_layer)
+    throw ConfigError("knockouts", "layer " + std::to_string(layer) + " is outside the model's " +
+                                       std::to_string(c.n_layer) + " layers");
+  std::vector<HeadRef> kept;
+  for (std::int64_t h : keep) kept.push_back({layer, h});
+  check_knockouts(c, kept);
+  std::vector<HeadRef> out;
+  for (std::int64_t h = 0; h < c.n_head; ++h)
+    if (std::find(keep.begin(), keep.end(), h) == keep.end()) out.push_back({layer, h});
+  return out;
+}
+
+std::vector<HeadRef> parse_heads(const std::string& text, const std::string& argument) {
+  std::vector<HeadRef> heads;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    const std::size_t dot = item.find('.');
+    auto number = [&](const std::string& part) {
+      std::size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(part, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (part.empty() || used != part.size() || v < 0 || !std::isdigit((unsigned char)part[0]))
+        throw ConfigError(argument,
+                          argument + ": \"" + item + "\" is not layer.head (expected e.g. 1.0,1.3)");
+      return std::int64_t(v);
+    };
+    if (dot == std::string::npos) number("");
+    heads.push_back({number(item.substr(0, dot)), number(item.substr(dot + 1))});
+  }
+  return heads;
+}
+
+std::string format_heads(const std::vector<HeadRef>& heads) {
+  std::string s;
+  for (const HeadRef& h : heads)
+    s += (s.empty() ? "" : ",") + std::to_string(h.layer) + "." + std::to_string(h.head);
+  return s;
+}
+
+std::int64_t first_knockout_layer(const GPT2Config& c, const std::vector<HeadRef>& heads) {
+  std::int64_t first = c.n_layer;
+  for (const HeadRef& h : heads) first = std::min(first, h.layer);
+  return first;
+}
+
+std::vector<PatternChange> pattern_changes(const GPT2Run& before, const GPT2Run& after) {
+  if (before.attn.size() != after.attn.size() || before.input_ids != after.input_ids)
+    throw ConfigError("run", "pattern_changes compares two runs of one model on the same tokens");
+  std::vector<PatternChange> out;
+  for (std::size_t l = 0; l < before.attn.size(); ++l) {
+    const Tensor<float> a = before.attn[l].trace["attn_weights"].contiguous();  // (1, H, T, T)
+    const Tensor<float> b = after.attn[l].trace["attn_weights"].contiguous();
+    if (a.shape != b.shape) throw ConfigError("run", "pattern_changes: the runs' heads differ");
+    const std::int64_t H = a.size(1), per_head = a.numel() / std::max<std::int64_t>(H, 1);
+    for (std::int64_t h = 0; h < H; ++h) {
+      double largest = 0;
+      for (std::int64_t k = h * per_head; k < (h + 1) * per_head; ++k) {
+        const float x = a.data[std::size_t(k)], y = b.data[std::size_t(k)];
+        if (std::isnan(x) && std::isnan(y)) continue;
+        const double d = std::isnan(x) || std::isnan(y) ? INFINITY : std::abs(double(x) - double(y));
+        largest = std::max(largest, d);
+      }
+      out.push_back({{std::int64_t(l), h}, largest});
+    }
+  }
+  return out;
 }
 
 Config attention_config(const GPT2Config& c) {
@@ -291,6 +453,7 @@ void gpt2_forward_from(const GPT2Model& m, GPT2Run& run, std::int64_t layer, con
                                    std::to_string(c.n_layer) + " layers");
   if (std::int64_t(run.attn.size()) != c.n_layer || run.input_ids.empty())
     throw ConfigError("run", "gpt2_forward_from needs a run of gpt2_forward on the same model");
+  check_knockouts(c, o.knockouts);
   run.workspaces.resize(std::size_t(c.n_layer));
   for (std::int64_t l = layer; l < c.n_layer; ++l) block_forward(m, run, l, o);
   head_forward(m, run, o);

@@ -71,6 +71,24 @@ struct TokenProb {
   float logit = 0;
 };
 
+// One head of one layer, TransformerLens's (layer, head_index).
+struct HeadRef {
+  std::int64_t layer = 0, head = 0;
+  bool operator==(const HeadRef& o) const { return layer == o.layer && head == o.head; }
+  bool operator<(const HeadRef& o) const { return layer < o.layer || (layer == o.layer && head < o.head); }
+};
+
+// What a knocked-out head's context becomes (a what-if, not torch: head ablation as TransformerLens
+// does it on hook_z). The context is the head's slice of `concat`, (T, d_k): what the head hands to
+// the out-projection.
+enum class Ablation {
+  zero,  // every position's context is 0: the head adds nothing but out_proj.bias's share
+  // every position's context is the head's mean context over this sentence's T positions, one (d_k,)
+  // vector: the head still adds its average, but nothing that depends on where it looked
+  mean,
+};
+const char* to_string(Ablation a);
+
 struct GPT2Options {
   // Backend::reference: explicit loops everywhere (the attention's reference path too);
   // anything else: the Eigen kernels.
@@ -83,6 +101,14 @@ struct GPT2Options {
   // instead of √d_k (Options::score_divisor: the temperature and "scale off" controls). Missing or
   // 0: √d_k, GPT-2's own.
   std::vector<double> score_divisors;
+  // Head knock-outs, a what-if at any layers: each listed head's context is replaced as `ablation`
+  // says before the out-projection, and the layers after read the residual stream that changed.
+  // The head's scores and weights are computed and traced as usual (they are what it would have
+  // done); its layer's `context`, `context_transposed`, `concat` and `output` stages hold what the
+  // block used, and their notes name the heads replaced. Throws ConfigError("knockouts") for a head
+  // outside the model.
+  std::vector<HeadRef> knockouts;
+  Ablation ablation = Ablation::zero;
   std::int64_t top_k = 5;
 };
 
@@ -114,6 +140,31 @@ GPT2Run& gpt2_forward(const GPT2Model& m, const std::vector<std::int32_t>& input
 // Recomputes `run` from block `layer` on, with the residual stream before it kept: what a mask edit
 // at that layer changes. `run` must come from gpt2_forward of the same model and ids.
 void gpt2_forward_from(const GPT2Model& m, GPT2Run& run, std::int64_t layer, const GPT2Options& o = {});
+
+// Every head of `layer` except `keep`: the "all but these heads" knock-out. Throws ConfigError
+// ("knockouts") for a layer or head outside the model.
+std::vector<HeadRef> heads_except(const GPT2Config& c, std::int64_t layer,
+                                  const std::vector<std::int64_t>& keep);
+// "1.0,1.3" (layer.head, comma-separated) to heads; throws ConfigError naming `argument` for an item
+// that is not one. Does not check them against a model (the forward does).
+std::vector<HeadRef> parse_heads(const std::string& text, const std::string& argument);
+// The same form back: "1.0,1.3" (sorted as given).
+std::string format_heads(const std::vector<HeadRef>& heads);
+// The first layer a knock-out touches: where gpt2_forward_from starts (n_layer when none).
+std::int64_t first_knockout_layer(const GPT2Config& c, const std::vector<HeadRef>& heads);
+
+// How much a head's attention pattern moved between two runs on the same ids: the largest
+// |Δ attn_weights| over its (T, T) weights (NaN rows compare equal to NaN rows).
+struct PatternChange {
+  HeadRef head;
+  double max_abs_diff = 0;
+};
+// Every head of every layer, layer by layer. Throws ConfigError("run") when the runs differ in
+// layers, heads or tokens.
+std::vector<PatternChange> pattern_changes(const GPT2Run& before, const GPT2Run& after);
+// A head whose largest weight change is at least this is reported as changed: 0.001 of a weight is
+// below what the heatmaps can show, and above float rounding through a few layers (~1e-6).
+constexpr double kPatternChanged = 1e-3;
 
 // The attention module of one block as mha::forward runs it.
 Config attention_config(const GPT2Config& c);

@@ -29,6 +29,7 @@ namespace {
 struct ComputeArgs : ForwardArgs {
   std::string out_dir;
   ModelArgs model;
+  KnockoutArgs knockout;
   bool quiet = false;
 };
 
@@ -229,6 +230,7 @@ std::function<int()> add_compute(CLI::App& app) {
   add_model_options(cmd, a->model,
                     "With --model: the layer whose attention trace --out writes, or all (default: all, "
                     "each in layer_<i>/)");
+  add_knockout_options(cmd, a->knockout);
   cmd->add_flag("--quiet", a->quiet, "No progress line on stderr (it is shown only on a terminal)");
   return [a]() -> int {
     if (!a->out_dir.empty())
@@ -237,10 +239,12 @@ std::function<int()> add_compute(CLI::App& app) {
     if (!a->model.model_dir.empty()) {
       check_model_alone(*a);
       // d_k is the model's: the divisor is made once its config is read.
-      return run_model_compute(a->model, a->out_dir, a->quiet, *a);
+      return run_model_compute(a->model, a->out_dir, a->quiet, *a, a->knockout);
     }
     if (!a->model.text.empty() || !a->model.token_ids.empty() || !a->model.layer.empty())
       throw ConfigError("--model", "--text, --token-ids and --layer go with --model DIR");
+    if (!a->knockout.heads.empty() || a->knockout.all_but)
+      throw ConfigError("--ablate", "--ablate knocks out heads of a model: it goes with --model DIR");
     const bool f64 = check_forward_args(*a);
     return f64 ? run<double>(*a) : run<float>(*a);
   };

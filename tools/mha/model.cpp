@@ -1,11 +1,13 @@
 // GPT-2 checkpoints from the command line: the --model options `mha compute`, `mha export` and
 // `mha bench` share, `mha compute --model` (a layer's attention trace, or every layer's, with the
 // tokens and the next-token top-5) and `mha model-info` (architecture, sizes, tokenizer, head roles).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "commands.hpp"
@@ -58,7 +60,79 @@ struct ComputeModelArgs {
   std::string out_dir;
   bool quiet = false;
   const ForwardArgs* what_if = nullptr;  // --temperature, --no-scale
+  KnockoutArgs knockout;
 };
+
+// --ablate's heads for this model (every other head of each layer named, with --ablate-all-but).
+std::vector<HeadRef> knockout_heads(const KnockoutArgs& k, const GPT2Config& c) {
+  if (k.heads.empty()) {
+    if (k.all_but)
+      throw ConfigError("--ablate-all-but", "--ablate-all-but needs --ablate with the heads to keep");
+    return {};
+  }
+  std::vector<HeadRef> heads = parse_heads(k.heads, "--ablate");
+  for (const HeadRef& h : heads)
+    if (h.layer >= c.n_layer || h.head >= c.n_head)
+      throw ConfigError("--ablate", "--ablate " + std::to_string(h.layer) + "." + std::to_string(h.head) +
+                                        ": the model has " + std::to_string(c.n_layer) + " layers of " +
+                                        std::to_string(c.n_head) + " heads (0.0 to " +
+                                        std::to_string(c.n_layer - 1) + "." + std::to_string(c.n_head - 1) +
+                                        ")");
+  if (!k.all_but) return heads;
+  std::vector<HeadRef> out;
+  for (std::int64_t l = 0; l < c.n_layer; ++l) {
+    std::vector<std::int64_t> keep;
+    for (const HeadRef& h : heads)
+      if (h.layer == l) keep.push_back(h.head);
+    if (keep.empty()) continue;
+    for (const HeadRef& h : heads_except(c, l, keep)) out.push_back(h);
+  }
+  return out;
+}
+
+// The top-k before and after a knock-out side by side, then the heads after the first knocked-out
+// layer whose pattern moved.
+void print_knockout(const ModelInput& in, const std::vector<HeadRef>& heads, Ablation mode,
+                    const GPT2Run& before, const GPT2Run& after) {
+  std::printf("\nKNOCK-OUT, a what-if, not torch: head%s %s %s; the layers after follow\n",
+              heads.size() > 1 ? "s" : "", format_heads(heads).c_str(),
+              mode == Ablation::zero
+                  ? "zeroed (context set to 0 before the out-projection)"
+                  : "mean-ablated (context replaced by its mean over the sentence's positions)");
+  std::printf("next token, top %zu before -> after:\n", after.top_k.size());
+  for (std::size_t i = 0; i < std::max(before.top_k.size(), after.top_k.size()); ++i) {
+    std::string left, right;
+    char buf[96];
+    if (i < before.top_k.size()) {
+      std::snprintf(buf, sizeof buf, "%-16s %6.2f %%", describe(in, before.top_k[i]).c_str(),
+                    100 * before.top_k[i].probability);
+      left = buf;
+    }
+    if (i < after.top_k.size()) {
+      std::snprintf(buf, sizeof buf, "%-16s %6.2f %%", describe(in, after.top_k[i]).c_str(),
+                    100 * after.top_k[i].probability);
+      right = buf;
+    }
+    std::printf("  %-28s  ->  %s\n", left.c_str(), right.c_str());
+  }
+  const std::int64_t first = first_knockout_layer(in.loaded.model.config, heads);
+  std::string changed;
+  std::int64_t later = 0;
+  for (const PatternChange& p : pattern_changes(before, after)) {
+    if (p.head.layer <= first) continue;
+    ++later;
+    if (p.max_abs_diff < kPatternChanged) continue;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "  %lld.%lld  max |dw| %.4f\n", (long long)p.head.layer,
+                  (long long)p.head.head, p.max_abs_diff);
+    changed += buf;
+  }
+  if (later == 0)
+    std::printf("later layers: none (layer %lld is the last)\n", (long long)first);
+  else
+    std::printf("heads after layer %lld whose pattern changed (max |dw| >= %g): %s\n%s", (long long)first,
+                kPatternChanged, changed.empty() ? "none" : "", changed.c_str());
+}
 
 int run_compute(const ComputeModelArgs& a) {
   platform::ProgressLine progress("mha compute", a.quiet);
@@ -76,8 +150,19 @@ int run_compute(const ComputeModelArgs& a) {
     o.score_divisors.assign(std::size_t(m.config.n_layer), 0.0);
     o.score_divisors[std::size_t(in.layers[0])] = divisor;
   }
+  const std::vector<HeadRef> knockouts = knockout_heads(a.knockout, m.config);
+  if (a.knockout.mode != "zero" && a.knockout.mode != "mean")
+    throw ConfigError("--ablate-mode", "--ablate-mode is zero or mean, got " + a.knockout.mode);
   progress.waiting("forward");
-  const GPT2Run run = gpt2_forward(m, in.ids, o);
+  GPT2Run run = gpt2_forward(m, in.ids, o);
+  std::optional<GPT2Run> before;
+  if (!knockouts.empty()) {
+    // The same forward with the knock-outs, recomputed from the first layer they touch.
+    before = run;
+    o.knockouts = knockouts;
+    o.ablation = a.knockout.mode == "mean" ? Ablation::mean : Ablation::zero;
+    gpt2_forward_from(m, run, first_knockout_layer(m.config, knockouts), o);
+  }
   progress.clear();
   std::printf("GPT-2 forward (%s: %lld layers, %lld heads, n_embd %lld), %zu tokens:\n ",
               in.loaded.folder.c_str(), (long long)m.config.n_layer, (long long)m.config.n_head,
@@ -88,9 +173,13 @@ int run_compute(const ComputeModelArgs& a) {
         "\nWHAT-IF, not torch: layer %lld's q divided by %g instead of sqrt(d_k) = %g; the layers "
         "after it follow",
         (long long)in.layers[0], divisor, std::sqrt(double(m.config.head_dim())));
-  std::printf("\nnext token, top %zu:\n", run.top_k.size());
-  for (const TokenProb& t : run.top_k)
-    std::printf("  %-16s %6.2f %%\n", describe(in, t).c_str(), 100 * t.probability);
+  if (before) {
+    print_knockout(in, knockouts, o.ablation, *before, run);
+  } else {
+    std::printf("\nnext token, top %zu:\n", run.top_k.size());
+    for (const TokenProb& t : run.top_k)
+      std::printf("  %-16s %6.2f %%\n", describe(in, t).c_str(), 100 * t.probability);
+  }
   for (const std::string& w : in.loaded.warnings) std::printf("warning: %s\n", w.c_str());
   if (a.out_dir.empty()) return 0;
   const bool all = in.layers.size() > 1;
@@ -107,6 +196,11 @@ int run_compute(const ComputeModelArgs& a) {
       meta["tokens"] = in.tokens;
       meta["input_ids"] = in.ids;
       meta["next_token_top_k"] = top_k_json(in, run);
+      if (before) {  // what-if, not torch: the stages are the knocked-out forward's
+        meta["knockouts"] = format_heads(knockouts);
+        meta["ablation"] = to_string(o.ablation);
+        meta["next_token_top_k_before_knockouts"] = top_k_json(in, *before);
+      }
       write_json_file(dir / "trace.json", meta);
     }
   });
@@ -265,9 +359,22 @@ std::function<int()> add_model_info(CLI::App& app) {
   return [a]() { return run_model_info(*a); };
 }
 
-int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet,
-                      const ForwardArgs& what_if) {
-  return run_compute({m, out_dir, quiet, &what_if});
+int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet, const ForwardArgs& what_if,
+                      const KnockoutArgs& knockout) {
+  return run_compute({m, out_dir, quiet, &what_if, knockout});
+}
+
+void add_knockout_options(CLI::App* cmd, KnockoutArgs& k) {
+  cmd->add_option(
+      "--ablate", k.heads,
+      "With --model: knock heads out, a what-if (not torch): layer.head list, e.g. 1.0,1.3; each "
+      "head's context (its slice of concat, before the out-projection) is replaced, the layers "
+      "after follow; prints the top-5 before and after and the later heads whose pattern changed");
+  cmd->add_option("--ablate-mode", k.mode,
+                  "zero (default): the context is 0; mean: the head's mean context over the sentence's "
+                  "positions at every position");
+  cmd->add_flag("--ablate-all-but", k.all_but,
+                "Knock out every head of each layer --ablate names except the heads it lists");
 }
 
 }  // namespace mha::cli

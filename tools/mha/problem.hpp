@@ -103,7 +103,17 @@ ModelInput load_model_input(const ModelArgs& m, const char* default_layer, const
 // quiet: no progress line on stderr.
 // what_if: --temperature / --no-scale, applied at the one --layer chosen, the layers after it
 // following (ConfigError naming --layer for --layer all).
-int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet, const ForwardArgs& what_if);
+// knockout: --ablate, --ablate-mode, --ablate-all-but (head knock-outs at any layers, the layers
+// after following; prints the top-5 before and after and the later heads whose pattern moved).
+struct KnockoutArgs {
+  std::string heads;          // --ablate 1.0,1.3: layer.head
+  std::string mode = "zero";  // --ablate-mode zero|mean
+  bool all_but = false;       // --ablate-all-but: knock out every other head of the layers named
+};
+// Registers --ablate, --ablate-mode and --ablate-all-but on `cmd`.
+void add_knockout_options(CLI::App* cmd, KnockoutArgs& k);
+int run_model_compute(const ModelArgs& m, const std::string& out_dir, bool quiet, const ForwardArgs& what_if,
+                      const KnockoutArgs& knockout = {});
 // Refuses --model together with another source of inputs (--inputs, --torch-seed, --scenario).
 void check_model_alone(const ForwardArgs& a);
 

@@ -17,8 +17,8 @@ namespace mha::app {
 
 namespace fs = std::filesystem;
 
-std::string export_lesson(const std::string& assets_dir, const std::string& name_or_path, const std::string& out,
-                          bool markdown, std::string* summary) {
+std::string export_lesson(const std::string& assets_dir, const std::string& name_or_path,
+                          const std::string& out, bool markdown, std::string* summary) {
   try {
     const std::string file = handout::lesson_file(assets_dir + "/lessons", name_or_path);
     const handout::Format format = handout::handout_format(out, markdown ? "md" : "pdf");
@@ -91,8 +91,8 @@ void draw_lesson_export_dialog(AppState& state, UiEnv& env) {
     if (d.error.empty()) {
       std::error_code ec;
       const fs::path full = fs::absolute(d.job->out, ec);
-      state.status = "exported the lesson handout to " + (ec ? d.job->out : full.string()) + " (" +
-                     d.job->summary + ")";
+      state.status =
+          "exported the lesson handout to " + (ec ? d.job->out : full.string()) + " (" + d.job->summary + ")";
     }
     d.job.reset();
   }

@@ -16,8 +16,8 @@ namespace mha::app {
 // Writes the handout of the lesson NAME (assets/lessons) or a lesson file's path to `out`: a .pdf
 // file, or a folder (a path ending in '/', or `markdown`). Returns "" or the message to show; it
 // never throws and changes no app state. The dialog's Export button and a script's lesson-export.
-std::string export_lesson(const std::string& assets_dir, const std::string& name_or_path, const std::string& out,
-                          bool markdown, std::string* summary = nullptr);
+std::string export_lesson(const std::string& assets_dir, const std::string& name_or_path,
+                          const std::string& out, bool markdown, std::string* summary = nullptr);
 
 // Opens the dialog at the next frame, on the open lesson (else the first).
 void ask_export_lesson(AppState& state);

@@ -61,7 +61,7 @@ namespace {
 constexpr double kPageW = 595.276, kPageH = 841.89;
 constexpr double kMargin = 56;
 constexpr double kLeft = kMargin, kRight = kPageW - kMargin, kTop = kMargin, kBottom = kPageH - kMargin;
-constexpr double kBody = 10.5;            // em of body text, points
+constexpr double kBody = 10.5;  // em of body text, points
 // A figure pixel at most: a third larger than the single-figure PDF's 96 per inch, so a small heatmap
 // fills more of an otherwise empty page.
 constexpr double kFigurePoints = 1.0;
@@ -176,7 +176,8 @@ std::vector<Line> wrap(const std::vector<TextRun>& runs, const FontPair& f, doub
   return lines;
 }
 
-void draw_line(cairo_t* cr, const Line& line, const FontPair& f, double x, double baseline, std::uint32_t colour) {
+void draw_line(cairo_t* cr, const Line& line, const FontPair& f, double x, double baseline,
+               std::uint32_t colour) {
   const double space_w = f.regular.advance(" ");
   for (const Word& w : line.words) {
     if (w.space_before) x += space_w;
@@ -227,7 +228,8 @@ class Pages {
   Pages& operator=(const Pages&) = delete;
 
   int draw() {
-    for (std::size_t k = 0; k < doc_.blocks.size(); ++k) block(doc_.blocks[k], k + 1 < doc_.blocks.size() ? &doc_.blocks[k + 1] : nullptr);
+    for (std::size_t k = 0; k < doc_.blocks.size(); ++k)
+      block(doc_.blocks[k], k + 1 < doc_.blocks.size() ? &doc_.blocks[k + 1] : nullptr);
     end_page();
     cairo_status_t status = cairo_status(cr_);
     cairo_destroy(cr_);
@@ -236,7 +238,8 @@ class Pages {
     if (status == CAIRO_STATUS_SUCCESS) status = cairo_surface_status(surface_);
     if (status == CAIRO_STATUS_NO_MEMORY) throw std::bad_alloc();
     if (status != CAIRO_STATUS_SUCCESS)
-      throw ConfigError("export", std::string("drawing the document failed: ") + cairo_status_to_string(status));
+      throw ConfigError("export",
+                        std::string("drawing the document failed: ") + cairo_status_to_string(status));
     return pages_;
   }
 

@@ -54,9 +54,9 @@ struct RenderedDocument {
 
 // A4 portrait pages (595 × 842 pt, 56 pt margins). Text wraps at spaces; a block that does not fit
 // what is left of a page goes to the next; a figure is scaled to the page's width and to what is
-// left of the page (at most 1 pt a figure pixel, a third larger than the single-figure PDF), and starts a page
-// of its own when less than a third of one is left. Throws FileError (font) or ConfigError (a
-// figure that cannot be laid out, a cairo failure).
+// left of the page (at most 1 pt a figure pixel, a third larger than the single-figure PDF), and starts a
+// page of its own when less than a third of one is left. Throws FileError (font) or ConfigError (a figure
+// that cannot be laid out, a cairo failure).
 RenderedDocument render_document_pdf(const Document& doc);
 
 }  // namespace mha::exporter

@@ -48,8 +48,8 @@ std::string lesson_file(const std::string& dir, const std::string& name_or_path)
   std::string names;
   for (const std::string& f : studio::list_lessons(dir))
     names += (names.empty() ? "" : ", ") + fs::path(f).stem().string();
-  throw LessonError(name_or_path,
-                    "no lesson \"" + name_or_path + "\"; the lessons are " + (names.empty() ? "(none)" : names));
+  throw LessonError(name_or_path, "no lesson \"" + name_or_path + "\"; the lessons are " +
+                                      (names.empty() ? "(none)" : names));
 }
 
 namespace {
@@ -73,7 +73,9 @@ void run_line(AppState& state, const std::vector<std::string>& w, const std::str
               const std::string& where) {
   std::string line;
   for (const std::string& word : w) line += (line.empty() ? "" : " ") + word;
-  auto refuse = [&](const std::string& why) { throw LessonError(where, where + ": \"" + line + "\": " + why); };
+  auto refuse = [&](const std::string& why) {
+    throw LessonError(where, where + ": \"" + line + "\": " + why);
+  };
   auto applied = [&](const studio::Action& a) {
     if (!state.apply(a)) refuse(state.errors.count(a.slot) ? state.errors[a.slot] : "refused");
   };
@@ -136,7 +138,8 @@ std::vector<StepFigure> step_figures(const AppState& state, const std::string& f
   std::string layer;
   if (state.result.model)
     layer = ", layer " + std::to_string(state.result.model->layer) + " of " + state.result.model->name;
-  const std::string item = state.scenario().batch > 1 ? ", batch item " + std::to_string(view.batch_index) : "";
+  const std::string item =
+      state.scenario().batch > 1 ? ", batch item " + std::to_string(view.batch_index) : "";
 
   auto stage = [&](const std::string& name, const std::string& caption) {
     exporter::StageSlice slice;
@@ -159,9 +162,13 @@ std::vector<StepFigure> step_figures(const AppState& state, const std::string& f
   switch (tab) {
     case ViewTab::heads:
     case ViewTab::overview:
-    case ViewTab::token_lines: stage(view.stage, std::string("The ") + studio::view_info(tab).name + " view"); break;
+    case ViewTab::token_lines:
+      stage(view.stage, std::string("The ") + studio::view_info(tab).name + " view");
+      break;
     case ViewTab::pipeline: stage(view.pipeline_stage, "The Pipeline's stage below its graph"); break;
-    case ViewTab::mask: stage("attn_weights", "The Mask view's effect: the weights, blocked cells hatched"); break;
+    case ViewTab::mask:
+      stage("attn_weights", "The Mask view's effect: the weights, blocked cells hatched");
+      break;
     case ViewTab::reshape: {
       exporter::ReshapeSpec rs;
       rs.batch_index = view.batch_index;
@@ -171,6 +178,10 @@ std::vector<StepFigure> step_figures(const AppState& state, const std::string& f
       f.forward = fwd;
       f.drawing = std::make_unique<exporter::Drawing>(exporter::reshape_figure(*fwd, rs).drawing);
       f.caption = "The Reshape view: q, q.view(N, L, H, d_k), then .transpose(1, 2)" + item;
+      // The exported figure draws the right path only; say so where the step shows a mistake.
+      if (view.mistake != 0)
+        f.caption +=
+            " (the right path; the app's Reshape view shows mistake " + std::to_string(view.mistake) + ")";
       out.push_back(std::move(f));
       break;
     }
@@ -242,11 +253,13 @@ Handout walk_lesson(const Lesson& lesson, const std::string& assets_dir, const s
   Handout h;
   h.lesson = lesson;
   AppState state;  // no autosave path: nothing written
-  for (const std::vector<std::string>& w : lesson.setup) run_line(state, w, assets_dir, lesson.name + ": setup");
+  for (const std::vector<std::string>& w : lesson.setup)
+    run_line(state, w, assets_dir, lesson.name + ": setup");
   for (std::size_t k = 0; k < lesson.steps.size(); ++k) {
     if (progress) progress(int(k), int(lesson.steps.size()));
     const LessonStep& step = lesson.steps[k];
-    for (const std::vector<std::string>& w : step.setup) run_line(state, w, assets_dir, step_where(lesson, k));
+    for (const std::vector<std::string>& w : step.setup)
+      run_line(state, w, assets_dir, step_where(lesson, k));
     // A step that sets up nothing (a closing word) shows nothing new: no figure to print again.
     if (step.setup.empty()) {
       h.figures.emplace_back();
@@ -295,7 +308,8 @@ exporter::Document handout_document(const Handout& h, const std::string& font_pa
                                      (tasks == 1 ? "" : "s") +
                                      ". Each page shows a step's narration and what the app shows at that "
                                      "step; the answers are on the last page. To follow it in the app: "
-                                     "`mha-studio --lesson " + l.name + "`, or the **Lessons** menu.");
+                                     "`mha-studio --lesson " +
+                                     l.name + "`, or the **Lessons** menu.");
   for (std::size_t k = 0; k < n; ++k) {
     add(DocBlock::Kind::bullet, l.steps[k].title + (l.steps[k].has_task ? " (**task**)" : ""));
     doc.blocks.back().marker = std::to_string(k + 1) + ".";
@@ -304,11 +318,13 @@ exporter::Document handout_document(const Handout& h, const std::string& font_pa
   for (std::size_t k = 0; k < n; ++k) {
     const LessonStep& s = l.steps[k];
     add(DocBlock::Kind::page_break, "");
-    add(DocBlock::Kind::kicker, l.title + "  \xC2\xB7  step " + std::to_string(k + 1) + " of " + std::to_string(n));
+    add(DocBlock::Kind::kicker,
+        l.title + "  \xC2\xB7  step " + std::to_string(k + 1) + " of " + std::to_string(n));
     add(DocBlock::Kind::heading, s.title);
     narration(s.narration);
     if (!s.point_at.empty()) add(DocBlock::Kind::paragraph, "**Look at:** " + point_at_words(s.point_at));
-    if (s.has_task) add(DocBlock::Kind::note, "**Task:** " + s.task.instruction + " (answer on the last page)");
+    if (s.has_task)
+      add(DocBlock::Kind::note, "**Task:** " + s.task.instruction + " (answer on the last page)");
     for (const StepFigure& f : h.figures[k]) {
       DocBlock b;
       b.kind = DocBlock::Kind::figure;
@@ -329,8 +345,8 @@ exporter::Document handout_document(const Handout& h, const std::string& font_pa
       add(DocBlock::Kind::paragraph, "**Step " + std::to_string(k + 1) + ": " + s.title + "**");
       add(DocBlock::Kind::paragraph, "**Task:** " + s.task.instruction);
       for (const std::string& hint : s.task.hints) add(DocBlock::Kind::bullet, "Hint: " + hint);
-      add(DocBlock::Kind::paragraph, "**Solution** (the app's actions, as a script writes them): " +
-                                         joined_code(s.task.solution));
+      add(DocBlock::Kind::paragraph,
+          "**Solution** (the app's actions, as a script writes them): " + joined_code(s.task.solution));
       add(DocBlock::Kind::paragraph, "**Done when** " + done_when(s.task));
     }
   }
@@ -371,7 +387,8 @@ std::string handout_markdown(const Handout& h) {
       md += "**Task:** " + s.task.instruction + "\n\n";
       for (const std::string& hint : s.task.hints) md += "- Hint: " + hint + "\n";
       if (!s.task.hints.empty()) md += "\n";
-      md += "**Solution** (the app's actions, as a script writes them): " + joined_code(s.task.solution) + "\n\n";
+      md += "**Solution** (the app's actions, as a script writes them): " + joined_code(s.task.solution) +
+            "\n\n";
       md += "**Done when** " + done_when(s.task) + "\n\n";
     }
   }

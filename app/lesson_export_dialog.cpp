@@ -1,7 +1,7 @@
 #include "lesson_export_dialog.hpp"
 
 #include <imgui.h>
-#include <misc/cpp/imgui_stdlib.h>
+#include <imgui_stdlib.h>
 
 #include <atomic>
 #include <filesystem>

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "file_actions.hpp"
 #include "heatmap.hpp"
 #include "io/file_io.hpp"
+#include "lesson_export_dialog.hpp"
 #include "lessons.hpp"
 #include "open_path.hpp"
 #include "panels/panels.hpp"
@@ -58,6 +60,7 @@ const std::vector<ActionSpec> kActions = {
     {"lesson-next", 0, 0, "lesson-next"},
     {"lesson-back", 0, 0, "lesson-back"},
     {"lesson-solve", 0, 0, "lesson-solve"},
+    {"lesson-export", 2, 2, "lesson-export NAME OUT.pdf|DIR/"},
 };
 
 const ActionSpec* find_action(const std::string& name) {
@@ -441,6 +444,13 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
                             : verb == "lesson-back" ? previous_lesson_step(state, env)
                                                     : solve_lesson_step(state, env);
     if (!why.empty()) fail(line, why);
+  } else if (verb == "lesson-export") {  // File > Export lesson...'s export, waited for
+    const bool folder = !w[2].empty() && (w[2].back() == '/' || std::filesystem::is_directory(w[2]));
+    std::string summary;
+    if (const std::string why = export_lesson(env.assets_dir, w[1], w[2], folder, &summary); !why.empty())
+      fail(line, why);
+    else
+      state.status = "exported the lesson handout to " + w[2] + " (" + summary + ")";
   }
 }
 

@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "file_actions.hpp"
 #include "heatmap.hpp"
+#include "lesson_export_dialog.hpp"
 #include "lessons.hpp"
 #include "model_cache.hpp"
 #include "panels/panels.hpp"
@@ -80,6 +81,7 @@ void file_menu(AppState& state, UiEnv& env) {
   if (ImGui::MenuItem("Open...", "Ctrl+O")) ask_open(state, env);
   if (ImGui::MenuItem("Open model folder...")) ask_open_folder(state, env);
   if (ImGui::MenuItem("Check my implementation...")) ask_check(state, env);
+  if (ImGui::MenuItem("Export lesson...")) ask_export_lesson(state);
   recent_menu(state, env);
   if (ImGui::MenuItem("Save", "Ctrl+S")) save(state, env);
   if (ImGui::MenuItem("Save as...")) ask_save(state, env);
@@ -346,6 +348,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     ImGui::EndMenuBar();
   }
   draw_file_ui(state, env);
+  draw_lesson_export_dialog(state, env);
   if (const std::optional<std::string> m = platform::take_image_clipboard_message()) state.status = *m;
   if (const std::string m = take_copy_message(); !m.empty()) state.status = m;
 

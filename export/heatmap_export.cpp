@@ -587,23 +587,39 @@ int TextMeter::ascent(bool title) const {
 
 namespace {
 
+void draw_drawing(cairo_t* cr, const Drawing& d, TextMeter& meter);
+
 std::vector<std::uint8_t> render_drawing(Kind kind, const Drawing& d) {
   check_size(d.width, d.height);
   TextMeter meter(d.font_path, d.font_px);
-  return render_bytes(kind, d.width, d.height, [&](cairo_t* cr) {
-    if (!d.transparent) fill_rect(cr, 0, 0, d.width, d.height, kWhite);
-    for (const Drawing::Box& b : d.boxes) {
-      fill_rect(cr, b.x, b.y, b.w, b.h, b.fill);
-      if (b.outline) outline(cr, {b.x, b.y, b.w, b.h}, b.outline);
-    }
-    for (const Drawing::Text& t : d.texts) {
-      const Font& f = t.title ? meter.fonts().title : meter.fonts().font;
-      f.draw(cr, t.x, t.y + f.ascent(), render::valid_utf8(t.text), t.color);
-    }
-  });
+  return render_bytes(kind, d.width, d.height, [&](cairo_t* cr) { draw_drawing(cr, d, meter); });
+}
+
+// The drawing of render_drawing, on any cairo context.
+void draw_drawing(cairo_t* cr, const Drawing& d, TextMeter& meter) {
+  if (!d.transparent) fill_rect(cr, 0, 0, d.width, d.height, kWhite);
+  for (const Drawing::Box& b : d.boxes) {
+    fill_rect(cr, b.x, b.y, b.w, b.h, b.fill);
+    if (b.outline) outline(cr, {b.x, b.y, b.w, b.h}, b.outline);
+  }
+  for (const Drawing::Text& t : d.texts) {
+    const Font& f = t.title ? meter.fonts().title : meter.fonts().font;
+    f.draw(cr, t.x, t.y + f.ascent(), render::valid_utf8(t.text), t.color);
+  }
 }
 
 }  // namespace
+
+void draw_figure(cairo_t* cr, const ExportSpec& spec) {
+  const Plan pl = plan(spec);
+  draw_heatmap(cr, spec, pl);
+}
+
+void draw_figure(cairo_t* cr, const Drawing& d) {
+  check_size(d.width, d.height);
+  TextMeter meter(d.font_path, d.font_px);
+  draw_drawing(cr, d, meter);
+}
 
 std::vector<std::uint8_t> render_png(const Drawing& d) {
   return render_drawing(Kind::png, d);

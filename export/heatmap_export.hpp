@@ -11,6 +11,8 @@
 
 #include "colormap.hpp"
 
+typedef struct _cairo cairo_t;
+
 namespace mha::exporter {
 
 // One heatmap: a strided 2-D view (no copy), rows = queries, cols = keys.
@@ -72,6 +74,10 @@ std::vector<std::uint8_t> render_png(const ExportSpec& spec);
 std::string render_svg(const ExportSpec& spec);
 // A one-page PDF, vectors as the SVG, text embedded as a font subset (searchable, copyable).
 std::vector<std::uint8_t> render_pdf(const ExportSpec& spec);
+// The figure drawn on `cr` from its user-space origin, one unit a layout pixel: what the writers
+// above put on their surfaces, for a caller that places figures itself (a handout's pages).
+// Throws as layout() does; a failed cairo drawing shows in cairo_status(cr).
+void draw_figure(cairo_t* cr, const ExportSpec& spec);
 // A 2-D slice as CSV: a header of key labels, each row led by its query label; NaN as "nan".
 std::string render_csv(const Panel& panel);
 
@@ -100,6 +106,7 @@ struct Drawing {
 std::vector<std::uint8_t> render_png(const Drawing& d);
 std::string render_svg(const Drawing& d);
 std::vector<std::uint8_t> render_pdf(const Drawing& d);
+void draw_figure(cairo_t* cr, const Drawing& d);  // as draw_figure(cr, ExportSpec)
 
 // Text sizes in a font at a pixel height (title: 1.3×), for laying out a Drawing; the figures are
 // drawn with the same measurements.

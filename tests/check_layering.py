@@ -3,6 +3,7 @@
 
 - engine/ includes nothing from studio/, app/, export/, render/, platform/;
 - render/ only the engine; export/ only engine/ and render/; studio/ nothing from app/ or export/;
+  handout/ (a lesson walked and exported) the libraries below app/;
 - tools/mha/ (the CLI) nothing from app/; tests/ and tools/ may include any library folder, and
   nothing outside them includes from tests/ or tools/;
 - studio/ includes no ImGui, GLFW or GL header; no GL header outside app/ and engine/gpu/, neither
@@ -19,7 +20,7 @@ import re
 import sys
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-libraries = ["engine", "render", "export", "studio", "platform", "app"]
+libraries = ["engine", "render", "export", "studio", "platform", "handout", "app"]
 folders = libraries + ["tools/mha", "tools", "tests"]
 include_dirs = libraries + ["tests", "tools/mha"]
 allowed = {  # folder -> folders it may include from
@@ -28,8 +29,9 @@ allowed = {  # folder -> folders it may include from
     "export": {"engine", "render"},
     "platform": {"engine"},
     "studio": {"engine", "render", "platform"},
-    "app": {"engine", "render", "export", "studio", "platform"},
-    "tools/mha": {"engine", "render", "export", "studio", "platform"},
+    "handout": {"engine", "render", "export", "studio", "platform"},
+    "app": {"engine", "render", "export", "studio", "platform", "handout"},
+    "tools/mha": {"engine", "render", "export", "studio", "platform", "handout"},
     "tools": set(libraries) | {"tests"},  # measurements that reuse the tests' helpers
     "tests": set(libraries) | {"tools/mha"},  # the CLI's argument parser is fuzzed
 }

@@ -3,9 +3,12 @@
 // after; the keys step through a lesson; bad lesson files refused naming the file, the step and the
 // rule.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "commands.hpp"
+#include "lesson_export_dialog.hpp"
 #include "lessons.hpp"
 #include "ui_harness.hpp"
 
@@ -132,4 +135,39 @@ TEST_CASE("? lists the lesson keys only while a lesson is open", "[lesson][ui]")
   CHECK(listed());
   state.apply(close_lesson());
   CHECK_FALSE(listed());
+}
+
+TEST_CASE("File > Export lesson... writes the handout or says why, the work untouched", "[lesson][ui]") {
+  HeadlessUi ui(1280, 720);
+  AppState state;
+  REQUIRE(start_lesson(state, ui.env, "4_masks", 1).empty());
+  ui.settle(state);
+  const std::string before = to_json(state.scenario());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "mha-lesson-export-ui";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+
+  std::string summary;
+  const std::string pdf = (dir / "masks.pdf").string();
+  CHECK(export_lesson(ui.env.assets_dir, "4_masks", pdf, false, &summary) == "");
+  CHECK(summary == "8 pages, 5 figures");  // title, 6 steps, answers; a figure for each of steps 1-5
+  std::ifstream in(pdf, std::ios::binary);
+  std::string head(5, '\0');
+  in.read(head.data(), 5);
+  CHECK(head == "%PDF-");
+  CHECK(export_lesson(ui.env.assets_dir, "4_masks", (dir / "md/").string(), true, &summary) == "");
+  CHECK(std::filesystem::is_regular_file(dir / "md" / "index.md"));
+
+  CHECK_THAT(export_lesson(ui.env.assets_dir, "no_such", pdf, false), Contains("no lesson \"no_such\""));
+  CHECK_THAT(export_lesson(ui.env.assets_dir, "4_masks", (dir / "masks.pdf" / "x.pdf").string(), false),
+             Contains("masks.pdf"));
+  CHECK_THAT(export_lesson(ui.env.assets_dir, "4_masks", "/dev/full", false), Contains("/dev/full"));
+  // The lesson on screen and its work are as they were.
+  CHECK(to_json(state.scenario()) == before);
+  CHECK(state.window().lesson.step == 1);
+
+  // The dialog draws over the lesson at presenter size.
+  ask_export_lesson(state);
+  for (int i = 0; i < 3; ++i) ui.frame(state);
+  std::filesystem::remove_all(dir);
 }

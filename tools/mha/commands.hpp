@@ -16,5 +16,6 @@ std::function<int()> add_gpu_check(CLI::App& app);   // `mha gpu-check`: the GPU
 // `mha check`: a student's implementation run, compared with the engine, its mistake named (check.cpp).
 std::function<int()> add_check(CLI::App& app);
 std::function<int()> add_lesson_list(CLI::App& app);  // `mha lesson-list`: the lessons (lesson.cpp)
+std::function<int()> add_lesson_export(CLI::App& app);  // `mha lesson-export`: a handout (lesson.cpp)
 
 }  // namespace mha::cli

@@ -23,11 +23,12 @@ int main(int argc, char** argv) {
   auto run_gpu_check = mha::cli::add_gpu_check(app);
   auto run_check = mha::cli::add_check(app);
   auto run_lesson_list = mha::cli::add_lesson_list(app);
+  auto run_lesson_export = mha::cli::add_lesson_export(app);
   // `mha help [COMMAND]`: the same text as `mha [COMMAND] --help`.
   CLI::App* help = app.add_subcommand("help", "Print the options of a command (or the list of commands)");
   std::string help_topic;
   help->add_option("command", help_topic,
-                   "compute, bench, export, model-info, gpu-check, check or lesson-list");
+                   "compute, bench, export, model-info, gpu-check, check, lesson-list or lesson-export");
   if (const int status = mha::platform::parse_command_line(app, argc, argv); status >= 0) return status;
   // Bare model names in scenarios resolve under the data folder this program found (installed or
   // the source tree's), as in the app.
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("gpu-check")) return run_gpu_check();
     if (app.got_subcommand("check")) return run_check();
     if (app.got_subcommand("lesson-list")) return run_lesson_list();
+    if (app.got_subcommand("lesson-export")) return run_lesson_export();
   } catch (const mha::Error& e) {
     std::fprintf(stderr, "mha: error: %s\n", e.what());
     return 2;

@@ -10,7 +10,8 @@ pkgs=(cmake g++ make pkg-config libeigen3-dev catch2 nlohmann-json3-dev libcli11
       libfontconfig-dev              # the font fallback (platform/data_dir.cpp)
       scdoc desktop-file-utils appstream dpkg-dev file  # man pages; install test: validators, cpack -G DEB
       libegl1-mesa-dev libegl-mesa0  # EGL headers + Mesa's EGL: the GPU path's headless llvmpipe context
-      mesa-vulkan-drivers)           # lavapipe, for the GPU tests on a second GL implementation (zink)
+      mesa-vulkan-drivers            # lavapipe, for the GPU tests on a second GL implementation (zink)
+      poppler-utils)                 # pdftotext, pdfinfo: the lesson handout test reads the PDF it wrote
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy libopenblas0-pthread); fi
 # --sanitizers: clang with libFuzzer, ASan, UBSan and TSan (tools/test_sanitizers.sh, tools/fuzz.sh).
 if [[ "${1:-}" == "--sanitizers" ]]; then pkgs+=(clang libclang-rt-14-dev); fi

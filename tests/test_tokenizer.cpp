@@ -466,8 +466,9 @@ TEST_CASE("tokenizer: tokenizer.json refusals name the field or entry", "[tokeni
   // Types and options this reader does not implement: ConfigErrors naming the field.
   d = ok;
   d["model"]["type"] = "WordPiece";
-  CHECK(config_error(d) == "tokenizer.json: model.type is \"WordPiece\": only \"BPE\" is supported (not Unigram, "
-                           "WordPiece or WordLevel)");
+  CHECK(config_error(d) ==
+        "tokenizer.json: model.type is \"WordPiece\": only \"BPE\" is supported (not Unigram, "
+        "WordPiece or WordLevel)");
   d = ok;
   d["model"]["dropout"] = 0.1;
   CHECK(config_error(d) ==
@@ -480,12 +481,14 @@ TEST_CASE("tokenizer: tokenizer.json refusals name the field or entry", "[tokeni
         "tokenizer.json: model.continuing_subword_prefix is \"##\": subword prefixes are not supported");
   d = ok;
   d["model"]["byte_fallback"] = true;
-  CHECK(config_error(d) == "tokenizer.json: model.byte_fallback is true with a ByteLevel pre-tokenizer: byte-level "
-                           "pieces need no fallback");
+  CHECK(config_error(d) ==
+        "tokenizer.json: model.byte_fallback is true with a ByteLevel pre-tokenizer: byte-level "
+        "pieces need no fallback");
   d = ok;
   d["normalizer"] = {{"type", "Lowercase"}};
-  CHECK(config_error(d) == "tokenizer.json: normalizer.type is \"Lowercase\": supported normalizers are NFC, "
-                           "Prepend, Replace and a Sequence of them");
+  CHECK(config_error(d) ==
+        "tokenizer.json: normalizer.type is \"Lowercase\": supported normalizers are NFC, "
+        "Prepend, Replace and a Sequence of them");
   d = ok;
   d["pre_tokenizer"] = {{"type", "Whitespace"}};
   CHECK(config_error(d) ==

@@ -27,10 +27,12 @@ namespace {
 
 const std::string kData = std::string(MHA_TEST_DATA_DIR) + "/tokenizers/";
 const std::string kLlama3 =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 const std::string kQwen2 =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
 // Ids of the hand-made SentencePiece vocab: <unk> <s> </s>, "<0x00>".."<0xFF>" (3..258), then pieces.
@@ -95,13 +97,16 @@ TEST_CASE("tokenizer: SentencePiece BPE with byte fallback, from a tokenizer.jso
   CHECK(tok.display_piece(kBos) == "<s>");
   CHECK(tok.piece(kThe) == "\u2581the");
   CHECK(tok.vocab_size() == 271);
+  CHECK_FALSE(tok.lossless());  // a "▁" in the text decodes as a space
 }
 
 TEST_CASE("tokenizer: the Metaspace pre-tokenizer and its prepend schemes", "[tokenizer]") {
   json doc = read_json(kData + "sentencepiece_byte_fallback.json");
   doc["normalizer"] = nullptr;
-  doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", false}};
-  doc["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", false}};
+  doc["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", false}};
+  doc["decoder"] = {
+      {"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", false}};
   CHECK(from(doc).encode("the cat", false) == Ids{kThe, kCat});
   CHECK(from(doc).encode(" the", false) == Ids{kThe});  // already starts with "▁": nothing put before it
   CHECK(from(doc).decode({kThe, kCat}) == "the cat");
@@ -116,7 +121,8 @@ TEST_CASE("tokenizer: the Metaspace pre-tokenizer and its prepend schemes", "[to
 }
 
 TEST_CASE("tokenizer: Llama 3's and Qwen2's split patterns", "[tokenizer]") {
-  CHECK(split(kLlama3, "I'M 12345 ok!!\n\n  x") == Words{"I", "'M", " ", "123", "45", " ok", "!!\n\n", " ", " x"});
+  CHECK(split(kLlama3, "I'M 12345 ok!!\n\n  x") ==
+        Words{"I", "'M", " ", "123", "45", " ok", "!!\n\n", " ", " x"});
   CHECK(split(kQwen2, "I'M 12345 ok") == Words{"I", "'M", " ", "1", "2", "3", "4", "5", " ok"});
   CHECK(split(kLlama3, "it's IT'S It'Ll") == Words{"it", "'s", " IT", "'S", " It", "'Ll"});
   CHECK(split(kLlama3, "\"hello\" world") == Words{"\"hello", "\"", " world"});
@@ -129,38 +135,47 @@ TEST_CASE("tokenizer: Llama 3's and Qwen2's split patterns", "[tokenizer]") {
   CHECK(split("[a-c]{2}|x(?=y)", "abcxyxz") == Words{"ab", "c", "x", "yxz"});
 }
 
-TEST_CASE("tokenizer: a split pattern with a construct it does not implement is refused by name", "[tokenizer]") {
+TEST_CASE("tokenizer: a split pattern with a construct it does not implement is refused by name",
+          "[tokenizer]") {
   const auto refused = [](const std::string& pattern) {
     return config_error([&] { mha::SplitPattern{pattern}; });
   };
-  CHECK(refused("\\d+") == std::pair<std::string, std::string>{
-                               "pattern", "the split pattern '\\d+' has the escape '\\d' at byte 0, which is not supported"});
+  CHECK(refused("\\d+") ==
+        std::pair<std::string, std::string>{
+            "pattern", "the split pattern '\\d+' has the escape '\\d' at byte 0, which is not supported"});
   CHECK(refused("(?<=a)b").second ==
         "the split pattern '(?<=a)b' has the group '(?<' at byte 0, which is not supported");
   CHECK(refused("a.b").second == "the split pattern 'a.b' has '.' at byte 1, which is not supported");
   CHECK(refused("[\\p{Lu}]").second ==
-        "the split pattern '[\\p{Lu}]' has the class '\\p{Lu}' (only \\p{L}, \\p{N}, \\P{L} and \\P{N} are) at byte 1, "
+        "the split pattern '[\\p{Lu}]' has the class '\\p{Lu}' (only \\p{L}, \\p{N}, \\P{L} and \\P{N} are) "
+        "at byte 1, "
         "which is not supported");
-  CHECK(refused("a+?").second == "the split pattern 'a+?' has a lazy or possessive quantifier at byte 2, which is not supported");
+  CHECK(refused("a+?").second ==
+        "the split pattern 'a+?' has a lazy or possessive quantifier at byte 2, which is not supported");
   CHECK(refused("(ab)+").second ==
-        "the split pattern '(ab)+' has a quantifier other than '?' on a group at byte 4, which is not supported");
+        "the split pattern '(ab)+' has a quantifier other than '?' on a group at byte 4, which is not "
+        "supported");
   CHECK(refused("a*|b").second ==
-        "the split pattern 'a*|b' has alternatives that can match the empty string at byte 0, which is not supported");
-  CHECK(refused("(a").second == "the split pattern '(a' has a '(' that is never closed at byte 0, which is not supported");
-  CHECK(refused("a)").second == "the split pattern 'a)' has an unmatched ')' at byte 1, which is not supported");
+        "the split pattern 'a*|b' has alternatives that can match the empty string at byte 0, which is not "
+        "supported");
+  CHECK(refused("(a").second ==
+        "the split pattern '(a' has a '(' that is never closed at byte 0, which is not supported");
+  CHECK(refused("a)").second ==
+        "the split pattern 'a)' has an unmatched ')' at byte 1, which is not supported");
   CHECK(refused("(?i:é)").second ==
-        "the split pattern '(?i:é)' has a non-ASCII letter in a case-insensitive group at byte 4, which is not supported");
+        "the split pattern '(?i:é)' has a non-ASCII letter in a case-insensitive group at byte 4, which is "
+        "not supported");
 }
 
 TEST_CASE("tokenizer: NFC composes, orders marks and leaves exclusions decomposed", "[tokenizer]") {
   CHECK(mha::nfc("cafe\u0301") == "caf\u00E9");
   CHECK(mha::nfc("A\u030A") == "\u00C5");
-  CHECK(mha::nfc("\u212B") == "\u00C5");                        // Angstrom sign: a singleton
-  CHECK(mha::nfc("o\u0308\u0304") == "\u022B");                 // two steps
-  CHECK(mha::nfc("q\u0307\u0323") == "q\u0323\u0307");          // marks sorted by combining class
-  CHECK(mha::nfc("\u1100\u1161\u11A8") == "\uAC01");            // Hangul L V T
-  CHECK(mha::nfc("\u0958") == "\u0915\u093C");                  // a composition exclusion
-  CHECK(mha::nfc("\u0301e") == "\u0301e");                      // a mark with nothing before it
+  CHECK(mha::nfc("\u212B") == "\u00C5");                // Angstrom sign: a singleton
+  CHECK(mha::nfc("o\u0308\u0304") == "\u022B");         // two steps
+  CHECK(mha::nfc("q\u0307\u0323") == "q\u0323\u0307");  // marks sorted by combining class
+  CHECK(mha::nfc("\u1100\u1161\u11A8") == "\uAC01");    // Hangul L V T
+  CHECK(mha::nfc("\u0958") == "\u0915\u093C");          // a composition exclusion
+  CHECK(mha::nfc("\u0301e") == "\u0301e");              // a mark with nothing before it
   CHECK(mha::nfc("e\u0301\u0301") == "\u00E9\u0301");
   CHECK(mha::nfc("plain ASCII") == "plain ASCII");
 }
@@ -173,22 +188,23 @@ TEST_CASE("tokenizer: byte-level steps of Llama 3, Qwen and SmolLM2 as data", "[
   vocab["he"] = 257;
   vocab["Ġthe"] = 258;
   vocab["12"] = 259;
-  json doc = {{"added_tokens", {{{"id", 260}, {"content", "<|begin_of_text|>"}, {"special", true}}}},
-              {"normalizer", {{"type", "NFC"}}},
-              {"pre_tokenizer",
-               {{"type", "Sequence"},
-                {"pretokenizers",
-                 {{{"type", "Split"}, {"pattern", {{"Regex", kLlama3}}}, {"behavior", "Isolated"}, {"invert", false}},
-                  {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
-              {"post_processor",
-               {{"type", "Sequence"},
-                {"processors",
-                 {{{"type", "ByteLevel"}},
-                  {{"type", "TemplateProcessing"},
-                   {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
-                   {"special_tokens", {{"<|begin_of_text|>", {{"ids", {260}}}}}}}}}}},
-              {"decoder", {{"type", "ByteLevel"}}},
-              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"Ġ t", "h e", "Ġt he", "1 2"}}}}};
+  json doc = {
+      {"added_tokens", {{{"id", 260}, {"content", "<|begin_of_text|>"}, {"special", true}}}},
+      {"normalizer", {{"type", "NFC"}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", kLlama3}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
+      {"post_processor",
+       {{"type", "Sequence"},
+        {"processors",
+         {{{"type", "ByteLevel"}},
+          {{"type", "TemplateProcessing"},
+           {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+           {"special_tokens", {{"<|begin_of_text|>", {{"ids", {260}}}}}}}}}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"Ġ t", "h e", "Ġt he", "1 2"}}}}};
   CHECK(from(doc).encode(" the 123") == Ids{260, 258, 32, 259, 51});
   CHECK(from(doc).bos_id() == 260);
   // NFC first: "e" + U+0301 is the byte pair of "é".
@@ -211,6 +227,7 @@ TEST_CASE("tokenizer: Digits splits digits before the byte-level step (SmolLM2)"
                   {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}}}}},
               {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"1 2"}}}}};
   CHECK(from(doc).encode("x12") == Ids{'x', '1', '2'});
+  CHECK(from(doc).lossless());
   doc["pre_tokenizer"]["pretokenizers"][0]["individual_digits"] = false;
   CHECK(from(doc).encode("x12") == Ids{'x', 256});
 }
@@ -219,34 +236,42 @@ TEST_CASE("tokenizer: tokenizer types and steps it does not implement are refuse
           "[tokenizer]") {
   using Refusal = std::pair<std::string, std::string>;
   CHECK(config_error([] { mha::read_tokenizer_json(kData + "unigram.json"); }) ==
-        Refusal{"model.type", kData + "unigram.json: model.type is \"Unigram\": only \"BPE\" is supported (not "
-                                      "Unigram, WordPiece or WordLevel)"});
-  CHECK(config_error([] { mha::read_tokenizer_json(kData + "wordpiece.json"); }).second ==
-        kData + "wordpiece.json: model.type is \"WordPiece\": only \"BPE\" is supported (not Unigram, WordPiece or "
-                "WordLevel)");
+        Refusal{"model.type", kData +
+                                  "unigram.json: model.type is \"Unigram\": only \"BPE\" is supported (not "
+                                  "Unigram, WordPiece or WordLevel)"});
+  CHECK(
+      config_error([] { mha::read_tokenizer_json(kData + "wordpiece.json"); }).second ==
+      kData +
+          "wordpiece.json: model.type is \"WordPiece\": only \"BPE\" is supported (not Unigram, WordPiece or "
+          "WordLevel)");
   CHECK(config_error([] { mha::read_tokenizer_json(kData + "wordlevel.json"); }).first == "model.type");
 
   const json ok = read_json(kData + "sentencepiece_byte_fallback.json");
   const auto refused = [](const json& doc) { return config_error([&] { from(doc); }); };
   json d = ok;
   d["normalizer"]["normalizers"][1] = {{"type", "Lowercase"}};
-  CHECK(refused(d) == Refusal{"normalizer.normalizers[1].type",
-                              "tokenizer.json: normalizer.normalizers[1].type is \"Lowercase\": supported normalizers "
-                              "are NFC, Prepend, Replace and a Sequence of them"});
+  CHECK(refused(d) ==
+        Refusal{"normalizer.normalizers[1].type",
+                "tokenizer.json: normalizer.normalizers[1].type is \"Lowercase\": supported normalizers "
+                "are NFC, Prepend, Replace and a Sequence of them"});
   d = ok;
   d["normalizer"]["normalizers"][1]["pattern"] = {{"Regex", " +"}};
   CHECK(refused(d).first == "normalizer.normalizers[1].pattern");
   d = ok;
   d["pre_tokenizer"] = {{"type", "Whitespace"}};
-  CHECK(refused(d) == Refusal{"pre_tokenizer.type",
-                              "tokenizer.json: pre_tokenizer.type is \"Whitespace\": supported pre-tokenizers are "
-                              "Split (a Regex, Isolated), Digits, Metaspace, ByteLevel and a Sequence of them"});
-  d["pre_tokenizer"] = {{"type", "Sequence"},
-                        {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}}}}};
   CHECK(refused(d) ==
-        Refusal{"pre_tokenizer.pretokenizers[0].pattern.Regex",
-                "tokenizer.json: pre_tokenizer.pretokenizers[0].pattern.Regex is not supported: the split pattern "
-                "'\\w+' has the escape '\\w' at byte 0, which is not supported"});
+        Refusal{"pre_tokenizer.type",
+                "tokenizer.json: pre_tokenizer.type is \"Whitespace\": supported pre-tokenizers are "
+                "Split (a Regex, Isolated), Digits, Metaspace, ByteLevel and a Sequence of them"});
+  d["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}}}}};
+  CHECK(
+      refused(d) ==
+      Refusal{
+          "pre_tokenizer.pretokenizers[0].pattern.Regex",
+          "tokenizer.json: pre_tokenizer.pretokenizers[0].pattern.Regex is not supported: the split pattern "
+          "'\\w+' has the escape '\\w' at byte 0, which is not supported"});
   d["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "a+"}};
   d["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithPrevious";
   CHECK(refused(d).first == "pre_tokenizer.pretokenizers[0].behavior");

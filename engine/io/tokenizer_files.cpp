@@ -236,9 +236,11 @@ std::string string_field(const json& c, const char* key, const std::string& fiel
   return c[key].get<std::string>();
 }
 
-bool bool_field(const json& c, const char* key, bool absent, const std::string& field, const std::string& name) {
+bool bool_field(const json& c, const char* key, bool absent, const std::string& field,
+                const std::string& name) {
   if (!c.contains(key) || c[key].is_null()) return absent;
-  if (!c[key].is_boolean()) fail(name, field + "." + key + " must be true or false, got " + shown_json(c[key]));
+  if (!c[key].is_boolean())
+    fail(name, field + "." + key + " must be true or false, got " + shown_json(c[key]));
   return c[key].get<bool>();
 }
 
@@ -258,7 +260,8 @@ void read_normalizer(const json& doc, const std::string& name, BpeVocab& out) {
       s.kind = NormalizerStep::Kind::kReplace;
       const json pattern = c->value("pattern", json());
       if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string())
-        refuse(name, field + ".pattern", "is " + shown_json(pattern) + ": only {\"String\": ...} patterns are supported");
+        refuse(name, field + ".pattern",
+               "is " + shown_json(pattern) + ": only {\"String\": ...} patterns are supported");
       s.from = pattern["String"].get<std::string>();
       s.text = string_field(*c, "content", field, name);
       if (s.from.empty()) fail(name, field + ".pattern.String is empty");
@@ -285,11 +288,14 @@ void read_pre_tokenizer(const json& doc, const std::string& name, BpeVocab& out)
       s.kind = PreTokenizerStep::Kind::kSplit;
       const json pattern = c.value("pattern", json());
       if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
-        refuse(name, field + ".pattern", "is " + shown_json(pattern) + ": only {\"Regex\": ...} patterns are supported");
+        refuse(name, field + ".pattern",
+               "is " + shown_json(pattern) + ": only {\"Regex\": ...} patterns are supported");
       s.pattern = pattern["Regex"].get<std::string>();
       if (c.value("behavior", json()) != "Isolated")
-        refuse(name, field + ".behavior", "is " + shown_json(c.value("behavior", json())) + ": only \"Isolated\" is supported");
-      if (bool_field(c, "invert", false, field, name)) refuse(name, field + ".invert", "is true: only false is supported");
+        refuse(name, field + ".behavior",
+               "is " + shown_json(c.value("behavior", json())) + ": only \"Isolated\" is supported");
+      if (bool_field(c, "invert", false, field, name))
+        refuse(name, field + ".invert", "is true: only false is supported");
       try {
         SplitPattern check(s.pattern);
       } catch (const ConfigError& e) {
@@ -305,24 +311,32 @@ void read_pre_tokenizer(const json& doc, const std::string& name, BpeVocab& out)
       s.split = bool_field(c, "split", true, field, name);
       if (c.contains("prepend_scheme") && !c["prepend_scheme"].is_null()) {
         const json& p = c["prepend_scheme"];
-        if (p == "always") s.prepend_scheme = PreTokenizerStep::Prepend::kAlways;
-        else if (p == "first") s.prepend_scheme = PreTokenizerStep::Prepend::kFirst;
-        else if (p == "never") s.prepend_scheme = PreTokenizerStep::Prepend::kNever;
-        else refuse(name, field + ".prepend_scheme", "is " + shown_json(p) + ": expected \"always\", \"first\" or \"never\"");
+        if (p == "always")
+          s.prepend_scheme = PreTokenizerStep::Prepend::kAlways;
+        else if (p == "first")
+          s.prepend_scheme = PreTokenizerStep::Prepend::kFirst;
+        else if (p == "never")
+          s.prepend_scheme = PreTokenizerStep::Prepend::kNever;
+        else
+          refuse(name, field + ".prepend_scheme",
+                 "is " + shown_json(p) + ": expected \"always\", \"first\" or \"never\"");
       } else {
-        s.prepend_scheme = bool_field(c, "add_prefix_space", true, field, name) ? PreTokenizerStep::Prepend::kAlways
-                                                                                : PreTokenizerStep::Prepend::kNever;
+        s.prepend_scheme = bool_field(c, "add_prefix_space", true, field, name)
+                               ? PreTokenizerStep::Prepend::kAlways
+                               : PreTokenizerStep::Prepend::kNever;
       }
     } else if (type == "ByteLevel") {
       s.kind = PreTokenizerStep::Kind::kByteLevel;
       s.add_prefix_space = bool_field(c, "add_prefix_space", true, field, name);
       s.use_regex = bool_field(c, "use_regex", true, field, name);
-      if (i + 1 != steps.size()) refuse(name, field + ".type", "is \"ByteLevel\" but is not the last pre-tokenizer step");
+      if (i + 1 != steps.size())
+        refuse(name, field + ".type", "is \"ByteLevel\" but is not the last pre-tokenizer step");
     } else {
-      refuse(name, field + ".type",
-             "is " + shown_json(c["type"]) +
-                 ": supported pre-tokenizers are Split (a Regex, Isolated), Digits, Metaspace, ByteLevel and a "
-                 "Sequence of them");
+      refuse(
+          name, field + ".type",
+          "is " + shown_json(c["type"]) +
+              ": supported pre-tokenizers are Split (a Regex, Isolated), Digits, Metaspace, ByteLevel and a "
+              "Sequence of them");
     }
     out.pre_tokenizer.push_back(std::move(s));
   }
@@ -334,27 +348,29 @@ void read_template(const json& c, const std::string& field, const std::string& n
   const json single = c.value("single", json());
   const json specials = c.value("special_tokens", json::object());
   if (!single.is_array()) fail(name, field + ".single must be an array, got " + shown_json(single));
-  if (!specials.is_object()) fail(name, field + ".special_tokens must be an object, got " + shown_json(specials));
+  if (!specials.is_object())
+    fail(name, field + ".special_tokens must be an object, got " + shown_json(specials));
   bool seen_text = false;
   for (std::size_t i = 0; i < single.size(); ++i) {
     const json& item = single[i];
     const std::string where = field + ".single[" + std::to_string(i) + "]";
     if (item.is_object() && item.contains("Sequence")) {
-      if (item["Sequence"].value("id", json()) != "A" || seen_text)
+      if (!item["Sequence"].is_object() || item["Sequence"].value("id", json()) != "A" || seen_text)
         fail(name, where + ": expected the one sequence {\"id\": \"A\"}, got " + shown_json(item));
       seen_text = true;
       continue;
     }
     if (!item.is_object() || !item.contains("SpecialToken") || !item["SpecialToken"].contains("id") ||
         !item["SpecialToken"]["id"].is_string())
-      fail(name, where + ": expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}, got " + shown_json(item));
+      fail(name, where + ": expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}, got " +
+                     shown_json(item));
     const std::string token = item["SpecialToken"]["id"].get<std::string>();
     if (!specials.contains(token) || !specials[token].contains("ids") || !specials[token]["ids"].is_array())
       fail(name, where + ": " + shown(token) + " has no ids in " + field + ".special_tokens");
     for (const json& id : specials[token]["ids"]) {
       if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= n_ids)
-        fail(name, field + ".special_tokens " + shown(token) + ": id " + shown_json(id) + " is not a token id (0.." +
-                       std::to_string(n_ids - 1) + ")");
+        fail(name, field + ".special_tokens " + shown(token) + ": id " + shown_json(id) +
+                       " is not a token id (0.." + std::to_string(n_ids - 1) + ")");
       (seen_text ? out.suffix_ids : out.prefix_ids).push_back(std::int32_t(id.get<std::uint64_t>()));
     }
   }
@@ -393,32 +409,35 @@ void read_decoder(const json& doc, const std::string& name, bool byte_level, Bpe
     if (type == "Metaspace" && ok_here) {
       out.space_symbol = string_field(*c, "replacement", field, name);
       const json scheme = c->value("prepend_scheme", json());
-      out.decode_strips_leading_space = scheme.is_string() ? scheme != "never"
-                                                           : bool_field(*c, "add_prefix_space", true, field, name);
+      out.decode_strips_leading_space =
+          scheme.is_string() ? scheme != "never" : bool_field(*c, "add_prefix_space", true, field, name);
       continue;
     }
     if (type == "Replace" && ok_here) {
       const json pattern = c->value("pattern", json());
       if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string() ||
           c->value("content", json()) != " ")
-        refuse(name, field, "is " + shown_json(*c) + ": only Replace({\"String\": symbol}, \" \") is supported");
+        refuse(name, field,
+               "is " + shown_json(*c) + ": only Replace({\"String\": symbol}, \" \") is supported");
       out.space_symbol = pattern["String"].get<std::string>();
       continue;
     }
     if ((type == "ByteFallback" || type == "Fuse") && ok_here) continue;
     if (type == "Strip" && ok_here) {
       const json start = c->value("start", json()), stop = c->value("stop", json());
-      if (c->value("content", json()) != " " || !start.is_number_unsigned() || start.get<std::uint64_t>() > 1 ||
-          stop != 0)
-        refuse(name, field, "is " + shown_json(*c) + ": only Strip(\" \", start 0 or 1, stop 0) is supported");
+      if (c->value("content", json()) != " " || !start.is_number_unsigned() ||
+          start.get<std::uint64_t>() > 1 || stop != 0)
+        refuse(name, field,
+               "is " + shown_json(*c) + ": only Strip(\" \", start 0 or 1, stop 0) is supported");
       out.decode_strips_leading_space = start == 1;
       continue;
     }
-    refuse(name, field + ".type",
-           "is " + shown_json((*c)["type"]) +
-               (byte_level ? ": a byte-level tokenizer is decoded by ByteLevel"
-                           : ": supported decoders for character pieces are Metaspace, Replace, ByteFallback, "
-                             "Fuse, Strip and a Sequence of them"));
+    refuse(
+        name, field + ".type",
+        "is " + shown_json((*c)["type"]) +
+            (byte_level ? ": a byte-level tokenizer is decoded by ByteLevel"
+                        : ": supported decoders for character pieces are Metaspace, Replace, ByteFallback, "
+                          "Fuse, Strip and a Sequence of them"));
   }
 }
 
@@ -431,10 +450,12 @@ BpeTokenizer parse_tokenizer_json(std::string_view text, const std::string& name
   const json& model = doc["model"];
   if (model.contains("type") && model["type"] != "BPE")
     refuse(name, "model.type",
-           "is " + shown_json(model["type"]) + ": only \"BPE\" is supported (not Unigram, WordPiece or WordLevel)");
+           "is " + shown_json(model["type"]) +
+               ": only \"BPE\" is supported (not Unigram, WordPiece or WordLevel)");
   const auto refuse_unless = [&](const json& object, const std::string& prefix, const char* key,
                                  const json& ok, const char* why) {
-    if (!is_absent_or(object, key, ok)) refuse(name, prefix + key, "is " + shown_json(object[key]) + ": " + why);
+    if (!is_absent_or(object, key, ok))
+      refuse(name, prefix + key, "is " + shown_json(object[key]) + ": " + why);
   };
   refuse_unless(model, "model.", "dropout", 0, "BPE dropout is not supported (it makes encoding random)");
   refuse_unless(model, "model.", "continuing_subword_prefix", "", "subword prefixes are not supported");
@@ -445,9 +466,11 @@ BpeTokenizer parse_tokenizer_json(std::string_view text, const std::string& name
   out.ignore_merges = bool_field(model, "ignore_merges", false, "model", name);
   read_normalizer(doc, name, out);
   read_pre_tokenizer(doc, name, out);
-  const bool byte_level = !out.pre_tokenizer.empty() && out.pre_tokenizer.back().kind == PreTokenizerStep::Kind::kByteLevel;
+  const bool byte_level =
+      !out.pre_tokenizer.empty() && out.pre_tokenizer.back().kind == PreTokenizerStep::Kind::kByteLevel;
   if (byte_level && out.byte_fallback)
-    refuse(name, "model.byte_fallback", "is true with a ByteLevel pre-tokenizer: byte-level pieces need no fallback");
+    refuse(name, "model.byte_fallback",
+           "is true with a ByteLevel pre-tokenizer: byte-level pieces need no fallback");
   if (!byte_level && !out.byte_fallback)
     refuse(name, "pre_tokenizer",
            "has no ByteLevel step and model.byte_fallback is not true: only byte-level BPE and BPE over "
@@ -472,7 +495,8 @@ BpeTokenizer parse_tokenizer_json(std::string_view text, const std::string& name
                      shown_json(t));
     for (const char* key : {"lstrip", "rstrip", "single_word"})
       if (bool_field(t, key, false, where, name))
-        refuse(name, where + "." + key, "is true: added tokens that take in spaces or match whole words only are not supported");
+        refuse(name, where + "." + key,
+               "is true: added tokens that take in spaces or match whole words only are not supported");
     if (!vocab_json.is_object() || !vocab_json.contains(t["content"].get<std::string>())) ++extra;
   }
   Vocab v = read_vocab(vocab_json, extra, name, "model.vocab");

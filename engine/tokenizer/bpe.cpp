@@ -148,7 +148,7 @@ struct BpeTokenizer::Model {
   std::unordered_map<std::uint64_t, Merge> merges;  // (left id << 32 | right id)
   // Byte-level: the piece of each byte. Character pieces: "<0xNN>", each byte's fallback.
   std::array<std::int32_t, 256> byte_ids{};
-  std::unordered_map<char32_t, std::int32_t> char_ids;          // character pieces of one character
+  std::unordered_map<char32_t, std::int32_t> char_ids;         // character pieces of one character
   std::unordered_map<std::string, std::int32_t> ids_by_bytes;  // byte-level with ignore_merges
   std::vector<bool> special;
   std::vector<std::pair<std::string, std::int32_t>> specials;  // text, id
@@ -187,9 +187,12 @@ int byte_of_piece(const std::string& piece) {
   int value = 0;
   for (int k = 3; k < 5; ++k) {
     const char c = piece[std::size_t(k)];
-    if (c >= '0' && c <= '9') value = value * 16 + (c - '0');
-    else if (c >= 'A' && c <= 'F') value = value * 16 + (c - 'A' + 10);
-    else return -1;
+    if (c >= '0' && c <= '9')
+      value = value * 16 + (c - '0');
+    else if (c >= 'A' && c <= 'F')
+      value = value * 16 + (c - 'A' + 10);
+    else
+      return -1;
   }
   return value;
 }
@@ -296,9 +299,10 @@ BpeTokenizer::BpeTokenizer(BpeVocab vocab) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02X", b);
     if (it == m->ids.end())
-      throw ConfigError("vocab", std::string("the vocab has no piece for byte ") + hex + " (" + quoted(piece) +
-                                     (m->byte_level ? "); a byte-level vocab has one for each of the 256 bytes"
-                                                    : "); byte fallback needs one for each of the 256 bytes"));
+      throw ConfigError("vocab",
+                        std::string("the vocab has no piece for byte ") + hex + " (" + quoted(piece) +
+                            (m->byte_level ? "); a byte-level vocab has one for each of the 256 bytes"
+                                           : "); byte fallback needs one for each of the 256 bytes"));
     if (m->special[std::size_t(it->second)])
       throw ConfigError("vocab", std::string("the piece for byte ") + hex + " (" + quoted(piece) + ", id " +
                                      std::to_string(it->second) + ") is a special token");
@@ -371,6 +375,12 @@ const std::vector<std::int32_t>& BpeTokenizer::prefix_ids() const {
 
 const std::vector<std::int32_t>& BpeTokenizer::suffix_ids() const {
   return model_->suffix_ids;
+}
+
+bool BpeTokenizer::lossless() const {
+  return model_->normalizer.empty() &&
+         std::none_of(model_->pre_tokenizer.begin(), model_->pre_tokenizer.end(),
+                      [](const PreTokenizerStep& s) { return s.kind == PreTokenizerStep::Kind::kMetaspace; });
 }
 
 void BpeTokenizer::check_id(std::int32_t id, const char* argument) const {
@@ -459,7 +469,8 @@ std::vector<std::int32_t> BpeTokenizer::encode(std::string_view utf8, bool add_s
 // Normalizes a stretch of text between special tokens, splits it into words step by step, and
 // encodes each word (through the cache). `at_start`: the stretch begins the whole text (Metaspace's
 // prepend_scheme "first").
-void BpeTokenizer::encode_segment(std::string_view text, bool at_start, std::vector<std::int32_t>& out) const {
+void BpeTokenizer::encode_segment(std::string_view text, bool at_start,
+                                  std::vector<std::int32_t>& out) const {
   const Model& m = *model_;
   if (text.empty()) return;
   std::string normalized;
@@ -607,7 +618,8 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<std::int32_t>&
       into.push_back({mg->rank, left, right});
   };
   for (std::size_t i = 0; i + 1 < n; ++i) consider(std::int32_t(i), std::int32_t(i + 1), initial);
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap(std::greater<Entry>(), std::move(initial));
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap(std::greater<Entry>(),
+                                                                           std::move(initial));
   std::vector<Entry> formed;
   while (!heap.empty()) {
     const Entry e = heap.top();
@@ -635,7 +647,8 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<std::int32_t>&
     // A character with no piece: its UTF-8 bytes' fallback pieces.
     const std::size_t at = std::size_t(-1 - sym);
     char32_t cp = 0;
-    const int len = utf8::char_at(reinterpret_cast<const unsigned char*>(word.data()) + at, word.size() - at, cp);
+    const int len =
+        utf8::char_at(reinterpret_cast<const unsigned char*>(word.data()) + at, word.size() - at, cp);
     for (int k = 0; k < std::max(len, 1); ++k)
       out.push_back(m.byte_ids[static_cast<unsigned char>(word[at + std::size_t(k)])]);
   }

@@ -136,6 +136,9 @@ class BpeTokenizer {
   // The ids encode() puts before and after a text.
   const std::vector<std::int32_t>& prefix_ids() const;
   const std::vector<std::int32_t>& suffix_ids() const;
+  // Whether decode(encode(text, false)) == text for every valid text: no normalizer and no Metaspace
+  // step rewrite the text (Llama 2's "▁" and NFC do).
+  bool lossless() const;
 
  private:
   struct Model;

@@ -15,14 +15,16 @@ namespace mha {
 namespace {
 
 constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
-constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
+constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount,
+                   kSCount = kLCount * kNCount;
 constexpr char32_t kNone = 0xFFFFFFFF;
 
 int combining_class(char32_t cp) {
   if (cp < 0x300) return 0;
   const auto& t = unicode::kCombiningClasses;
-  const auto* it = std::upper_bound(std::begin(t), std::end(t), cp,
-                                    [](char32_t c, const unicode::CombiningClassRange& r) { return c < r.first; });
+  const auto* it =
+      std::upper_bound(std::begin(t), std::end(t), cp,
+                       [](char32_t c, const unicode::CombiningClassRange& r) { return c < r.first; });
   return it != std::begin(t) && cp <= (it - 1)->last ? (it - 1)->ccc : 0;
 }
 
@@ -41,19 +43,22 @@ void decompose(char32_t cp, std::vector<char32_t>& out) {
     out.push_back(cp);
     return;
   }
-  out.insert(out.end(), unicode::kDecompositionData + it->start, unicode::kDecompositionData + it->start + it->length);
+  out.insert(out.end(), unicode::kDecompositionData + it->start,
+             unicode::kDecompositionData + it->start + it->length);
 }
 
 char32_t compose(char32_t a, char32_t b) {
   if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)
     return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
-  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase && b < kTBase + kTCount)
+  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase &&
+      b < kTBase + kTCount)
     return a + (b - kTBase);
   const auto& t = unicode::kCompositions;
-  const auto* it = std::lower_bound(std::begin(t), std::end(t), std::pair(a, b),
-                                    [](const unicode::Composition& c, const std::pair<char32_t, char32_t>& k) {
-                                      return c.first != k.first ? c.first < k.first : c.second < k.second;
-                                    });
+  const auto* it =
+      std::lower_bound(std::begin(t), std::end(t), std::pair(a, b),
+                       [](const unicode::Composition& c, const std::pair<char32_t, char32_t>& k) {
+                         return c.first != k.first ? c.first < k.first : c.second < k.second;
+                       });
   return it != std::end(t) && it->first == a && it->second == b ? it->composite : kNone;
 }
 

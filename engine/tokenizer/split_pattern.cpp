@@ -25,9 +25,9 @@ struct CharSet {
   std::vector<std::pair<char32_t, char32_t>> ranges;
 
   bool contains(char32_t c, utf8::Class k) const {
-    bool in = (letter && k == utf8::kLetter) || (number && k == utf8::kNumber) || (space && k == utf8::kSpace) ||
-              (not_letter && k != utf8::kLetter) || (not_number && k != utf8::kNumber) ||
-              (not_space && k != utf8::kSpace);
+    bool in = (letter && k == utf8::kLetter) || (number && k == utf8::kNumber) ||
+              (space && k == utf8::kSpace) || (not_letter && k != utf8::kLetter) ||
+              (not_number && k != utf8::kNumber) || (not_space && k != utf8::kSpace);
     for (std::size_t i = 0; !in && i < ranges.size(); ++i) in = c >= ranges[i].first && c <= ranges[i].second;
     return in != negated;
   }
@@ -70,8 +70,8 @@ class Parser {
 
  private:
   [[noreturn]] void refuse(const std::string& what, std::size_t at) const {
-    throw ConfigError("pattern", "the split pattern '" + src_ + "' has " + what + " at byte " + std::to_string(at) +
-                                     ", which is not supported");
+    throw ConfigError("pattern", "the split pattern '" + src_ + "' has " + what + " at byte " +
+                                     std::to_string(at) + ", which is not supported");
   }
 
   bool at(char c) const { return pos_ < src_.size() && src_[pos_] == c; }
@@ -150,7 +150,8 @@ class Parser {
       case 'f': literal = U'\f'; return false;
       case 'v': literal = U'\v'; return false;
       default:
-        if (static_cast<unsigned char>(c) < 0x80 && !std::isalnum(static_cast<unsigned char>(c)) && c > 0x20) {
+        if (static_cast<unsigned char>(c) < 0x80 && !std::isalnum(static_cast<unsigned char>(c)) &&
+            c > 0x20) {
           literal = char32_t(c);
           return false;
         }
@@ -268,14 +269,15 @@ class Parser {
       const std::string body = src_.substr(pos_ + 1, close - pos_ - 1);
       const std::size_t comma = body.find(',');
       auto number = [&](const std::string& digits) {
-        if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+        if (digits.empty() || digits.size() > 4 ||
+            digits.find_first_not_of("0123456789") != std::string::npos)
           refuse("the quantifier '{" + body + "}'", start);
         return std::size_t(std::stoul(digits));
       };
       item.min = number(body.substr(0, comma));
-      item.max = comma == std::string::npos           ? item.min
-                 : comma + 1 == body.size()           ? kUnbounded
-                                                      : number(body.substr(comma + 1));
+      item.max = comma == std::string::npos ? item.min
+                 : comma + 1 == body.size() ? kUnbounded
+                                            : number(body.substr(comma + 1));
       if (item.max < item.min || item.max == 0) refuse("the quantifier '{" + body + "}'", start);
       pos_ = close;
     } else {

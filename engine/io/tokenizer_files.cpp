@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "tokenizer/split_pattern.hpp"
 
 namespace mha {
 
@@ -206,33 +207,275 @@ BpeTokenizer parse_tokenizer_files(std::string_view vocab_json, std::string_view
   return build(std::move(out), vocab_name, merges_name);
 }
 
+namespace {
+
+// An unsupported type or option: a ConfigError whose argument is the field ("pre_tokenizer.type").
+[[noreturn]] void refuse(const std::string& name, const std::string& field, const std::string& what) {
+  throw ConfigError(field, name + ": " + field + " " + what);
+}
+
+// The steps of a component: a {"type": "Sequence", key: [...]} as its entries (nested sequences
+// flattened), anything else as itself; each with the field that names it in messages.
+void steps_of(const json& c, const std::string& field, const char* key, const std::string& name,
+              std::vector<std::pair<const json*, std::string>>& out) {
+  if (!c.is_object() || !c.contains("type") || !c["type"].is_string())
+    fail(name, field + ": expected an object with a \"type\" string, got " + shown_json(c));
+  if (c["type"] != "Sequence") {
+    out.emplace_back(&c, field);
+    return;
+  }
+  if (!c.contains(key) || !c[key].is_array())
+    fail(name, field + ": a Sequence needs a \"" + key + "\" array, got " + shown_json(c));
+  for (std::size_t i = 0; i < c[key].size(); ++i)
+    steps_of(c[key][i], field + "." + key + "[" + std::to_string(i) + "]", key, name, out);
+}
+
+std::string string_field(const json& c, const char* key, const std::string& field, const std::string& name) {
+  if (!c.contains(key) || !c[key].is_string())
+    fail(name, field + "." + key + " must be a string, got " + shown_json(c.value(key, json())));
+  return c[key].get<std::string>();
+}
+
+bool bool_field(const json& c, const char* key, bool absent, const std::string& field,
+                const std::string& name) {
+  if (!c.contains(key) || c[key].is_null()) return absent;
+  if (!c[key].is_boolean())
+    fail(name, field + "." + key + " must be true or false, got " + shown_json(c[key]));
+  return c[key].get<bool>();
+}
+
+void read_normalizer(const json& doc, const std::string& name, BpeVocab& out) {
+  if (!doc.contains("normalizer") || doc["normalizer"].is_null()) return;
+  std::vector<std::pair<const json*, std::string>> steps;
+  steps_of(doc["normalizer"], "normalizer", "normalizers", name, steps);
+  for (const auto& [c, field] : steps) {
+    const std::string type = (*c)["type"].get<std::string>();
+    NormalizerStep s;
+    if (type == "NFC") {
+      s.kind = NormalizerStep::Kind::kNfc;
+    } else if (type == "Prepend") {
+      s.kind = NormalizerStep::Kind::kPrepend;
+      s.text = string_field(*c, "prepend", field, name);
+    } else if (type == "Replace") {
+      s.kind = NormalizerStep::Kind::kReplace;
+      const json pattern = c->value("pattern", json());
+      if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string())
+        refuse(name, field + ".pattern",
+               "is " + shown_json(pattern) + ": only {\"String\": ...} patterns are supported");
+      s.from = pattern["String"].get<std::string>();
+      s.text = string_field(*c, "content", field, name);
+      if (s.from.empty()) fail(name, field + ".pattern.String is empty");
+    } else {
+      refuse(name, field + ".type",
+             "is " + shown_json((*c)["type"]) +
+                 ": supported normalizers are NFC, Prepend, Replace and a Sequence of them");
+    }
+    out.normalizer.push_back(std::move(s));
+  }
+}
+
+void read_pre_tokenizer(const json& doc, const std::string& name, BpeVocab& out) {
+  out.pre_tokenizer.clear();
+  if (!doc.contains("pre_tokenizer") || doc["pre_tokenizer"].is_null()) return;
+  std::vector<std::pair<const json*, std::string>> steps;
+  steps_of(doc["pre_tokenizer"], "pre_tokenizer", "pretokenizers", name, steps);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const json& c = *steps[i].first;
+    const std::string& field = steps[i].second;
+    const std::string type = c["type"].get<std::string>();
+    PreTokenizerStep s;
+    if (type == "Split") {
+      s.kind = PreTokenizerStep::Kind::kSplit;
+      const json pattern = c.value("pattern", json());
+      if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
+        refuse(name, field + ".pattern",
+               "is " + shown_json(pattern) + ": only {\"Regex\": ...} patterns are supported");
+      s.pattern = pattern["Regex"].get<std::string>();
+      if (c.value("behavior", json()) != "Isolated")
+        refuse(name, field + ".behavior",
+               "is " + shown_json(c.value("behavior", json())) + ": only \"Isolated\" is supported");
+      if (bool_field(c, "invert", false, field, name))
+        refuse(name, field + ".invert", "is true: only false is supported");
+      try {
+        SplitPattern check(s.pattern);
+      } catch (const ConfigError& e) {
+        refuse(name, field + ".pattern.Regex", std::string("is not supported: ") + e.what());
+      }
+    } else if (type == "Digits") {
+      s.kind = PreTokenizerStep::Kind::kDigits;
+      s.individual_digits = bool_field(c, "individual_digits", false, field, name);
+    } else if (type == "Metaspace") {
+      s.kind = PreTokenizerStep::Kind::kMetaspace;
+      s.replacement = string_field(c, "replacement", field, name);
+      if (s.replacement.empty()) fail(name, field + ".replacement is empty");
+      s.split = bool_field(c, "split", true, field, name);
+      if (c.contains("prepend_scheme") && !c["prepend_scheme"].is_null()) {
+        const json& p = c["prepend_scheme"];
+        if (p == "always")
+          s.prepend_scheme = PreTokenizerStep::Prepend::kAlways;
+        else if (p == "first")
+          s.prepend_scheme = PreTokenizerStep::Prepend::kFirst;
+        else if (p == "never")
+          s.prepend_scheme = PreTokenizerStep::Prepend::kNever;
+        else
+          refuse(name, field + ".prepend_scheme",
+                 "is " + shown_json(p) + ": expected \"always\", \"first\" or \"never\"");
+      } else {
+        s.prepend_scheme = bool_field(c, "add_prefix_space", true, field, name)
+                               ? PreTokenizerStep::Prepend::kAlways
+                               : PreTokenizerStep::Prepend::kNever;
+      }
+    } else if (type == "ByteLevel") {
+      s.kind = PreTokenizerStep::Kind::kByteLevel;
+      s.add_prefix_space = bool_field(c, "add_prefix_space", true, field, name);
+      s.use_regex = bool_field(c, "use_regex", true, field, name);
+      if (i + 1 != steps.size())
+        refuse(name, field + ".type", "is \"ByteLevel\" but is not the last pre-tokenizer step");
+    } else {
+      refuse(
+          name, field + ".type",
+          "is " + shown_json(c["type"]) +
+              ": supported pre-tokenizers are Split (a Regex, Isolated), Digits, Metaspace, ByteLevel and a "
+              "Sequence of them");
+    }
+    out.pre_tokenizer.push_back(std::move(s));
+  }
+}
+
+// TemplateProcessing's "single" template as the ids before and after the text.
+void read_template(const json& c, const std::string& field, const std::string& name, std::size_t n_ids,
+                   BpeVocab& out) {
+  const json single = c.value("single", json());
+  const json specials = c.value("special_tokens", json::object());
+  if (!single.is_array()) fail(name, field + ".single must be an array, got " + shown_json(single));
+  if (!specials.is_object())
+    fail(name, field + ".special_tokens must be an object, got " + shown_json(specials));
+  bool seen_text = false;
+  for (std::size_t i = 0; i < single.size(); ++i) {
+    const json& item = single[i];
+    const std::string where = field + ".single[" + std::to_string(i) + "]";
+    if (item.is_object() && item.contains("Sequence")) {
+      if (!item["Sequence"].is_object() || item["Sequence"].value("id", json()) != "A" || seen_text)
+        fail(name, where + ": expected the one sequence {\"id\": \"A\"}, got " + shown_json(item));
+      seen_text = true;
+      continue;
+    }
+    if (!item.is_object() || !item.contains("SpecialToken") || !item["SpecialToken"].contains("id") ||
+        !item["SpecialToken"]["id"].is_string())
+      fail(name, where + ": expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}, got " +
+                     shown_json(item));
+    const std::string token = item["SpecialToken"]["id"].get<std::string>();
+    if (!specials.contains(token) || !specials[token].contains("ids") || !specials[token]["ids"].is_array())
+      fail(name, where + ": " + shown(token) + " has no ids in " + field + ".special_tokens");
+    for (const json& id : specials[token]["ids"]) {
+      if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= n_ids)
+        fail(name, field + ".special_tokens " + shown(token) + ": id " + shown_json(id) +
+                       " is not a token id (0.." + std::to_string(n_ids - 1) + ")");
+      (seen_text ? out.suffix_ids : out.prefix_ids).push_back(std::int32_t(id.get<std::uint64_t>()));
+    }
+  }
+  if (!seen_text) fail(name, field + ".single has no {\"Sequence\": {\"id\": \"A\"}}");
+}
+
+void read_post_processor(const json& doc, const std::string& name, std::size_t n_ids, BpeVocab& out) {
+  if (!doc.contains("post_processor") || doc["post_processor"].is_null()) return;
+  std::vector<std::pair<const json*, std::string>> steps;
+  steps_of(doc["post_processor"], "post_processor", "processors", name, steps);
+  bool templated = false;
+  for (const auto& [c, field] : steps) {
+    const json& type = (*c)["type"];
+    if (type == "ByteLevel") continue;  // offsets only: the ids stay as they are
+    if (type == "TemplateProcessing" && !templated) {
+      templated = true;
+      read_template(*c, field, name, n_ids, out);
+      continue;
+    }
+    refuse(name, field + ".type",
+           "is " + shown_json(type) +
+               ": supported post-processors are ByteLevel, one TemplateProcessing and a Sequence of them");
+  }
+}
+
+// The decoder must undo what the pieces stand for: ByteLevel for byte-level pieces; for character
+// pieces a Metaspace decoder or Replace(space symbol -> " "), ByteFallback, Fuse, Strip(" ", 1, 0).
+void read_decoder(const json& doc, const std::string& name, bool byte_level, BpeVocab& out) {
+  if (!doc.contains("decoder") || doc["decoder"].is_null()) return;
+  std::vector<std::pair<const json*, std::string>> steps;
+  steps_of(doc["decoder"], "decoder", "decoders", name, steps);
+  for (const auto& [c, field] : steps) {
+    const std::string type = (*c)["type"].get<std::string>();
+    const bool ok_here = byte_level ? type == "ByteLevel" : type != "ByteLevel";
+    if (type == "ByteLevel" && ok_here) continue;
+    if (type == "Metaspace" && ok_here) {
+      out.space_symbol = string_field(*c, "replacement", field, name);
+      const json scheme = c->value("prepend_scheme", json());
+      out.decode_strips_leading_space =
+          scheme.is_string() ? scheme != "never" : bool_field(*c, "add_prefix_space", true, field, name);
+      continue;
+    }
+    if (type == "Replace" && ok_here) {
+      const json pattern = c->value("pattern", json());
+      if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string() ||
+          c->value("content", json()) != " ")
+        refuse(name, field,
+               "is " + shown_json(*c) + ": only Replace({\"String\": symbol}, \" \") is supported");
+      out.space_symbol = pattern["String"].get<std::string>();
+      continue;
+    }
+    if ((type == "ByteFallback" || type == "Fuse") && ok_here) continue;
+    if (type == "Strip" && ok_here) {
+      const json start = c->value("start", json()), stop = c->value("stop", json());
+      if (c->value("content", json()) != " " || !start.is_number_unsigned() ||
+          start.get<std::uint64_t>() > 1 || stop != 0)
+        refuse(name, field,
+               "is " + shown_json(*c) + ": only Strip(\" \", start 0 or 1, stop 0) is supported");
+      out.decode_strips_leading_space = start == 1;
+      continue;
+    }
+    refuse(
+        name, field + ".type",
+        "is " + shown_json((*c)["type"]) +
+            (byte_level ? ": a byte-level tokenizer is decoded by ByteLevel"
+                        : ": supported decoders for character pieces are Metaspace, Replace, ByteFallback, "
+                          "Fuse, Strip and a Sequence of them"));
+  }
+}
+
+}  // namespace
+
 BpeTokenizer parse_tokenizer_json(std::string_view text, const std::string& name) {
   const json doc = parse_json(text, name);
   if (!doc.is_object()) fail(name, std::string("expected a JSON object, got a ") + doc.type_name());
   if (!doc.contains("model") || !doc["model"].is_object()) fail(name, "no \"model\" object");
   const json& model = doc["model"];
   if (model.contains("type") && model["type"] != "BPE")
-    fail(name, "model.type is " + shown_json(model["type"]) + "; only \"BPE\" is supported");
+    refuse(name, "model.type",
+           "is " + shown_json(model["type"]) +
+               ": only \"BPE\" is supported (not Unigram, WordPiece or WordLevel)");
   const auto refuse_unless = [&](const json& object, const std::string& prefix, const char* key,
                                  const json& ok, const char* why) {
     if (!is_absent_or(object, key, ok))
-      fail(name, prefix + key + " is " + shown_json(object[key]) + ": " + why);
+      refuse(name, prefix + key, "is " + shown_json(object[key]) + ": " + why);
   };
   refuse_unless(model, "model.", "dropout", 0, "BPE dropout is not supported (it makes encoding random)");
   refuse_unless(model, "model.", "continuing_subword_prefix", "", "subword prefixes are not supported");
   refuse_unless(model, "model.", "end_of_word_suffix", "", "end-of-word suffixes are not supported");
-  refuse_unless(model, "model.", "byte_fallback", false, "byte fallback is not supported");
-  refuse_unless(model, "model.", "ignore_merges", false, "ignore_merges is not supported");
-  refuse_unless(doc, "", "normalizer", json(), "normalizers are not supported (GPT-2 has none)");
-  const char* pre_why =
-      "only GPT-2's pre-tokenizer is supported: {\"type\": \"ByteLevel\", \"add_prefix_space\": false}";
-  if (!doc.contains("pre_tokenizer") || !doc["pre_tokenizer"].is_object())
-    fail(name, std::string("pre_tokenizer is missing or not an object: ") + pre_why);
-  const json& pre = doc["pre_tokenizer"];
-  if (!pre.contains("type") || pre["type"] != "ByteLevel")
-    fail(name, "pre_tokenizer.type is " + shown_json(pre.value("type", json())) + ": " + pre_why);
-  refuse_unless(pre, "pre_tokenizer.", "add_prefix_space", false, pre_why);
-  refuse_unless(pre, "pre_tokenizer.", "use_regex", true, pre_why);
+
+  BpeVocab out;
+  out.byte_fallback = bool_field(model, "byte_fallback", false, "model", name);
+  out.ignore_merges = bool_field(model, "ignore_merges", false, "model", name);
+  read_normalizer(doc, name, out);
+  read_pre_tokenizer(doc, name, out);
+  const bool byte_level =
+      !out.pre_tokenizer.empty() && out.pre_tokenizer.back().kind == PreTokenizerStep::Kind::kByteLevel;
+  if (byte_level && out.byte_fallback)
+    refuse(name, "model.byte_fallback",
+           "is true with a ByteLevel pre-tokenizer: byte-level pieces need no fallback");
+  if (!byte_level && !out.byte_fallback)
+    refuse(name, "pre_tokenizer",
+           "has no ByteLevel step and model.byte_fallback is not true: only byte-level BPE and BPE over "
+           "characters with byte fallback (SentencePiece's) are supported");
+  read_decoder(doc, name, byte_level, out);
 
   if (!model.contains("vocab")) fail(name, "model has no \"vocab\"");
   if (!model.contains("merges") || !model["merges"].is_array())
@@ -250,10 +493,13 @@ BpeTokenizer parse_tokenizer_json(std::string_view text, const std::string& name
         t["content"].get<std::string>().empty() || !t.contains("id") || !t["id"].is_number_unsigned())
       fail(name, where + ": expected {\"id\": non-negative integer, \"content\": non-empty string}, got " +
                      shown_json(t));
+    for (const char* key : {"lstrip", "rstrip", "single_word"})
+      if (bool_field(t, key, false, where, name))
+        refuse(name, where + "." + key,
+               "is true: added tokens that take in spaces or match whole words only are not supported");
     if (!vocab_json.is_object() || !vocab_json.contains(t["content"].get<std::string>())) ++extra;
   }
   Vocab v = read_vocab(vocab_json, extra, name, "model.vocab");
-  BpeVocab out;
   const std::size_t n = v.pieces.size();
   for (std::size_t i = 0; i < added.size(); ++i) {
     const std::string where = "added_tokens[" + std::to_string(i) + "]";
@@ -278,6 +524,7 @@ BpeTokenizer parse_tokenizer_json(std::string_view text, const std::string& name
   for (std::size_t id = 0; id < n; ++id)
     if (v.pieces[id].empty())
       fail(name, "id " + std::to_string(id) + " is in neither model.vocab nor added_tokens");
+  read_post_processor(doc, name, n, out);
 
   std::unordered_map<std::uint64_t, std::string> seen;
   const json& merges = model["merges"];

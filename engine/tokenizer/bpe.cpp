@@ -1,129 +1,34 @@
-// GPT-2 byte-level BPE: UTF-8 checking, the pre-tokenizer pattern implemented by hand over code
-// points (its alternatives tried in order at each position, as the regex engine does), the merge
-// loop on token ids, and decode / display. Follows OpenAI's encoder.py and its JavaScript port.
+// Byte-pair encoding: UTF-8 checking, GPT-2's pre-tokenizer pattern implemented by hand over code
+// points (its alternatives tried in order at each position, as the regex engine does), the other
+// normalizer and pre-tokenizer steps, the merge loop on token ids, byte fallback, and decode /
+// display. Follows OpenAI's encoder.py and Hugging Face's tokenizers (their JavaScript port).
 #include "tokenizer/bpe.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <queue>
 #include <unordered_map>
 
-#include "tokenizer/unicode_classes.hpp"
+#include "tokenizer/nfc.hpp"
+#include "tokenizer/split_pattern.hpp"
+#include "tokenizer/utf8.hpp"
 
 namespace mha {
 
 namespace {
 
-// ---- UTF-8 ----
-
-// Length of the well-formed UTF-8 character at p (n bytes available), or 0 if none starts there
-// (Unicode's table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF).
-int utf8_char(const unsigned char* p, std::size_t n, char32_t& cp) {
-  const unsigned char b0 = p[0];
-  if (b0 < 0x80) {
-    cp = b0;
-    return 1;
-  }
-  auto cont = [&](std::size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
-    return i < n && p[i] >= lo && p[i] <= hi;
-  };
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    if (!cont(1)) return 0;
-    cp = char32_t(b0 & 0x1F) << 6 | (p[1] & 0x3F);
-    return 2;
-  }
-  if (b0 >= 0xE0 && b0 <= 0xEF) {
-    const unsigned char lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-    if (!cont(1, lo, hi) || !cont(2)) return 0;
-    cp = char32_t(b0 & 0x0F) << 12 | char32_t(p[1] & 0x3F) << 6 | (p[2] & 0x3F);
-    return 3;
-  }
-  if (b0 >= 0xF0 && b0 <= 0xF4) {
-    const unsigned char lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-    if (!cont(1, lo, hi) || !cont(2) || !cont(3)) return 0;
-    cp = char32_t(b0 & 0x07) << 18 | char32_t(p[1] & 0x3F) << 12 | char32_t(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
-    return 4;
-  }
-  return 0;
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | cp >> 6);
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | cp >> 12);
-    out += char(0x80 | (cp >> 6 & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | cp >> 18);
-    out += char(0x80 | (cp >> 12 & 0x3F));
-    out += char(0x80 | (cp >> 6 & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
+using utf8::Class;
+using utf8::CodePoints;
+using utf8::kSpace;
 
 void append_hex_byte(std::string& out, unsigned char b) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   out += "\\x";
   out += kHex[b >> 4];
   out += kHex[b & 15];
-}
-
-// ---- code-point classes ----
-
-enum Class : unsigned char { kOther, kLetter, kNumber, kSpace };
-
-template <std::size_t N>
-bool in_ranges(const unicode::CodePointRange (&ranges)[N], char32_t cp) {
-  const auto* it = std::upper_bound(std::begin(ranges), std::end(ranges), cp,
-                                    [](char32_t c, const unicode::CodePointRange& r) { return c < r.first; });
-  return it != std::begin(ranges) && cp <= (it - 1)->last;
-}
-
-Class classify_slow(char32_t cp) {
-  if (in_ranges(unicode::kLetterRanges, cp)) return kLetter;
-  if (in_ranges(unicode::kNumberRanges, cp)) return kNumber;
-  if (in_ranges(unicode::kSpaceRanges, cp)) return kSpace;
-  return kOther;
-}
-
-// Latin-1 from a table (built once from the same ranges), the rest by binary search.
-Class classify(char32_t cp) {
-  static const std::array<Class, 256> latin1 = [] {
-    std::array<Class, 256> t{};
-    for (char32_t c = 0; c < 256; ++c) t[c] = classify_slow(c);
-    return t;
-  }();
-  return cp < 256 ? latin1[cp] : classify_slow(cp);
-}
-
-struct CodePoints {
-  std::vector<char32_t> cp;
-  std::vector<Class> cls;
-  std::vector<std::size_t> offset;  // byte offset of each code point, plus the end
-};
-
-// Decodes valid UTF-8 (checked by the caller).
-void decode_valid(std::string_view text, CodePoints& out) {
-  out.cp.clear();
-  out.cls.clear();
-  out.offset.clear();
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  std::size_t i = 0;
-  while (i < text.size()) {
-    char32_t cp = 0;
-    const int len = utf8_char(p + i, text.size() - i, cp);
-    out.cp.push_back(cp);
-    out.cls.push_back(classify(cp));
-    out.offset.push_back(i);
-    i += std::size_t(len > 0 ? len : 1);
-  }
-  out.offset.push_back(text.size());
 }
 
 // The pattern's match starting at code point i (there always is one: every code point is a letter,
@@ -158,7 +63,7 @@ std::size_t match_at(const CodePoints& t, std::size_t i) {
 }
 
 void pretokenize_valid(std::string_view text, CodePoints& scratch, std::vector<std::string_view>& out) {
-  decode_valid(text, scratch);
+  utf8::decode_valid(text, scratch);
   std::size_t i = 0;
   while (i < scratch.cp.size()) {
     const std::size_t end = match_at(scratch, i);
@@ -178,7 +83,7 @@ struct ByteLevel {
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       const char32_t cp = printable ? char32_t(b) : char32_t(256 + n++);
-      append_utf8(chars[std::size_t(b)], cp);
+      utf8::append(chars[std::size_t(b)], cp);
       bytes[cp] = b;
     }
   }
@@ -205,7 +110,7 @@ void check_utf8(std::string_view bytes, const std::string& argument) {
   std::size_t i = 0;
   while (i < bytes.size()) {
     char32_t cp = 0;
-    const int len = utf8_char(p + i, bytes.size() - i, cp);
+    const int len = utf8::char_at(p + i, bytes.size() - i, cp);
     if (len == 0) {
       std::string shown;
       for (std::size_t k = i; k < bytes.size() && k < i + 4; ++k) append_hex_byte(shown, p[k]);
@@ -241,9 +146,20 @@ struct BpeTokenizer::Model {
   std::vector<std::string> bytes;  // what each id decodes to
   std::unordered_map<std::string, std::int32_t> ids;
   std::unordered_map<std::uint64_t, Merge> merges;  // (left id << 32 | right id)
+  // Byte-level: the piece of each byte. Character pieces: "<0xNN>", each byte's fallback.
   std::array<std::int32_t, 256> byte_ids{};
+  std::unordered_map<char32_t, std::int32_t> char_ids;         // character pieces of one character
+  std::unordered_map<std::string, std::int32_t> ids_by_bytes;  // byte-level with ignore_merges
   std::vector<bool> special;
   std::vector<std::pair<std::string, std::int32_t>> specials;  // text, id
+
+  bool byte_level = true;
+  bool ignore_merges = false;
+  bool decode_strips_leading_space = false;
+  std::vector<NormalizerStep> normalizer;
+  std::vector<PreTokenizerStep> pre_tokenizer;
+  std::vector<std::optional<SplitPattern>> patterns;  // of each kSplit step
+  std::vector<std::int32_t> prefix_ids, suffix_ids;
 
   const Merge* merge(std::int32_t left, std::int32_t right) const {
     if (left < 0 || right < 0) return nullptr;
@@ -257,6 +173,44 @@ struct BpeTokenizer::Cache {
   std::unordered_map<std::string, std::vector<std::int32_t>> words;
 };
 
+namespace {
+
+std::string byte_piece(int b) {
+  char name[8];
+  std::snprintf(name, sizeof name, "<0x%02X>", b);
+  return name;
+}
+
+// "<0xNN>" (upper-case hex, as SentencePiece writes it) -> NN, else -1.
+int byte_of_piece(const std::string& piece) {
+  if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return -1;
+  int value = 0;
+  for (int k = 3; k < 5; ++k) {
+    const char c = piece[std::size_t(k)];
+    if (c >= '0' && c <= '9')
+      value = value * 16 + (c - '0');
+    else if (c >= 'A' && c <= 'F')
+      value = value * 16 + (c - 'A' + 10);
+    else
+      return -1;
+  }
+  return value;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+void check_range(const std::vector<std::int32_t>& ids, std::size_t n, const char* argument) {
+  for (const std::int32_t id : ids)
+    if (id < 0 || std::size_t(id) >= n)
+      throw ConfigError(argument, std::string(argument) + ": token id " + std::to_string(id) +
+                                      " is out of range 0.." + std::to_string(n - 1));
+}
+
+}  // namespace
+
 BpeTokenizer::BpeTokenizer(BpeVocab vocab) {
   auto m = std::make_shared<Model>();
   const std::size_t n = vocab.pieces.size();
@@ -269,6 +223,29 @@ BpeTokenizer::BpeTokenizer(BpeVocab vocab) {
                                            std::to_string(n - 1));
     m->special[std::size_t(id)] = true;
   }
+  check_range(vocab.prefix_ids, n, "prefix_ids");
+  check_range(vocab.suffix_ids, n, "suffix_ids");
+
+  // The steps: a byte-level step, if any, comes last; character pieces need byte fallback.
+  const auto& steps = vocab.pre_tokenizer;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const PreTokenizerStep& s = steps[i];
+    m->patterns.emplace_back();
+    if (s.kind == PreTokenizerStep::Kind::kByteLevel && i + 1 != steps.size())
+      throw ConfigError("pre_tokenizer", "the byte-level step must be the last pre-tokenizer step");
+    if (s.kind == PreTokenizerStep::Kind::kSplit) m->patterns.back().emplace(s.pattern);
+    if (s.kind == PreTokenizerStep::Kind::kMetaspace && s.replacement.empty())
+      throw ConfigError("pre_tokenizer", "a Metaspace step needs a replacement character");
+  }
+  for (const NormalizerStep& s : vocab.normalizer)
+    if (s.kind == NormalizerStep::Kind::kReplace && s.from.empty())
+      throw ConfigError("normalizer", "a Replace step needs a non-empty string to replace");
+  m->byte_level = !steps.empty() && steps.back().kind == PreTokenizerStep::Kind::kByteLevel;
+  if (m->byte_level && vocab.byte_fallback)
+    throw ConfigError("byte_fallback", "byte fallback is for character pieces, not for a byte-level vocab");
+  if (!m->byte_level && !vocab.byte_fallback)
+    throw ConfigError("byte_fallback",
+                      "a vocab of character pieces needs byte fallback, or some text would have no tokens");
 
   const ByteLevel& bl = byte_level();
   m->ids.reserve(n);
@@ -286,11 +263,25 @@ BpeTokenizer::BpeTokenizer(BpeVocab vocab) {
       m->specials.emplace_back(piece, std::int32_t(id));
       continue;
     }
-    const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
     std::string& out = m->bytes[id];
+    if (!m->byte_level) {
+      check_utf8(piece, where);
+      const int byte = byte_of_piece(piece);
+      if (byte >= 0) {
+        out = std::string(1, char(byte));
+        continue;
+      }
+      out = piece;
+      if (!vocab.space_symbol.empty()) replace_all(out, vocab.space_symbol, " ");
+      char32_t cp = 0;
+      const int len = utf8::char_at(reinterpret_cast<const unsigned char*>(piece.data()), piece.size(), cp);
+      if (std::size_t(len) == piece.size()) m->char_ids.emplace(cp, std::int32_t(id));
+      continue;
+    }
+    const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
     for (std::size_t i = 0; i < piece.size();) {
       char32_t cp = 0;
-      const int len = utf8_char(p + i, piece.size() - i, cp);
+      const int len = utf8::char_at(p + i, piece.size() - i, cp);
       const int byte = len ? bl.byte_of(cp) : -1;
       if (byte < 0) {
         char hex[16];
@@ -303,19 +294,23 @@ BpeTokenizer::BpeTokenizer(BpeVocab vocab) {
     }
   }
   for (int b = 0; b < 256; ++b) {
-    const std::string& piece = bl.chars[std::size_t(b)];
+    const std::string piece = m->byte_level ? bl.chars[std::size_t(b)] : byte_piece(b);
     const auto it = m->ids.find(piece);
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02X", b);
     if (it == m->ids.end())
-      throw ConfigError("vocab", std::string("the vocab has no piece for byte ") + hex + " (" +
-                                     quoted(piece) +
-                                     "); a byte-level vocab has one for each of the 256 bytes");
+      throw ConfigError("vocab",
+                        std::string("the vocab has no piece for byte ") + hex + " (" + quoted(piece) +
+                            (m->byte_level ? "); a byte-level vocab has one for each of the 256 bytes"
+                                           : "); byte fallback needs one for each of the 256 bytes"));
     if (m->special[std::size_t(it->second)])
       throw ConfigError("vocab", std::string("the piece for byte ") + hex + " (" + quoted(piece) + ", id " +
                                      std::to_string(it->second) + ") is a special token");
     m->byte_ids[std::size_t(b)] = it->second;
   }
+  if (m->byte_level && vocab.ignore_merges)
+    for (std::size_t id = 0; id < n; ++id)
+      if (!m->special[id]) m->ids_by_bytes.emplace(m->bytes[id], std::int32_t(id));
 
   if (vocab.merges.size() > std::size_t(INT32_MAX)) throw ConfigError("merges", "more than 2^31 - 1 merges");
   m->merges.reserve(vocab.merges.size());
@@ -344,6 +339,12 @@ BpeTokenizer::BpeTokenizer(BpeVocab vocab) {
   std::stable_sort(m->specials.begin(), m->specials.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   m->pieces = std::move(vocab.pieces);
+  m->ignore_merges = vocab.ignore_merges;
+  m->decode_strips_leading_space = vocab.decode_strips_leading_space;
+  m->normalizer = std::move(vocab.normalizer);
+  m->pre_tokenizer = std::move(vocab.pre_tokenizer);
+  m->prefix_ids = std::move(vocab.prefix_ids);
+  m->suffix_ids = std::move(vocab.suffix_ids);
   model_ = std::move(m);
   cache_ = std::make_shared<Cache>();
 }
@@ -363,6 +364,25 @@ bool BpeTokenizer::is_special(std::int32_t id) const {
   return model_->special[std::size_t(id)];
 }
 
+std::optional<std::int32_t> BpeTokenizer::bos_id() const {
+  if (model_->prefix_ids.empty()) return std::nullopt;
+  return model_->prefix_ids.front();
+}
+
+const std::vector<std::int32_t>& BpeTokenizer::prefix_ids() const {
+  return model_->prefix_ids;
+}
+
+const std::vector<std::int32_t>& BpeTokenizer::suffix_ids() const {
+  return model_->suffix_ids;
+}
+
+bool BpeTokenizer::lossless() const {
+  return model_->normalizer.empty() &&
+         std::none_of(model_->pre_tokenizer.begin(), model_->pre_tokenizer.end(),
+                      [](const PreTokenizerStep& s) { return s.kind == PreTokenizerStep::Kind::kMetaspace; });
+}
+
 void BpeTokenizer::check_id(std::int32_t id, const char* argument) const {
   if (id < 0 || std::size_t(id) >= model_->pieces.size())
     throw ConfigError(argument, "token id " + std::to_string(id) + " is out of range 0.." +
@@ -380,6 +400,7 @@ std::string BpeTokenizer::decode(const std::vector<std::int32_t>& ids) const {
     check_id(id, "ids");
     out += model_->bytes[std::size_t(id)];
   }
+  if (model_->decode_strips_leading_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
   return out;
 }
 
@@ -390,7 +411,7 @@ std::string BpeTokenizer::display_piece(std::int32_t id) const {
   std::string out;
   for (std::size_t i = 0; i < bytes.size();) {
     char32_t cp = 0;
-    const int len = utf8_char(p + i, bytes.size() - i, cp);
+    const int len = utf8::char_at(p + i, bytes.size() - i, cp);
     if (len == 0) {
       append_hex_byte(out, p[i++]);
       continue;
@@ -415,18 +436,15 @@ std::string BpeTokenizer::display_piece(std::int32_t id) const {
 std::vector<std::int32_t> BpeTokenizer::encode_ordinary(std::string_view utf8) const {
   check_utf8(utf8);
   std::vector<std::int32_t> out;
-  encode_segment(utf8, out);
+  encode_segment(utf8, true, out);
   return out;
 }
 
-std::vector<std::int32_t> BpeTokenizer::encode(std::string_view utf8) const {
+std::vector<std::int32_t> BpeTokenizer::encode(std::string_view utf8, bool add_special_tokens) const {
   check_utf8(utf8);
   const auto& specials = model_->specials;
   std::vector<std::int32_t> out;
-  if (specials.empty()) {
-    encode_segment(utf8, out);
-    return out;
-  }
+  if (add_special_tokens) out = model_->prefix_ids;
   // Next occurrence of each special at or after `pos` (npos: none left), found again only once
   // passed, so the text is scanned about once per special.
   std::vector<std::size_t> next(specials.size());
@@ -439,20 +457,95 @@ std::vector<std::int32_t> BpeTokenizer::encode(std::string_view utf8) const {
       if (next[k] < best) best = next[k], which = k;  // ties keep the earlier, longer one
     }
     if (best == std::string_view::npos) break;
-    encode_segment(utf8.substr(pos, best - pos), out);
+    encode_segment(utf8.substr(pos, best - pos), pos == 0, out);
     out.push_back(specials[which].second);
     pos = best + specials[which].first.size();
   }
-  if (pos < utf8.size()) encode_segment(utf8.substr(pos), out);
+  if (pos < utf8.size()) encode_segment(utf8.substr(pos), pos == 0, out);
+  if (add_special_tokens) out.insert(out.end(), model_->suffix_ids.begin(), model_->suffix_ids.end());
   return out;
 }
 
-void BpeTokenizer::encode_segment(std::string_view utf8, std::vector<std::int32_t>& out) const {
-  if (utf8.empty()) return;
+// Normalizes a stretch of text between special tokens, splits it into words step by step, and
+// encodes each word (through the cache). `at_start`: the stretch begins the whole text (Metaspace's
+// prepend_scheme "first").
+void BpeTokenizer::encode_segment(std::string_view text, bool at_start,
+                                  std::vector<std::int32_t>& out) const {
+  const Model& m = *model_;
+  if (text.empty()) return;
+  std::string normalized;
+  if (!m.normalizer.empty()) {
+    normalized = std::string(text);
+    for (const NormalizerStep& s : m.normalizer) {
+      switch (s.kind) {
+        case NormalizerStep::Kind::kNfc: normalized = nfc(normalized); break;
+        case NormalizerStep::Kind::kPrepend:
+          if (!normalized.empty()) normalized.insert(0, s.text);
+          break;
+        case NormalizerStep::Kind::kReplace: replace_all(normalized, s.from, s.text); break;
+      }
+    }
+    if (normalized.empty()) return;
+    text = normalized;
+  }
+
+  std::deque<std::string> owned;  // words a step rewrote; a deque keeps their addresses
+  std::vector<std::string_view> words{text}, split;
   CodePoints scratch;
-  std::vector<std::string_view> words;
-  pretokenize_valid(utf8, scratch, words);
+  for (std::size_t k = 0; k < m.pre_tokenizer.size(); ++k) {
+    const PreTokenizerStep& s = m.pre_tokenizer[k];
+    split.clear();
+    for (std::size_t w = 0; w < words.size(); ++w) {
+      std::string_view word = words[w];
+      switch (s.kind) {
+        case PreTokenizerStep::Kind::kSplit: m.patterns[k]->split(word, split); break;
+        case PreTokenizerStep::Kind::kDigits: {
+          std::size_t i = 0;
+          while (i < word.size()) {
+            const bool digit = word[i] >= '0' && word[i] <= '9';
+            std::size_t j = i + 1;
+            if (!(digit && s.individual_digits))
+              while (j < word.size() && (word[j] >= '0' && word[j] <= '9') == digit) ++j;
+            split.push_back(word.substr(i, j - i));
+            i = j;
+          }
+          break;
+        }
+        case PreTokenizerStep::Kind::kMetaspace: {
+          std::string& r = owned.emplace_back(word);
+          replace_all(r, " ", s.replacement);
+          const bool prepend = s.prepend_scheme == PreTokenizerStep::Prepend::kAlways ||
+                               (s.prepend_scheme == PreTokenizerStep::Prepend::kFirst && at_start && w == 0);
+          if (prepend && r.compare(0, s.replacement.size(), s.replacement) != 0) r.insert(0, s.replacement);
+          const std::string_view all = r;
+          if (!s.split) {
+            split.push_back(all);
+            break;
+          }
+          // Each word starts at a replacement character (Hugging Face's MergedWithNext).
+          std::size_t from = 0;
+          for (std::size_t at = all.find(s.replacement, 1); at != std::string_view::npos;
+               at = all.find(s.replacement, at + 1)) {
+            if (at > from) split.push_back(all.substr(from, at - from));
+            from = at;
+          }
+          if (from < all.size()) split.push_back(all.substr(from));
+          break;
+        }
+        case PreTokenizerStep::Kind::kByteLevel:
+          if (s.add_prefix_space && word[0] != ' ') word = owned.emplace_back(" " + std::string(word));
+          if (s.use_regex)
+            pretokenize_valid(word, scratch, split);
+          else
+            split.push_back(word);
+          break;
+      }
+    }
+    words.swap(split);
+  }
+
   for (const std::string_view word : words) {
+    if (word.empty()) continue;
     if (word.size() > kCacheWordBytes) {
       encode_word(word, out);
       continue;
@@ -474,21 +567,43 @@ void BpeTokenizer::encode_segment(std::string_view utf8, std::vector<std::int32_
   }
 }
 
-// The merge loop of encoder.py's bpe(): while some adjacent pair is a merge, take the lowest-ranked
-// one and merge every occurrence of it, left to right, then look again. Done with a heap of
-// (rank, position) so a long word costs n log n: all entries of one rank are one pass, and pairs
-// formed during a pass join the heap only after it, as encoder.py finds them only after the pass.
-void BpeTokenizer::encode_word(std::string_view bytes, std::vector<std::int32_t>& out) const {
+// A word's symbols are its bytes (byte-level) or its characters (character pieces; a character
+// with no piece is a symbol no merge takes, later its bytes' "<0xNN>" pieces). The merge loop is
+// Hugging Face's: take the lowest-ranked adjacent pair that is a merge (the leftmost of equal
+// ranks), merge it, look again. Done with a heap of (rank, position) so a long word costs n log n;
+// a pair formed by a merge joins the heap at once. For GPT-2's merges this is encoder.py's loop (a
+// pair formed by a merge never has a lower rank than the merge that formed its piece).
+void BpeTokenizer::encode_word(std::string_view word, std::vector<std::int32_t>& out) const {
   const Model& m = *model_;
-  const std::size_t n = bytes.size();
-  if (n == 1) {
-    out.push_back(m.byte_ids[static_cast<unsigned char>(bytes[0])]);
-    return;
+  if (m.ignore_merges) {
+    const auto& table = m.byte_level ? m.ids_by_bytes : m.ids;
+    const auto it = table.find(std::string(word));
+    if (it != table.end() && !m.special[std::size_t(it->second)]) {
+      out.push_back(it->second);
+      return;
+    }
   }
-  std::vector<std::int32_t> id(n);
+  std::vector<std::int32_t> id;
+  if (m.byte_level) {
+    if (word.size() == 1) {
+      out.push_back(m.byte_ids[static_cast<unsigned char>(word[0])]);
+      return;
+    }
+    id.resize(word.size());
+    for (std::size_t i = 0; i < word.size(); ++i) id[i] = m.byte_ids[static_cast<unsigned char>(word[i])];
+  } else {
+    const auto* p = reinterpret_cast<const unsigned char*>(word.data());
+    for (std::size_t i = 0; i < word.size();) {
+      char32_t cp = 0;
+      const int len = utf8::char_at(p + i, word.size() - i, cp);
+      const auto it = m.char_ids.find(cp);
+      id.push_back(it != m.char_ids.end() ? it->second : -1 - std::int32_t(i));  // -1 - byte offset
+      i += std::size_t(len > 0 ? len : 1);
+    }
+  }
+  const std::size_t n = id.size();
   std::vector<std::int32_t> next(n), prev(n);
   for (std::size_t i = 0; i < n; ++i) {
-    id[i] = m.byte_ids[static_cast<unsigned char>(bytes[i])];
     next[i] = i + 1 < n ? std::int32_t(i + 1) : -1;
     prev[i] = std::int32_t(i) - 1;
   }
@@ -496,39 +611,47 @@ void BpeTokenizer::encode_word(std::string_view bytes, std::vector<std::int32_t>
     std::int32_t rank, left, right;
     bool operator>(const Entry& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-  std::vector<Entry> formed;
+  std::vector<Entry> initial;
   auto consider = [&](std::int32_t left, std::int32_t right, std::vector<Entry>& into) {
     if (left < 0 || right < 0) return;
     if (const Model::Merge* mg = m.merge(id[std::size_t(left)], id[std::size_t(right)]))
       into.push_back({mg->rank, left, right});
   };
-  {
-    std::vector<Entry> initial;
-    for (std::size_t i = 0; i + 1 < n; ++i) consider(std::int32_t(i), std::int32_t(i + 1), initial);
-    heap = decltype(heap)(std::greater<Entry>(), std::move(initial));
-  }
+  for (std::size_t i = 0; i + 1 < n; ++i) consider(std::int32_t(i), std::int32_t(i + 1), initial);
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap(std::greater<Entry>(),
+                                                                           std::move(initial));
+  std::vector<Entry> formed;
   while (!heap.empty()) {
-    const std::int32_t rank = heap.top().rank;
+    const Entry e = heap.top();
+    heap.pop();
+    const std::size_t l = std::size_t(e.left), r = std::size_t(e.right);
+    // Stale if either symbol was merged since: the pair there is no longer this rank's.
+    if (next[l] != e.right) continue;
+    const Model::Merge* mg = m.merge(id[l], id[r]);
+    if (!mg || mg->rank != e.rank) continue;
+    id[l] = mg->result;
+    id[r] = -1;
+    next[l] = next[r];
+    if (next[r] >= 0) prev[std::size_t(next[r])] = e.left;
     formed.clear();
-    while (!heap.empty() && heap.top().rank == rank) {
-      const Entry e = heap.top();
-      heap.pop();
-      const std::size_t l = std::size_t(e.left), r = std::size_t(e.right);
-      // Stale if either symbol was merged since: the pair there is no longer this rank's.
-      if (next[l] != e.right) continue;
-      const Model::Merge* mg = m.merge(id[l], id[r]);
-      if (!mg || mg->rank != rank) continue;
-      id[l] = mg->result;
-      id[r] = -1;
-      next[l] = next[r];
-      if (next[r] >= 0) prev[std::size_t(next[r])] = e.left;
-      consider(prev[l], e.left, formed);
-      consider(e.left, next[l], formed);
-    }
-    for (const Entry& e : formed) heap.push(e);
+    consider(prev[l], e.left, formed);
+    consider(e.left, next[l], formed);
+    for (const Entry& f : formed) heap.push(f);
   }
-  for (std::int32_t i = 0; i >= 0; i = next[std::size_t(i)]) out.push_back(id[std::size_t(i)]);
+  for (std::int32_t i = 0; i >= 0; i = next[std::size_t(i)]) {
+    const std::int32_t sym = id[std::size_t(i)];
+    if (sym >= 0) {
+      out.push_back(sym);
+      continue;
+    }
+    // A character with no piece: its UTF-8 bytes' fallback pieces.
+    const std::size_t at = std::size_t(-1 - sym);
+    char32_t cp = 0;
+    const int len =
+        utf8::char_at(reinterpret_cast<const unsigned char*>(word.data()) + at, word.size() - at, cp);
+    for (int k = 0; k < std::max(len, 1); ++k)
+      out.push_back(m.byte_ids[static_cast<unsigned char>(word[at + std::size_t(k)])]);
+  }
 }
 
 }  // namespace mha

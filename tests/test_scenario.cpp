@@ -639,7 +639,7 @@ TEST_CASE("every preset in assets/presets loads and runs forward", "[scenario]")
     CHECK(s.query_tokens().size() == std::size_t(s.L()));
     CHECK(s.key_tokens().size() == std::size_t(s.S()));
   }
-  CHECK(count == 10);
+  CHECK(count == 11);
 
   const Scenario nb = load("course_notebook.json");
   CHECK((nb.batch == 3 && nb.L() == 4 && nb.S() == 4 && nb.embed_dim == 8 && nb.num_heads == 2));

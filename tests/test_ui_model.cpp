@@ -230,3 +230,34 @@ TEST_CASE("attention weights saved elsewhere open read-only in the Attention fil
   after.view = before.view;  // the tab shown is view state; nothing else of the scenario moves
   CHECK(mha::studio::to_json(after) == mha::studio::to_json(before));
 }
+
+// The presets on the shipped model that copies: what the induction heads do shows in the prediction,
+// and taking them away (a blocked key, a knock-out) takes the copy away.
+TEST_CASE("the induction preset predicts the copied word; blocking its source or knocking out the heads stops it",
+          "[ui][model]") {
+  HeadlessUi ui;
+  AppState state;
+  auto top = [&](const char* preset) {
+    open_scenario(ui, state, load_scenario(std::string(MHA_ASSETS_DIR) + "/presets/" + preset + ".json"));
+    REQUIRE(state.errors.empty());
+    REQUIRE(state.result.model);
+    const ModelResult& m = *state.result.model;
+    REQUIRE(m.top_k.size() >= 2);
+    return m;
+  };
+  const std::string dog = "\xE2\x90\xA3"
+                          "dog";
+  const ModelResult copy = top("model_induction");
+  INFO("induction preset's top-1: " << copy.top_k_labels[0] << " " << copy.top_k[0].probability);
+  CHECK(copy.top_k_labels[0] == dog);
+  CHECK(copy.top_k[0].probability > 2 * copy.top_k[1].probability);  // a clear margin
+  // Layer 1 may not see the first "dog": the copy's probability falls.
+  const ModelResult blocked = top("model_what_if");
+  double p_blocked = 0;
+  for (std::size_t k = 0; k < blocked.top_k.size(); ++k)
+    if (blocked.top_k_labels[k] == dog) p_blocked = blocked.top_k[k].probability;
+  CHECK(p_blocked < copy.top_k[0].probability / 2);
+  // The induction heads of layer 1 knocked out: "dog" is no longer the guess.
+  const ModelResult knocked = top("model_knockout");
+  CHECK(knocked.top_k_labels[0] != dog);
+}

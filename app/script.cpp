@@ -418,8 +418,7 @@ void Script::run(const ScriptLine& line, AppState& state, UiEnv& env) {
             return fail(line, "knockout all-but: the heads kept are of one layer");
           heads.push_back(h.head);
         }
-        applied(set_ablation(mode), "what_if");
-        applied(keep_only_heads(keep[0].layer, heads), "what_if");
+        applied(keep_only_heads(keep[0].layer, heads, mode), "what_if");
       } else {
         return fail(line,
                     "knockout: expected none, HEADS (layer.head list, e.g. 1.0,1.3) or all-but HEADS, "

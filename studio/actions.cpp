@@ -526,17 +526,24 @@ Action toggle_knockout(HeadRef head) {
   return a;
 }
 
-Action keep_only_heads(std::int64_t layer, std::vector<std::int64_t> keep) {
+Action keep_only_heads(std::int64_t layer, std::vector<std::int64_t> keep, std::optional<Ablation> ablation) {
   Action a;
   std::vector<HeadRef> kept;
   for (std::int64_t h : keep) kept.push_back({layer, h});
   a.what = "knock out all of layer " + std::to_string(layer) + " but " + format_heads(kept);
   a.slot = "what_if";
-  a.change = [layer, keep = std::move(keep)](Scenario& s) {
+  a.change = [layer, keep = std::move(keep), ablation](Scenario& s) {
     std::vector<HeadRef> heads = heads_except(knockout_model(s), layer, keep);
     for (const HeadRef& h : s.knockouts.heads)
       if (h.layer != layer) heads.push_back(h);
-    set_heads(s, std::move(heads));
+    // The mode and the heads in one undo step; either changing is a change.
+    const bool mode_changed = ablation && s.knockouts.ablation != *ablation;
+    if (ablation) s.knockouts.ablation = *ablation;
+    try {
+      set_heads(s, std::move(heads));
+    } catch (const NoChange&) {
+      if (!mode_changed) throw;
+    }
   };
   return a;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -97,7 +98,7 @@ Action choose_layer(std::int64_t layer);
 // ConfigError ("knockouts") without a model or for a head outside it.
 Action set_knockouts(std::vector<HeadRef> heads, Ablation ablation);
 Action toggle_knockout(HeadRef head);
-Action keep_only_heads(std::int64_t layer, std::vector<std::int64_t> keep);
+Action keep_only_heads(std::int64_t layer, std::vector<std::int64_t> keep, std::optional<Ablation> ablation = {});
 Action set_ablation(Ablation ablation);
 
 // View actions: the keys, the View menu, the tab bar, a script and a test build these.

@@ -233,7 +233,7 @@ TEST_CASE("attention weights saved elsewhere open read-only in the Attention fil
 
 // The presets on the shipped model that copies: what the induction heads do shows in the prediction,
 // and taking them away (a blocked key, a knock-out) takes the copy away.
-TEST_CASE("the induction preset predicts the copied word; blocking its source or knocking out the heads stops it",
+TEST_CASE("the induction preset predicts the copied word, and blocking its source or knocking out the heads stops it",
           "[ui][model]") {
   HeadlessUi ui;
   AppState state;

@@ -2,6 +2,7 @@
 // batch item as a grid of heatmaps plus the head average, on one colour range shared by all heads so
 // they compare at a glance. Under each weights map: its mean row entropy and a row-sum check.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -573,12 +574,17 @@ void draw_knocked_out(const HeatmapEvent& ev, Ablation ablation) {
   const float t = std::max(2.0f, ImGui::GetFontSize() / 6);
   dl->AddLine(ev.grid_min, ev.grid_max, red, t);
   dl->AddLine(ImVec2(ev.grid_min.x, ev.grid_max.y), ImVec2(ev.grid_max.x, ev.grid_min.y), red, t);
+  // The longest label that fits the map; on a small map the short one, smaller if it must be.
+  const float room = ev.grid_max.x - ev.grid_min.x - 8;
   const char* label = ablation == Ablation::zero ? "knocked out: context 0" : "knocked out: context = mean";
-  const ImVec2 size = ImGui::CalcTextSize(label);
+  if (ImGui::CalcTextSize(label).x > room) label = ablation == Ablation::zero ? "knocked out (0)" : "knocked out (mean)";
+  float font = ImGui::GetFontSize();
+  if (const float w = ImGui::CalcTextSize(label).x; w > room) font = std::max(6.0f, font * room / w);
+  const ImVec2 size = ImGui::GetFont()->CalcTextSizeA(font, FLT_MAX, 0.0f, label);
   const ImVec2 at((ev.grid_min.x + ev.grid_max.x - size.x) / 2, (ev.grid_min.y + ev.grid_max.y - size.y) / 2);
   dl->AddRectFilled(ImVec2(at.x - 4, at.y - 2), ImVec2(at.x + size.x + 4, at.y + size.y + 2),
                     IM_COL32(255, 255, 255, 230));
-  dl->AddText(at, red, label);
+  dl->AddText(ImGui::GetFont(), font, at, red, label);
 }
 
 // compact: two short lines for a narrow map (every head on screen at once).

@@ -704,8 +704,7 @@ void build_overview(OverviewCache& c, const std::shared_ptr<const ForwardResult<
 struct HeadsPanel {
   HeadsCache cache;
   OverviewCache overview;
-  void draw_overview(AppState& state, Textures& tex, const std::vector<int>& order, const RoleTable* roles,
-                     std::int64_t layer);
+  void draw_overview(AppState& state, Textures& tex, const std::vector<int>& order);
   std::vector<std::string> feature_labels;
   // The keys a mask edit blocks in this result's batch item (edited_keys), labelled on every map.
   std::weak_ptr<const ForwardResult<float>> marked_source;
@@ -792,7 +791,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
 
   // At the largest sizes the result keeps no weights, only their overview: every head zoomed out.
   if (si == kWeights && f.overview.valid() && !f.trace.has("attn_weights")) {
-    draw_overview(state, tex, order, roles, layer);
+    draw_overview(state, tex, order);
     return;
   }
   // A stage the forward left out (large sizes) is computed once per result, off the UI thread.
@@ -1027,8 +1026,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   grid_end(tex, cmap, vmin, vmax, child_h, row_scale, footer);
 }
 
-void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector<int>& order,
-                               const RoleTable* roles, std::int64_t layer) {
+void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector<int>& order) {
   ViewState& view = state.view();
   const ForwardResult<float>& f = *state.result.forward;
   const Dims& d = f.dims;

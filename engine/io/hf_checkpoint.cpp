@@ -157,7 +157,10 @@ GPT2Config read_gpt2_config(const std::string& path) {
   const std::string type = model_type_of(j, path);
   if (type != "gpt2")
     fail(path, "model_type is \"" + type +
-                   "\": MHA Studio runs GPT-2 checkpoints only (model_type \"gpt2\", GPT2LMHeadModel)");
+                   "\": MHA Studio runs GPT-2 checkpoints only (model_type \"gpt2\", GPT2LMHeadModel)" +
+                   (type == "llama" || type == "mistral" || type == "qwen2"
+                        ? "; its engine computes this family, but the app and the mha tool do not open it yet"
+                        : ""));
   GPT2Config c;
   c.vocab_size = get_int(j, path, "vocab_size", 0, true);
   c.n_positions = get_int(j, path, "n_positions", 0, true);

@@ -234,7 +234,7 @@ void ask_open(AppState& state, UiEnv& env) {
 void ask_open_folder(AppState& state, UiEnv& env) {
   platform::ChooserRequest r;
   r.kind = platform::ChooserRequest::Kind::open_folder;
-  r.title = "Open a GPT-2 model folder (config.json, model.safetensors)";
+  r.title = "Open a model folder: GPT-2, Llama, Mistral or Qwen2 (config.json, model.safetensors)";
   start_chooser(state, env, r, "open");
 }
 

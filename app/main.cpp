@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
   cli.add_flag("--exit-after-dump", exit_after_dump, "Exit once --dump-state is written");
   std::string open_file;
   cli.add_option("FILE", open_file,
-                 "A scenario (.json), attention weights (.npy) or a GPT-2 model folder to open");
+                 "A scenario (.json), attention weights (.npy) or a model folder (GPT-2, Llama, Mistral, "
+                 "Qwen2) to open");
   if (const int status = mha::platform::parse_command_line(cli, argc, argv); status >= 0) return status;
   if (const std::string bad = check_ranges(width, height, soak_seconds, soak_edits, frames); !bad.empty()) {
     std::fprintf(stderr, "mha-studio: error: %s\n", bad.c_str());

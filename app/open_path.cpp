@@ -17,7 +17,7 @@ OpenRequest classify_open_path(const std::string& path) {
     if (!fs::is_regular_file(fs::path(path) / "config.json", ec))
       throw FileError("FILE",
                       path +
-                          ": a folder without config.json is not a model folder (a Hugging Face GPT-2: "
+                          ": a folder without config.json is not a model folder (a Hugging Face model: "
                           "config.json, model.safetensors, vocab.json, merges.txt)");
     return {OpenKind::model_folder, fs::absolute(path).lexically_normal().string()};
   }

@@ -1,5 +1,5 @@
-// What `mha-studio FILE` opens: a scenario (JSON), attention weights (.npy) or a GPT-2 model folder,
-// told apart before any window opens so that a wrong path is a usage error.
+// What `mha-studio FILE` opens: a scenario (JSON), attention weights (.npy) or a model folder (GPT-2, Llama,
+// Mistral, Qwen2), told apart before any window opens so that a wrong path is a usage error.
 #pragma once
 
 #include <string>

@@ -44,7 +44,8 @@ bool parse_bool(const std::string& id, const std::string& text) {
 }
 
 const std::vector<ControlInfo> kControls = {
-    {"model", "Model", "\"\" (random init), a shipped model's name or a GPT-2 folder"},
+    {"model", "Model",
+     "\"\" (random init), a shipped model's name or a model folder (GPT-2, Llama, Mistral, Qwen2)"},
     {"layer", "layer", "a layer of the model, from 0"},
     {"sentence", "Sentence", "text; its tokens label the queries and set L"},
     {"cross_attention", "cross-attention (L != S)", "true or false"},
@@ -472,14 +473,14 @@ Action choose_layer(std::int64_t layer) {
 namespace {
 
 // The model's sizes, or ConfigError("knockouts") without one.
-GPT2Config knockout_model(const Scenario& s) {
+ModelSizes knockout_model(const Scenario& s) {
   if (!s.has_model())
     throw ConfigError("knockouts", "knock-outs: only a model has heads to knock out; choose a model first");
-  return model_entry(s.model)->loaded.model.config;
+  return model_entry(s.model)->loaded.model->sizes();
 }
 
 void set_heads(Scenario& s, std::vector<HeadRef> heads) {
-  const GPT2Config c = knockout_model(s);
+  const ModelSizes c = knockout_model(s);
   for (const HeadRef& h : heads)
     if (h.layer < 0 || h.layer >= c.n_layer || h.head < 0 || h.head >= c.n_head)
       throw ConfigError("knockouts", "knock-out: head " + format_heads({h}) + " is outside the model (" +

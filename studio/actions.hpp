@@ -89,7 +89,7 @@ using Cells = std::vector<std::pair<int, int>>;
 Action paint_mask_cells(Cells cells, bool block, std::uint64_t gesture = 0);
 // Keys (item, key) of key_padding_mask: padding (True) or not. Turns the mask on if it is off.
 Action paint_key_padding(Cells cells, bool pad, std::uint64_t gesture = 0);
-// The model ("" = one module with default init, a shipped name, or a GPT-2 folder).
+// The model ("" = one module with default init, a shipped name, or a model folder).
 Action choose_model(const std::string& model);
 Action choose_layer(std::int64_t layer);
 // Head knock-outs with a model (a what-if, not torch): the heads whose context is replaced, and how.

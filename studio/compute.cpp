@@ -16,6 +16,7 @@
 #include "cost.hpp"
 #include "errors.hpp"
 #include "masks.hpp"
+#include "model/rope.hpp"
 #include "model_cache.hpp"
 #include "torch_rng.hpp"
 
@@ -49,45 +50,48 @@ void mask_from_spec(const Scenario& s, const Snapshot* packed, std::int64_t N, s
 
 }  // namespace
 
-// A model's whole forward on the scenario's sentence, the mask replacing the causal one at the
+// A model's whole forward on the scenario's sentence, the mask replacing the model's own at the
 // chosen layer: what the app shows and what `mha compute --scenario` computes.
-struct ModelRun {
+struct ModelForward {
   std::shared_ptr<const ModelEntry> entry;
   ModelTokens tokens;
-  GPT2Options options;
-  GPT2Run run;
-  std::optional<GPT2Run> before;  // with knock-outs: the forward without them
+  ModelOptions options;
+  std::unique_ptr<ModelRun> run;
+  std::unique_ptr<ModelRun> before;  // with knock-outs: the forward without them
 };
-ModelRun run_model_forward(const Scenario& s) {
-  ModelRun r;
+ModelForward run_model_forward(const Scenario& s) {
+  ModelForward r;
   r.entry = model_entry(s.model);
-  const GPT2Model& m = r.entry->loaded.model;
+  const LanguageModel& m = *r.entry->loaded.model;
+  const ModelSizes c = m.sizes();
   r.tokens = model_tokens(s.model, s.sentence);
   const std::int64_t T = std::int64_t(r.tokens.ids.size());
   if (T == 0) throw ConfigError("sizes", "type a sentence: the model needs at least one token");
-  if (T > m.config.n_positions)
+  if (T > c.max_positions)
     throw ConfigError("sizes", "the sentence has " + std::to_string(T) +
-                                   " tokens; this model takes at most " +
-                                   std::to_string(m.config.n_positions));
-  if (s.layer < 0 || s.layer >= m.config.n_layer)
+                                   " tokens; this model takes at most " + std::to_string(c.max_positions));
+  if (s.layer < 0 || s.layer >= c.n_layer)
     throw ConfigError("sizes", "layer " + std::to_string(s.layer) + ": the model has " +
-                                   std::to_string(m.config.n_layer) + " layers");
-  r.options.attn_masks.resize(std::size_t(m.config.n_layer));
-  r.options.attn_masks[std::size_t(s.layer)] = model_layer_mask(s, T);
+                                   std::to_string(c.n_layer) + " layers");
+  r.options.attn_masks.resize(std::size_t(c.n_layer));
+  // The causal preset is the model's own mask (a sliding window too, for Mistral); anything else is
+  // the what-if the scenario holds.
+  r.options.attn_masks[std::size_t(s.layer)] =
+      s.mask.preset == MaskPreset::causal ? m.attention_mask(T) : model_layer_mask(s, T);
   // The temperature and scale what-ifs, like the mask, at the chosen layer only: the layers after it
   // read the residual stream it changed.
   if (s.what_if.active()) {
-    r.options.score_divisors.assign(std::size_t(m.config.n_layer), 0.0);
-    r.options.score_divisors[std::size_t(s.layer)] = s.what_if.divisor(m.config.head_dim());
+    r.options.score_divisors.assign(std::size_t(c.n_layer), 0.0);
+    r.options.score_divisors[std::size_t(s.layer)] = s.what_if.divisor(c.head_dim);
   }
-  gpt2_forward(m, r.tokens.ids, r.options, r.run);
+  r.run = m.forward(r.tokens.ids, r.options);
   if (s.knockouts.active()) {
     // Knock-outs at any layers, the layers after following: recomputed from the first one, the run
     // without them kept for Compare.
-    r.before = r.run;
+    r.before = r.run->clone();
     r.options.knockouts = s.knockouts.heads;
     r.options.ablation = s.knockouts.ablation;
-    gpt2_forward_from(m, r.run, first_knockout_layer(m.config, s.knockouts.heads), r.options);
+    m.forward_from(*r.run, first_knockout_layer(c, s.knockouts.heads), r.options);
   }
   return r;
 }
@@ -103,14 +107,16 @@ Built build_model_layer(const Scenario& s) {
                                          " is knocked out at this layer: one module's forward cannot show "
                                          "that (mha compute --model DIR --ablate " +
                                          format_heads(s.knockouts.heads) + " computes the model's)");
-  const ModelRun r = run_model_forward(s);
+  const ModelForward r = run_model_forward(s);
   const std::size_t l = std::size_t(s.layer);
+  const LanguageModel& m = *r.entry->loaded.model;
   Built b;
-  b.config = attention_config(r.entry->loaded.model.config);
-  b.weights = r.entry->loaded.model.weights.h[l].attn;
-  b.inputs.query = r.run.attn[l].trace["query"].contiguous();
+  b.config = m.attention_config();
+  b.weights = m.attention_weights(s.layer);
+  b.inputs.query = r.run->attn[l].trace["query"].contiguous();
   b.inputs.key = b.inputs.query;
   b.inputs.value = b.inputs.query;
+  if (!r.run->rotary.cos.empty()) b.inputs.rotary = r.run->rotary;
   b.inputs.attn_mask = r.options.attn_masks[l];
   b.options.fully_masked = s.fully_masked;
   b.options.backend = Backend::eigen;
@@ -507,12 +513,13 @@ std::string head_role_details(const ModelResult& m, std::int64_t layer, std::int
 }
 
 Result Computer::run_model(const Scenario& s) {
-  ModelRun model_run = run_model_forward(s);
+  ModelForward model_run = run_model_forward(s);
   const std::shared_ptr<const ModelEntry>& e = model_run.entry;
-  const GPT2Model& m = e->loaded.model;
+  const LanguageModel& m = *e->loaded.model;
+  const ModelSizes sizes = m.sizes();
   const ModelTokens& tokens = model_run.tokens;
-  const GPT2Options& o = model_run.options;
-  GPT2Run& run = model_run.run;
+  const ModelOptions& o = model_run.options;
+  ModelRun& run = *model_run.run;
 
   Result r;
   ModelResult mr;
@@ -527,23 +534,26 @@ Result Computer::run_model(const Scenario& s) {
   for (ForwardResult<float>& layer : run.attn)
     mr.layers.push_back(std::make_shared<const ForwardResult<float>>(std::move(layer)));
   r.forward = mr.layers[std::size_t(s.layer)];
+  if (r.forward->trace.has("q_rot"))
+    mr.scores_without_rope = std::make_shared<const Tensor<float>>(scores_without_rope(*r.forward));
   r.query_tokens = tokens.labels;
   r.key_tokens = tokens.labels;
   mr.name = s.model;
   mr.layer = s.layer;
-  mr.n_layer = m.config.n_layer;
+  mr.n_layer = sizes.n_layer;
+  mr.sizes = sizes;
   mr.top_k = run.top_k;
   for (const TokenProb& t : run.top_k)
     mr.top_k_labels.push_back(e->tokenizer ? e->tokenizer->display_piece(t.id) : "#" + std::to_string(t.id));
   mr.roles = model_roles(*e);
-  for (std::int64_t l = 0; l < m.config.n_layer; ++l) {
+  for (std::int64_t l = 0; l < sizes.n_layer; ++l) {
     const std::vector<float> w = mr.layers[std::size_t(l)]->trace["attn_weights"].contiguous().data;  // (H, T, T)
     const std::int64_t T = std::int64_t(tokens.ids.size());
-    for (std::int64_t h = 0; h < m.config.n_head; ++h)
+    for (std::int64_t h = 0; h < sizes.n_head; ++h)
       mr.sentence_roles.push_back(sentence_role(w.data() + h * T * T, T, tokens.ids.data()));
   }
   // The same layer input through default-init weights (torch.manual_seed(seed), nn.MultiheadAttention).
-  const Config c = attention_config(m.config);
+  const Config c = m.attention_config();
   TorchGenerator gen(s.seed);
   const Weights<float> w = torch_default_init<float>(c, gen);
   Inputs<float> in;
@@ -551,6 +561,7 @@ Result Computer::run_model(const Scenario& s) {
   in.key = in.query;
   in.value = in.query;
   in.attn_mask = o.attn_masks[std::size_t(s.layer)];
+  if (!run.rotary.cos.empty()) in.rotary = run.rotary;
   Options untrained;  // with the layer's what-if too: the comparison changes one thing, the weights
   if (std::size_t(s.layer) < o.score_divisors.size())
     untrained.score_divisor = o.score_divisors[std::size_t(s.layer)];

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "history.hpp"
-#include "model/gpt2.hpp"
+#include "model/language_model.hpp"
 #include "model/roles.hpp"
 #include "scenario.hpp"
 
@@ -25,6 +25,7 @@ namespace mha::studio {
 struct ModelResult {
   std::string name;
   std::int64_t layer = 0, n_layer = 0;
+  ModelSizes sizes;                        // the model's family, heads, K/V groups and positions
   std::vector<TokenProb> top_k;            // next token after the sentence, best first
   std::vector<std::string> top_k_labels;   // their display pieces
   std::shared_ptr<const RoleTable> roles;  // every head of every layer (may be empty): the probes' scores
@@ -35,6 +36,9 @@ struct ModelResult {
   // This layer's attention on the same input (ln_1 of the residual stream) with nn.MultiheadAttention's
   // default init drawn from the scenario's seed: what the heads look like before training.
   std::shared_ptr<const ForwardResult<float>> untrained;
+  // A model with rotary positions: the shown layer's scores from q and k before the rotation,
+  // (H, T, T) (scores_without_rope), beside the trace's scores_scaled after it. Null without RoPE.
+  std::shared_ptr<const Tensor<float>> scores_without_rope;
   // With knock-outs (Scenario::knockouts): the same forward without them, what Compare sets the
   // prediction against, and how far each head's pattern moved (every head of every layer).
   Knockouts knockouts;
@@ -94,7 +98,7 @@ void build_forward_into(const Snapshot& s, Built& b, bool check_trace = true);
 constexpr double kSyncWorkLimit = 2e6;
 double forward_work(const Scenario& s);  // multiply-adds of one forward at the scenario's sizes
 
-// The layer's mask with a model: the scenario's mask cells (a what-if) or GPT-2's causal mask.
+// The layer's mask with a model: the scenario's mask cells (a what-if) or the causal mask.
 Mask<float> model_layer_mask(const Scenario& s, std::int64_t T);
 
 // The Controls panel's backend choice. cpu: the path cpu_backend_for picks (the reference path up

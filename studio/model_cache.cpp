@@ -92,7 +92,7 @@ std::shared_ptr<const ModelEntry> model_entry(const std::string& model) {
     }
   } done;
   try {
-    e->loaded = load_gpt2(folder, [&model](double f) {
+    e->loaded = load_model(folder, [&model](double f) {
       if (g_cancel) throw FileError("model", "loading " + model + " cancelled");
       std::lock_guard<std::mutex> lock(g_progress_mutex);
       g_progress.fraction = f;
@@ -102,8 +102,9 @@ std::shared_ptr<const ModelEntry> model_entry(const std::string& model) {
   }
   try {
     e->tokenizer = load_tokenizer(folder);
-  } catch (const FileError&) {
-    // No tokenizer: texts cannot be typed; model_tokens says so.
+  } catch (const Error& err) {
+    // No tokenizer, or one the engine does not read: texts cannot be typed; model_tokens says why.
+    e->tokenizer_error = err.what();
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   return entries().emplace(model, std::move(e)).first->second;
@@ -125,7 +126,7 @@ std::shared_ptr<const RoleTable> model_roles(const ModelEntry& m) {
     if (it != roles().end()) return it->second;
   }
   auto table = std::make_shared<RoleTable>();
-  if (m.tokenizer) *table = head_roles(m.loaded.model, *m.tokenizer);
+  if (m.tokenizer) *table = head_roles(*m.loaded.model, *m.tokenizer);
   std::lock_guard<std::mutex> lock(g_mutex);
   return roles().emplace(&m, std::move(table)).first->second;
 }
@@ -139,7 +140,7 @@ ModelTokens model_tokens(const std::string& model, const std::string& sentence) 
   const std::shared_ptr<const ModelEntry> e = model_entry(model);
   if (!e->tokenizer)
     throw ConfigError("model",
-                      "model \"" + model + "\" has no tokenizer (vocab.json + merges.txt or tokenizer.json)");
+                      "model \"" + model + "\" has no tokenizer the app reads: " + e->tokenizer_error);
   ModelTokens t;
   t.ids = e->tokenizer->encode(sentence);
   for (std::int32_t id : t.ids) t.labels.push_back(e->tokenizer->display_piece(id));

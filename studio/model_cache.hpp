@@ -26,6 +26,7 @@ struct ModelEntry {
   std::string name;  // as the scenario names it
   LoadedModel loaded;
   std::optional<BpeTokenizer> tokenizer;  // the folder's, when it has one
+  std::string tokenizer_error;            // why there is none (missing files, a type not supported)
 };
 
 // Loads on first use; throws FileError / ShapeError (argument "model") naming the folder.

@@ -697,12 +697,13 @@ std::vector<std::string> tokenize(const std::string& sentence) {
 
 void adopt_model_sizes(Scenario& s) {
   if (!s.has_model()) return;
-  const GPT2Config& c = model_entry(s.model)->loaded.model.config;
+  const LanguageModel& m = *model_entry(s.model)->loaded.model;
+  const ModelSizes c = m.sizes();
   s.batch = 1;
   s.embed_dim = c.n_embd;
   s.num_heads = c.n_head;
-  s.num_kv_heads = 0;
-  s.bias = true;
+  s.num_kv_heads = c.n_kv_head < c.n_head ? c.n_kv_head : 0;  // grouped-query attention
+  s.bias = m.attention_config().bias;
   s.cross_attention = false;
   s.separate_qkv = false;
   s.layer = std::clamp<std::int64_t>(s.layer, 0, c.n_layer - 1);
@@ -717,7 +718,7 @@ void set_model(Scenario& s, const std::string& model) {
     if (next.sentence.empty()) next.sentence = "The cat sat on the mat and looked at the door.";
     adopt_model_sizes(next);
     next.mask = MaskSpec{};
-    next.mask.preset = MaskPreset::causal;  // GPT-2's own mask; painting it is a what-if
+    next.mask.preset = MaskPreset::causal;  // the model's own mask; painting it is a what-if
     next.query.reset();
     next.key.reset();
     next.value.reset();
@@ -731,7 +732,7 @@ void set_model(Scenario& s, const std::string& model) {
 
 bool set_layer(Scenario& s, std::int64_t layer) {
   if (!s.has_model()) return false;
-  const std::int64_t n = model_entry(s.model)->loaded.model.config.n_layer;
+  const std::int64_t n = model_entry(s.model)->loaded.model->sizes().n_layer;
   layer = std::clamp<std::int64_t>(layer, 0, n - 1);
   if (layer == s.layer) return false;
   s.layer = layer;

@@ -10,7 +10,7 @@
 #include "colormap.hpp"
 #include "masks.hpp"
 #include "mha.hpp"
-#include "model/gpt2.hpp"
+#include "model/language_model.hpp"
 #include "views.hpp"
 
 namespace mha::studio {
@@ -55,7 +55,7 @@ struct WhatIf {
   double divisor(std::int64_t d_k) const;
 };
 
-// Head knock-outs with a model (a what-if, not torch; GPT2Options::knockouts): the heads whose
+// Head knock-outs with a model (a what-if, not torch; ModelOptions::knockouts): the heads whose
 // context is replaced, at any layers (not only the one shown), the layers after following.
 struct Knockouts {
   std::vector<HeadRef> heads;  // sorted, no repeats
@@ -110,7 +110,7 @@ struct Scenario {
   bool separate_qkv = false;     // query, key, value drawn as three tensors (the course notebook)
   std::uint64_t seed = 42;       // torch.manual_seed for inputs and default-init weights
   // A language model whose attention the views show: "" = one nn.MultiheadAttention with default
-  // init from the seed; a shipped model's name (assets/models/<name>); or a GPT-2 folder path. With
+  // init from the seed; a shipped model's name (assets/models/<name>); or a model folder path. With
   // a model, the sentence is its tokenizer's tokens, N = 1, E and H are the model's, and the mask
   // replaces the causal mask at `layer` only (a what-if: the layers after it see the change).
   std::string model;
@@ -140,11 +140,11 @@ struct Scenario {
 // sentence's tokens) and keeps `layer` in range. Throws the model's load error (argument "model").
 void adopt_model_sizes(Scenario& s);
 // Switches to a model ("" = back to one module with default init): its sizes, a sentence if there
-// is none, GPT-2's causal mask; the edited tensors (which no longer fit) are dropped. Back to "",
+// is none, the model's own mask; the edited tensors (which no longer fit) are dropped. Back to "",
 // the sizes stay and the mask is fitted to them. Throws the model's load error and changes nothing.
 void set_model(Scenario& s, const std::string& model);
 // With a model: shows `layer` (clamped to the model's layers); a what-if mask painted on another
-// layer does not follow, GPT-2's causal mask comes back. Returns whether the layer changed.
+// layer does not follow, the model's own mask comes back. Returns whether the layer changed.
 bool set_layer(Scenario& s, std::int64_t layer);
 
 // Splits on whitespace.

@@ -59,7 +59,7 @@ void check(const Tensor<float>& got, const Tensor<float>& want, const std::strin
 TEST_CASE("Head knock-outs equal torch's forward with those heads' contexts zeroed or mean-ablated",
           "[model][knockout]") {
   const nlohmann::json m = meta();
-  const LoadedModel loaded = load_gpt2(std::string(MHA_ASSETS_DIR) + "/../" + m["model"].get<std::string>());
+  const LoadedGPT2 loaded = load_gpt2(std::string(MHA_ASSETS_DIR) + "/../" + m["model"].get<std::string>());
   const std::vector<std::int32_t> ids = fixture_ids();
   {
     // The fixture was made from the shipped weights: a retrained model needs it made again.
@@ -93,7 +93,7 @@ TEST_CASE("Head knock-outs equal torch's forward with those heads' contexts zero
 }
 
 TEST_CASE("Head knock-out identities on a fixture model", "[model][knockout]") {
-  const LoadedModel loaded = load_gpt2(std::string(MHA_FIXTURES_DIR) + "/gpt2/f32");
+  const LoadedGPT2 loaded = load_gpt2(std::string(MHA_FIXTURES_DIR) + "/gpt2/f32");
   const GPT2Model& m = loaded.model;
   const Tensor<double> id_tensor =
       to_tensor<double>(read_npy(std::string(MHA_FIXTURES_DIR) + "/gpt2/f32/expected/input_ids.npy"));
@@ -152,13 +152,13 @@ TEST_CASE("Head knock-out identities on a fixture model", "[model][knockout]") {
 
     {  // a recompute from the first knocked-out layer equals the whole forward
       GPT2Options o = plain_o;
-      o.knockouts = heads_except(m.config, 1, {2});
+      o.knockouts = heads_except(m.sizes(), 1, {2});
       o.knockouts.push_back({2, 0});
       o.ablation = Ablation::mean;
       CHECK(o.knockouts.size() == std::size_t(H));
       const GPT2Run whole = gpt2_forward(m, ids, o);
       GPT2Run from = plain;
-      gpt2_forward_from(m, from, first_knockout_layer(m.config, o.knockouts), o);
+      gpt2_forward_from(m, from, first_knockout_layer(m.sizes(), o.knockouts), o);
       CHECK(from.logits.data == whole.logits.data);
       CHECK(from.residual.data == whole.residual.data);
       // The mean: every position of a mean-ablated head holds the same vector.
@@ -180,12 +180,12 @@ TEST_CASE("Head knock-outs: parsing and refusals name the argument", "[model][kn
                          Catch::Matchers::Predicate<ConfigError>(
                              [](const ConfigError& e) { return e.argument == "--ablate"; }));
   }
-  const LoadedModel loaded = load_gpt2(std::string(MHA_FIXTURES_DIR) + "/gpt2/f32");
+  const LoadedGPT2 loaded = load_gpt2(std::string(MHA_FIXTURES_DIR) + "/gpt2/f32");
   GPT2Options o;
   o.knockouts = {{3, 0}};  // 3 layers: 0 to 2
   CHECK_THROWS_AS(gpt2_forward(loaded.model, {1, 2, 3}, o), ConfigError);
   o.knockouts = {{0, 4}};  // 4 heads: 0 to 3
   CHECK_THROWS_AS(gpt2_forward(loaded.model, {1, 2, 3}, o), ConfigError);
-  CHECK_THROWS_AS(heads_except(loaded.model.config, 0, {7}), ConfigError);
-  CHECK(heads_except(loaded.model.config, 2, {0, 3}) == std::vector<HeadRef>{{2, 1}, {2, 2}});
+  CHECK_THROWS_AS(heads_except(loaded.model.sizes(), 0, {7}), ConfigError);
+  CHECK(heads_except(loaded.model.sizes(), 2, {0, 3}) == std::vector<HeadRef>{{2, 1}, {2, 2}});
 }

@@ -15,6 +15,7 @@
 #include "io/hf_checkpoint.hpp"
 #include "io/npy.hpp"
 #include "model/llama.hpp"
+#include "model/rope.hpp"
 #include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -344,4 +345,123 @@ TEST_CASE("Llama loader refuses missing and misshapen tensors, naming them", "[l
   CHECK_THROWS_AS(llama_forward(m, std::vector<std::int32_t>(65, 1)), ConfigError);
   CHECK_THROWS_AS(llama_forward(m, {1, 32}), ConfigError);
   CHECK_THROWS_AS(llama_forward(m, {}), ConfigError);
+}
+
+TEST_CASE("llama: load_model opens each family through one interface", "[llama][model]") {
+  const std::vector<std::int32_t> ids = fixture_ids("gqa");
+  const LoadedModel loaded = load_model(model_dir("gqa"));
+  const ModelSizes s = loaded.model->sizes();
+  CHECK(s.family == "Llama");
+  CHECK(s.n_head == 4);
+  CHECK(s.n_kv_head == 2);
+  CHECK(s.kv_group() == 2);
+  CHECK(s.kv_head_of(3) == 1);
+  CHECK(s.rotary);
+  // The interface's forward is the family's own.
+  const LlamaRun direct = llama_forward(load_llama(model_dir("gqa")).model, ids);
+  const std::unique_ptr<ModelRun> run = loaded.model->forward(ids);
+  REQUIRE(run->top_k.size() == direct.top_k.size());
+  for (std::size_t i = 0; i < direct.top_k.size(); ++i) CHECK(run->top_k[i].id == direct.top_k[i].id);
+  check(run->logits, direct.logits, "logits");
+  // The last position's logits_at are run.logits, in double.
+  std::vector<double> at;
+  loaded.model->logits_at(*run, std::int64_t(ids.size()) - 1, at);
+  REQUIRE(std::int64_t(at.size()) == s.vocab_size);
+  for (std::int64_t v = 0; v < s.vocab_size; ++v)
+    CHECK(at[std::size_t(v)] == Approx(run->logits.data[std::size_t(v)]).margin(1e-4));
+  // GPT-2 through the same call.
+  const LoadedModel gpt2 = load_model(std::string(MHA_FIXTURES_DIR) + "/gpt2/f32");
+  CHECK(gpt2.model->sizes().family == "GPT-2");
+  CHECK_FALSE(gpt2.model->sizes().rotary);
+  // A model_type no family reads is refused naming it and the ones that are.
+  test::TempDir tmp("mha_llama_");
+  fs::create_directories(tmp.path / "m");
+  copy_model("gqa", tmp.path / "m");
+  nlohmann::json j;
+  std::ifstream(tmp.path / "m" / "config.json") >> j;
+  j["model_type"] = "bert";
+  std::ofstream(tmp.path / "m" / "config.json") << j.dump();
+  try {
+    load_model((tmp.path / "m").string());
+    FAIL("a bert folder was opened");
+  } catch (const FileError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("\"bert\"") != std::string::npos);
+    CHECK(what.find("llama") != std::string::npos);
+  }
+}
+
+TEST_CASE("llama: knocking a head out equals zeroing its o_proj columns", "[llama][knockout]") {
+  const std::vector<std::int32_t> ids = fixture_ids("gqa");
+  for (const Backend backend : {Backend::reference, Backend::eigen}) {
+    INFO("backend " << (backend == Backend::reference ? "reference" : "eigen"));
+    const LlamaModel m = load_llama(model_dir("gqa")).model;
+    LlamaOptions o;
+    o.backend = backend;
+    o.knockouts = {{0, 1}};
+    const LlamaRun knocked = llama_forward(m, ids, o);
+    // Head 1 of layer 0 hands d_k context columns to o_proj: zero those columns instead.
+    LlamaModel cut = m;
+    Weights<float>& w = cut.weights.layers[0].attn;
+    const std::int64_t C = m.config.hidden_size, dk = m.config.head_size();
+    for (std::int64_t i = 0; i < C; ++i)
+      for (std::int64_t c = dk; c < 2 * dk; ++c) w.out_proj_weight.data[std::size_t(i * C + c)] = 0;
+    LlamaOptions plain;
+    plain.backend = backend;
+    const LlamaRun zeroed = llama_forward(cut, ids, plain);
+    check(knocked.residual, zeroed.residual, "residual stream");
+    check(knocked.logits, zeroed.logits, "logits");
+    // Nothing knocked out is the plain forward, bit for bit.
+    const LlamaRun none = llama_forward(m, ids, plain);
+    LlamaOptions empty = plain;
+    empty.knockouts = {};
+    CHECK(llama_forward(m, ids, empty).logits.data == none.logits.data);
+    // A head outside the model is refused.
+    LlamaOptions bad = plain;
+    bad.knockouts = {{0, 4}};
+    CHECK_THROWS_AS(llama_forward(m, ids, bad), ConfigError);
+  }
+}
+
+TEST_CASE("llama: scores without RoPE lose position, scores with it depend on distance only",
+          "[llama][rope]") {
+  // The same token at every position: at layer 0 every position's q (and k) before the rotation is
+  // the same vector, so without RoPE every score of a head is one number; with it, a score depends
+  // on i - j alone (each diagonal constant).
+  const LlamaModel m = load_llama(model_dir("gqa")).model;
+  const std::vector<std::int32_t> ids(8, 5);
+  const LlamaRun run = llama_forward(m, ids);
+  const ForwardResult<float>& f = run.attn[0];
+  const Tensor<float> without = scores_without_rope(f);              // (H, T, T)
+  const Tensor<float> with = f.trace["scores_scaled"].contiguous();  // (1, H, T, T)
+  const std::int64_t H = m.config.num_attention_heads, T = 8;
+  REQUIRE(without.shape == Shape{H, T, T});
+  bool with_varies = false;
+  for (std::int64_t h = 0; h < H; ++h) {
+    const float* wo = without.ptr() + h * T * T;
+    const float* wi = with.ptr() + h * T * T;
+    for (std::int64_t i = 0; i < T; ++i)
+      for (std::int64_t j = 0; j < T; ++j) {
+        CHECK(wo[i * T + j] == Approx(wo[0]).margin(1e-5));
+        if (i + 1 < T && j + 1 < T) CHECK(wi[(i + 1) * T + j + 1] == Approx(wi[i * T + j]).margin(1e-4));
+        with_varies = with_varies || std::abs(wi[i * T + j] - wi[0]) > 1e-3;
+      }
+    // mean_score_by_offset reads the diagonals: offset 0 is the diagonal's value.
+    CHECK(mean_score_by_offset(wi, T, T)[0] == Approx(wi[0]).margin(1e-5));
+  }
+  CHECK(with_varies);  // the rotation did change the scores
+  // A trace without RoPE is refused.
+  Config c;
+  c.embed_dim = 4;
+  c.num_heads = 2;
+  c.bias = false;
+  c.batch_first = true;
+  Inputs<float> in;
+  in.query = Tensor<float>({1, 3, 4}, std::vector<float>(12, 0.5f));
+  in.key = in.query;
+  in.value = in.query;
+  Weights<float> w;
+  w.in_proj_weight = Tensor<float>({12, 4}, std::vector<float>(48, 0.1f));
+  w.out_proj_weight = Tensor<float>({4, 4}, std::vector<float>(16, 0.1f));
+  CHECK_THROWS_AS(scores_without_rope(forward(c, w, in)), ConfigError);
 }

@@ -80,7 +80,7 @@ std::string load_error(const std::string& folder) {
 
 TEST_CASE("GPT-2 forward equals torch stage by stage on every layer", "[model]") {
   for (const char* variant : {"f32", "f16", "bf16"}) {
-    const LoadedModel loaded = load_gpt2(model_dir(variant));
+    const LoadedGPT2 loaded = load_gpt2(model_dir(variant));
     const GPT2Model& m = loaded.model;
     CHECK(loaded.warnings.empty());
     const std::vector<std::int32_t> ids = fixture_ids(variant);
@@ -118,14 +118,14 @@ TEST_CASE("GPT-2 forward equals torch stage by stage on every layer", "[model]")
 }
 
 TEST_CASE("GPT-2 checkpoints: layout variants and what the loader reports", "[model]") {
-  const LoadedModel f32 = load_gpt2(model_dir("f32"));
+  const LoadedGPT2 f32 = load_gpt2(model_dir("f32"));
   CHECK(f32.model.storage_dtype == "float32");
   CHECK(f32.model.weights.lm_head.empty());  // tied
-  const LoadedModel f16 = load_gpt2(model_dir("f16"));
+  const LoadedGPT2 f16 = load_gpt2(model_dir("f16"));
   CHECK(f16.model.storage_dtype == "float16");
   CHECK(!f16.model.weights.lm_head.empty());  // untied
   CHECK(f16.model.config.inner() == 48);
-  const LoadedModel bf16 = load_gpt2(model_dir("bf16"));
+  const LoadedGPT2 bf16 = load_gpt2(model_dir("bf16"));
   CHECK(bf16.weight_files.size() == 2);  // two shards through the index
   CHECK(bf16.model.storage_dtype == "bfloat16");
   // Parameters as Hugging Face counts them: 3 layers of (2 LN + attention + MLP), embeddings, ln_f.
@@ -266,8 +266,8 @@ TEST_CASE("GPT-2 loader refuses malformed folders, naming the file, tensor and r
   SECTION("another architecture or a config that disagrees with the tensors") {
     fs::path d = fresh("f32");
     edit_config(d, [](nlohmann::json& j) { j["model_type"] = "llama"; });
-    CHECK_THAT(load_error(d.string()),
-               Catch::Contains("model_type is \"llama\"") && Catch::Contains("GPT-2 checkpoints only"));
+    CHECK_THAT(load_error(d.string()), Catch::Contains("model_type is \"llama\"") &&
+                                           Catch::Contains("GPT-2's loader reads GPT2LMHeadModel folders"));
     d = fresh("f32");
     edit_config(d, [](nlohmann::json& j) { j["n_embd"] = 48; });
     CHECK_THAT(load_error(d.string()),
@@ -337,7 +337,7 @@ TEST_CASE("GPT-2 loader refuses malformed folders, naming the file, tensor and r
     auto tensors = read_safetensors((d / "model.safetensors").string());
     tensors["transformer.h.0.attn.extra"] = tensors["transformer.ln_f.bias"];
     write_safetensors((d / "model.safetensors").string(), tensors);
-    const LoadedModel m = load_gpt2(d.string());
+    const LoadedGPT2 m = load_gpt2(d.string());
     REQUIRE(m.warnings.size() == 1);
     CHECK_THAT(m.warnings[0], Catch::Contains("transformer.h.0.attn.extra"));
   }
@@ -443,9 +443,9 @@ TEST_CASE("Every shipped model loads and measures the role table its card states
     if (!fs::exists(e.path() / "config.json")) continue;
     ++shipped;
     INFO("model " << e.path());
-    const LoadedModel loaded = load_gpt2(e.path().string());
+    const LoadedModel loaded = load_model(e.path().string());  // any family
     CHECK(loaded.warnings.empty());
-    const RoleTable table = head_roles(loaded.model, load_tokenizer(e.path().string()));
+    const RoleTable table = head_roles(*loaded.model, load_tokenizer(e.path().string()));
     std::ifstream card(e.path() / "README.md");
     REQUIRE(card);
     std::string line;
@@ -512,8 +512,8 @@ TEST_CASE("Every shipped model copies a repeated sentence as often as its card s
         break;
       }
     REQUIRE(stated >= 0);
-    const LoadedModel loaded = load_gpt2(e.path().string());
-    const CopyScore score = copy_accuracy(loaded.model, load_tokenizer(e.path().string()), sentences);
+    const LoadedModel loaded = load_model(e.path().string());
+    const CopyScore score = copy_accuracy(*loaded.model, load_tokenizer(e.path().string()), sentences);
     CHECK(score.positions == stated_positions);
     CHECK(std::abs(score.top1 - stated) < 0.0015);
   }

@@ -407,6 +407,25 @@ void draw_complexity(AppState& state) {
     ImGui::TextWrapped(
         "GQA shares key/value heads between query heads; with H = 1 there is nothing to share.");
   }
+  if (state.result.model) {
+    // The whole model's KV cache at its own sizes: K and V of every layer, G heads of d_k, in the
+    // 16-bit values inference keeps them in.
+    const ModelSizes& ms = state.result.model->sizes;
+    const double per_token = 2.0 * double(ms.n_layer) * double(ms.n_kv_head) * double(ms.head_dim) * 2;
+    const double per_token_mha =
+        per_token * double(ms.n_head) / double(std::max<std::int64_t>(1, ms.n_kv_head));
+    const double T = double(d.L), P = double(ms.max_positions);
+    ImGui::TextWrapped(
+        "This model's KV cache (%lld layers, K and V of %lld head%s of %lld, 16-bit): %s a token, %s for "
+        "this sentence's %lld tokens, %s at its longest context (%lld tokens)%s",
+        (long long)ms.n_layer, (long long)ms.n_kv_head, ms.n_kv_head == 1 ? "" : "s", (long long)ms.head_dim,
+        bytes_str(per_token).c_str(), bytes_str(per_token * T).c_str(), (long long)d.L,
+        bytes_str(per_token * P).c_str(), (long long)ms.max_positions,
+        ms.n_kv_head < ms.n_head
+            ? ("; with one K/V head per query head it would be " + bytes_str(per_token_mha * P) + " there.")
+                  .c_str()
+            : ".");
+  }
 
   // The course's follow-up questions, answered at these sizes.
   ImGui::Separator();

@@ -275,8 +275,9 @@ void model_section(AppState& state, bool& wants_model_folder) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
         "random init: one nn.MultiheadAttention with torch's default init (the course's case).\n"
-        "A trained GPT-2: its heads on your sentence, every layer, and what it predicts next.\n"
-        "A folder: a Hugging Face GPT-2 (config.json, model.safetensors, vocab.json, merges.txt).");
+        "A trained model: its heads on your sentence, every layer, and what it predicts next.\n"
+        "A folder: a Hugging Face GPT-2, Llama, Mistral or Qwen2 (config.json, model.safetensors,\n"
+        "tokenizer.json or vocab.json + merges.txt).");
   // The File menu's Open model folder: the desktop's chooser, then a load in the background with its
   // progress and Cancel (ui.cpp asks it, holding what the chooser needs).
   if (open_folder) wants_model_folder = true;
@@ -301,7 +302,7 @@ void model_section(AppState& state, bool& wants_model_folder) {
     }
     if (s.mask.preset != MaskPreset::causal)
       ImGui::TextWrapped(
-          "What-if: layer %lld's mask is edited (not GPT-2's computation); the layers after it "
+          "What-if: layer %lld's mask is edited (not the model's computation); the layers after it "
           "and this prediction follow.",
           (long long)s.layer);
   }

@@ -19,6 +19,7 @@
 #include "colour_range.hpp"
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
+#include "model/rope.hpp"
 #include "panel_util.hpp"
 #include "panels.hpp"
 #include "row_check.hpp"
@@ -524,16 +525,142 @@ void head_title(const Dims& d, const studio::ModelResult* model, int k, bool wei
       ImGui::SetTooltip(
           "attn_weights_avg = attn_weights.sum(dim=1) / num_heads:\nwhat torch returns by "
           "default (average_attn_weights=True)");
-  } else if (d.G < d.H) {
-    ImGui::Text("head %d %s kv %lld", k, "\xC2\xB7", (long long)(k / (d.H / d.G)));
-  } else if (const std::string tag = model ? studio::head_role_label(*model, model->layer, k) : "";
-             !tag.empty()) {
-    ImGui::Text("head %d %s %s", k, "\xC2\xB7", tag.c_str());
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("%s", studio::head_role_details(*model, model->layer, k).c_str());
-  } else {
-    ImGui::Text("head %d", k);
+    return;
   }
+  // Under GQA the title names the key/value head it reads, in that group's colour.
+  std::string title = "head " + std::to_string(k);
+  if (d.G < d.H) title += " \xC2\xB7 kv " + std::to_string(k / (d.H / d.G));
+  const std::string tag = model ? studio::head_role_label(*model, model->layer, k) : "";
+  if (!tag.empty()) title += " \xC2\xB7 " + tag;
+  if (d.G < d.H)
+    ImGui::TextColored(kv_group_colour(k / (d.H / d.G), d.G), "%s", title.c_str());
+  else
+    ImGui::TextUnformatted(title.c_str());
+  if (ImGui::IsItemHovered() && (d.G < d.H || !tag.empty())) {
+    std::string tip;
+    if (d.G < d.H)
+      tip = "grouped-query attention: query heads " + std::to_string(k / (d.H / d.G) * (d.H / d.G)) + " to " +
+            std::to_string((k / (d.H / d.G) + 1) * (d.H / d.G) - 1) + " read key/value head " +
+            std::to_string(k / (d.H / d.G)) + " of " + std::to_string(d.G);
+    if (!tag.empty()) tip += (tip.empty() ? "" : "\n") + studio::head_role_details(*model, model->layer, k);
+    ImGui::SetTooltip("%s", tip.c_str());
+  }
+}
+
+// The Heads view's "scores without RoPE" choice: ViewState::stage, beside the trace's stages.
+constexpr const char* kRopeStage = "scores_without_rope";
+constexpr const char* kRopeLabel = "scores without RoPE  (q . k before the rotation)";
+
+// A small line chart of each map's mean score against the distance i - j: with RoPE the score
+// depends on distance, without it only on the tokens. ImDrawList lines, axes labelled.
+void offset_plot(const std::vector<double>& without, const std::vector<double>& with, ImVec2 size) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  const float font = ImGui::GetFontSize(), pad = font * 0.4f;
+  const float left = o.x + font * 3.5f, right = o.x + size.x - pad, top = o.y + pad,
+              bottom = o.y + size.y - font * 1.4f;
+  const std::size_t n = std::min(without.size(), with.size());
+  double lo = 0, hi = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    lo = std::min({lo, without[i], with[i]}), hi = std::max({hi, without[i], with[i]});
+  if (hi - lo < 1e-9) hi = lo + 1;
+  const ImU32 axis = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  dl->AddLine(ImVec2(left, top), ImVec2(left, bottom), axis);
+  dl->AddLine(ImVec2(left, bottom), ImVec2(right, bottom), axis);
+  auto y_of = [&](double v) { return bottom - float((v - lo) / (hi - lo)) * (bottom - top); };
+  auto x_of = [&](std::size_t i) { return left + (n > 1 ? float(i) / float(n - 1) : 0.0f) * (right - left); };
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2g", hi);
+  dl->AddText(ImVec2(o.x, top - font * 0.5f), axis, buf);
+  std::snprintf(buf, sizeof buf, "%.2g", lo);
+  dl->AddText(ImVec2(o.x, bottom - font * 0.5f), axis, buf);
+  dl->AddText(ImVec2(left, bottom + 2), axis, "0");
+  const std::string far = "distance i - j  " + std::to_string(n > 0 ? n - 1 : 0);
+  dl->AddText(ImVec2(right - ImGui::CalcTextSize(far.c_str()).x, bottom + 2), axis, far.c_str());
+  const ImU32 c_without = IM_COL32(120, 170, 255, 255), c_with = IM_COL32(255, 160, 60, 255);
+  for (std::size_t i = 1; i < n; ++i) {
+    dl->AddLine(ImVec2(x_of(i - 1), y_of(without[i - 1])), ImVec2(x_of(i), y_of(without[i])), c_without,
+                2.0f);
+    dl->AddLine(ImVec2(x_of(i - 1), y_of(with[i - 1])), ImVec2(x_of(i), y_of(with[i])), c_with, 2.0f);
+  }
+  const float lx = left + font;
+  dl->AddText(ImVec2(lx, top), c_without, "without RoPE");
+  dl->AddText(ImVec2(lx + ImGui::CalcTextSize("without RoPE").x + font, top), c_with, "with RoPE");
+  ImGui::Dummy(size);
+}
+
+// One head's scores without and with the rotation, side by side on one colour range, and their
+// mean by distance: where a student sees relative position appear.
+void draw_rope(AppState& state, Textures& tex) {
+  const studio::ModelResult& m = *state.result.model;
+  const ForwardResult<float>& f = *state.result.forward;
+  const Tensor<float>& without = *m.scores_without_rope;  // (H, T, T)
+  ViewState& view = state.view();
+  const int H = int(f.dims.H), R = int(f.dims.L), C = int(without.size(2));
+  const int h = std::clamp(view.sel_head, 0, H - 1);
+  const Stage<float>* with_stage = find_stage(f, "scores_scaled");
+  const Stage<float>* masked = find_stage(f, "scores_masked");
+  if (!with_stage || !masked) {
+    ImGui::TextWrapped("This result does not hold the scores: pick another stage.");
+    return;
+  }
+  const float font = ImGui::GetFontSize();
+  ImGui::SetNextItemWidth(font * 8);
+  int pick = h;
+  if (ImGui::SliderInt("head", &pick, 0, H - 1)) view.sel_head = pick;
+  ImGui::SameLine();
+  ImGui::TextDisabled("reads K/V head %d of %lld", h / std::max(1, H / int(f.dims.G)), (long long)f.dims.G);
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped(
+      "RoPE turns q at position i and k at position j by angles i*theta and j*theta, so q_i . k_j depends on "
+      "i - j. Left: the same head's q . k / sqrt(d_k) from the projections before the rotation, which "
+      "know nothing of position. Right: after it, what the model uses (scores_scaled).");
+  ImGui::PopStyleColor();
+
+  const Plane pw = head_plane(*with_stage, 0, h), pm = head_plane(*masked, 0, h);
+  const float* pn = without.ptr() + std::int64_t(h) * R * C;
+  render::ValueRange vr;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j)
+      if (!neg_inf(pm.at(i, j))) vr.add(pw.at(i, j)), vr.add(pn[i * C + j]);
+  const Colormap cmap = render::stage_colormap("scores", state.window().colormap);
+  const render::ColourRange range = render::auto_colour_range(vr, cmap, false);
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float plot_h = std::max(font * 6, avail.y * 0.25f);
+  const float map_w = (avail.x - ImGui::GetStyle().ItemSpacing.x) / 2;
+  const float map_h = std::max(font * 6, avail.y - plot_h - ImGui::GetTextLineHeightWithSpacing() * 2);
+  std::vector<float> with_copy(static_cast<std::size_t>(R) * std::size_t(C));
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) with_copy[std::size_t(i * C + j)] = pw.at(i, j);
+  const float* planes[2] = {pn, with_copy.data()};
+  const char* titles[2] = {"without RoPE", "with RoPE (the model's)"};
+  for (int side = 0; side < 2; ++side) {
+    if (side) ImGui::SameLine();
+    ImGui::BeginGroup();
+    ImGui::TextUnformatted(titles[side]);
+    Heatmap hm;
+    hm.id = std::string("heads/rope/") + std::to_string(side);
+    hm.values = planes[side];
+    hm.rows = R;
+    hm.cols = C;
+    hm.row_stride = C;
+    hm.vmin = range.vmin;
+    hm.vmax = range.vmax;
+    hm.colormap = cmap;
+    hm.row_labels = &state.result.query_tokens;
+    hm.col_labels = &state.result.key_tokens;
+    hm.show_values = view.show_values;
+    hm.size = ImVec2(map_w, map_h);
+    hm.version = mix({state.result.generation, std::uint64_t(h), std::uint64_t(side), std::uint64_t(cmap)});
+    hm.blocked = [pm](int i, int j) { return neg_inf(pm.at(i, j)); };
+    hm.hover_row = view.hover_query;
+    hm.hover_col = view.hover_key;
+    const HeatmapEvent ev = draw_heatmap(tex, hm);
+    report_hover(ev);
+    ImGui::EndGroup();
+  }
+  offset_plot(mean_score_by_offset(pn, R, C), mean_score_by_offset(with_copy.data(), R, C),
+              ImVec2(avail.x, plot_h));
 }
 
 // With a model: a right-click on a head's title knocks it out or back in (a what-if, one undo step),
@@ -739,11 +866,19 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   draw_what_if(panels, state);  // temperature and ÷√d_k: their effect shows here, stage by stage
   // Controls: stage and batch item (the colormap and "cell values" are in the left column).
   const int si = stage_index(view.stage);
+  // A model with rotary positions adds one choice: its scores without the rotation.
+  const bool rope_available = state.result.model && state.result.model->scores_without_rope;
+  const bool rope = rope_available && view.stage == kRopeStage;
   ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
-  if (ImGui::BeginCombo("stage", kStages[si].label)) {
+  if (ImGui::BeginCombo("stage", rope ? kRopeLabel : kStages[si].label)) {
     for (int i = 0; i < kStageCount; ++i)
-      if (ImGui::Selectable(kStages[i].label, i == si)) view.stage = kStages[i].name;
+      if (ImGui::Selectable(kStages[i].label, !rope && i == si)) view.stage = kStages[i].name;
+    if (rope_available && ImGui::Selectable(kRopeLabel, rope)) view.stage = kRopeStage;
     ImGui::EndCombo();
+  }
+  if (rope) {
+    draw_rope(state, tex);
+    return;
   }
   const int N = int(d.N), H = int(d.H);
   const int b = std::clamp(view.batch_index, 0, N - 1);

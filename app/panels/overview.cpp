@@ -212,7 +212,12 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
   auto tag_of = [&](int layer, int h) {
     return model ? studio::head_role_label(*model, layer, h) : std::string();
   };
-  auto title_of = [&](int h) { return "head " + std::to_string(h); };
+  // Under GQA each title names its key/value head and takes that group's colour.
+  const std::int64_t G = result.forward->dims.G, group = G > 0 && G < H ? H / G : 0;
+  auto title_of = [&](int h) {
+    return "head " + std::to_string(h) +
+           (group ? " \xC2\xB7 kv " + std::to_string(h / group) : std::string());
+  };
   // One line when every title fits on one, else the tag on a second line; and when even that is wider
   // than a tile (a presenter font over small tiles), the titles at a smaller size, never truncated.
   int title_lines = 1;
@@ -283,7 +288,12 @@ void OverviewPanel::draw(AppState& state, Textures& tex) {
       const std::string tag = tag_of(layer, h);
       const std::string title = title_of(h);
       const bool selected = current && h == view.sel_head;
-      const ImU32 title_col = ImGui::GetColorU32(selected ? ImGuiCol_Text : ImGuiCol_TextDisabled);
+      ImU32 title_col = ImGui::GetColorU32(selected ? ImGuiCol_Text : ImGuiCol_TextDisabled);
+      if (group) {
+        ImVec4 c = kv_group_colour(h / group, G);
+        if (!selected) c.w = 0.75f;
+        title_col = ImGui::GetColorU32(c);
+      }
       ImFont* f = ImGui::GetFont();
       if (tag.empty()) {
         dl->AddText(f, title_size, t0, title_col, title.c_str());

@@ -80,6 +80,15 @@ inline int stage_index(const std::string& name) {
   return kWeights;
 }
 
+// Grouped-query attention: the colour of key/value head g of G, which every query head reading it
+// shares in the Heads, Overview and Pipeline titles. Hues spread round the wheel, light enough to
+// read as text on the dark theme.
+inline ImVec4 kv_group_colour(std::int64_t g, std::int64_t G) {
+  float r, gr, b;
+  ImGui::ColorConvertHSVtoRGB(float(g) / float(std::max<std::int64_t>(G, 1)) + 0.08f, 0.55f, 1.0f, r, gr, b);
+  return ImVec4(r, gr, b, 1.0f);
+}
+
 // ViewState::head_order: the Heads view's order of heads with a model, best score first.
 inline constexpr const char* kHeadOrderNames =
     "index\0prev-token\0induction\0first-token\0duplicate\0focus (low entropy)\0";

@@ -732,6 +732,51 @@ struct ReshapePanel {
   void draw(AppState& state, Textures& tex);
 };
 
+namespace {
+
+// Grouped-query attention: q splits into H heads, k and v into G, and each key/value head is read
+// by H/G consecutive query heads (repeat_interleave). Two bars of columns, one cell per feature,
+// coloured by key/value group, with a line from each k head to the query heads reading it.
+void draw_gqa_split(const Dims& d) {
+  const std::int64_t H = d.H, G = d.G, dk = d.d_k, per = H / G;
+  const float font = ImGui::GetFontSize();
+  ImGui::TextDisabled(
+      "GQA: q.view(N, L, H=%lld, d_k) but k.view(N, S, G=%lld, d_k): query heads %lld at a time "
+      "share a key/value head (k_heads.repeat_interleave(%lld, dim=1) in torch; the engine reads "
+      "it in place)",
+      (long long)H, (long long)G, (long long)per, (long long)per);
+  const float label_w = ImGui::CalcTextSize("k, v ").x;
+  const float w = std::max(font * 8, ImGui::GetContentRegionAvail().x - label_w);
+  const float cw = w / float(H * dk), bar_h = font * 0.9f, gap = font * 1.6f;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  dl->AddText(ImVec2(o.x, o.y), text, "q");
+  dl->AddText(ImVec2(o.x, o.y + bar_h + gap), text, "k, v");
+  const float x0 = o.x + label_w;
+  for (std::int64_t h = 0; h < H; ++h) {
+    const ImU32 c = ImGui::GetColorU32(panel::kv_group_colour(h / per, G));
+    const float a = x0 + float(h * dk) * cw, b = x0 + float((h + 1) * dk) * cw;
+    dl->AddRectFilled(ImVec2(a, o.y), ImVec2(b - 1, o.y + bar_h), c);
+  }
+  const float kw = cw * float(per);  // k's bar spans the same width: each head drawn H/G times wider
+  for (std::int64_t g = 0; g < G; ++g) {
+    const ImU32 c = ImGui::GetColorU32(panel::kv_group_colour(g, G));
+    const float a = x0 + float(g * dk) * kw, b = x0 + float((g + 1) * dk) * kw;
+    const float y = o.y + bar_h + gap;
+    dl->AddRectFilled(ImVec2(a, y), ImVec2(b - 1, y + bar_h), c);
+    const std::string name = "kv " + std::to_string(g);
+    dl->AddText(ImVec2(a + 2, y), IM_COL32(20, 20, 20, 255), name.c_str());
+    for (std::int64_t h = g * per; h < (g + 1) * per; ++h) {
+      const float qx = x0 + (float(h * dk) + float(dk) / 2) * cw;
+      dl->AddLine(ImVec2((a + b) / 2, y), ImVec2(qx, o.y + bar_h), c, 1.5f);
+    }
+  }
+  ImGui::Dummy(ImVec2(label_w + w, 2 * bar_h + gap));
+}
+
+}  // namespace
+
 const ReshapeInfo& reshape_info(const Panels& panels) {
   static const ReshapeInfo none;  // the view has not drawn yet
   return panels.reshape ? panels.reshape->info : none;
@@ -837,6 +882,11 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("%s", step_reason(f, target).c_str());
   ImGui::PopTextWrapPos();
+  if (d.G > 0 && d.G < d.H) {
+    ImGui::PushTextWrapPos(0);
+    draw_gqa_split(d);
+    ImGui::PopTextWrapPos();
+  }
   // Mistake 2 is a message (torch's RuntimeError and why): it comes before the grid, so no window
   // is too small to show it.
   if (view.mistake == 2) {

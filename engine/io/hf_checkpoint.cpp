@@ -156,11 +156,8 @@ GPT2Config read_gpt2_config(const std::string& path) {
   if (!j.is_object()) fail(path, "must hold a JSON object");
   const std::string type = model_type_of(j, path);
   if (type != "gpt2")
-    fail(path, "model_type is \"" + type +
-                   "\": MHA Studio runs GPT-2 checkpoints only (model_type \"gpt2\", GPT2LMHeadModel)" +
-                   (type == "llama" || type == "mistral" || type == "qwen2"
-                        ? "; its engine computes this family, but the app and the mha tool do not open it yet"
-                        : ""));
+    fail(path, "model_type is \"" + type + "\", not \"gpt2\": GPT-2's loader reads GPT2LMHeadModel folders " +
+                   "(load_model picks the loader by model_type)");
   GPT2Config c;
   c.vocab_size = get_int(j, path, "vocab_size", 0, true);
   c.n_positions = get_int(j, path, "n_positions", 0, true);
@@ -195,8 +192,8 @@ GPT2Config read_gpt2_config(const std::string& path) {
   return c;
 }
 
-LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress) {
-  LoadedModel out;
+LoadedGPT2 load_gpt2(const std::string& folder, const LoadProgress& progress) {
+  LoadedGPT2 out;
   out.folder = folder;
   const fs::path dir = model_folder(
       folder, "a Hugging Face GPT-2 folder holds config.json, model.safetensors, vocab.json and merges.txt");
@@ -498,6 +495,50 @@ LoadedLlama load_llama(const std::string& folder, const LoadProgress& progress) 
     out.warnings.push_back(std::to_string(bad) +
                            " weights are NaN or infinite: every output they reach will be too");
   return out;
+}
+
+namespace {
+
+template <class Loaded>
+LoadedModel as_loaded_model(Loaded&& l) {
+  LoadedModel out;
+  out.model = std::make_shared<const std::decay_t<decltype(l.model)>>(std::move(l.model));
+  out.folder = std::move(l.folder);
+  out.weight_files = std::move(l.weight_files);
+  out.warnings = std::move(l.warnings);
+  return out;
+}
+
+LoadedModel load_gpt2_model(const std::string& folder, const LoadProgress& progress) {
+  return as_loaded_model(load_gpt2(folder, progress));
+}
+
+LoadedModel load_llama_model(const std::string& folder, const LoadProgress& progress) {
+  return as_loaded_model(load_llama(folder, progress));
+}
+
+}  // namespace
+
+const std::vector<ModelFamily>& model_families() {
+  static const std::vector<ModelFamily> families = {
+      {"gpt2", "GPT-2", "openai-community/gpt2, distilgpt2", load_gpt2_model},
+      {"llama", "Llama", "SmolLM2, Llama 3.x, TinyLlama", load_llama_model},
+      {"mistral", "Llama", "Mistral 7B", load_llama_model},
+      {"qwen2", "Llama", "Qwen2.5", load_llama_model},
+  };
+  return families;
+}
+
+LoadedModel load_model(const std::string& folder, const LoadProgress& progress) {
+  const std::string type = checkpoint_model_type(folder);
+  std::string known;
+  for (const ModelFamily& f : model_families()) {
+    if (f.model_type == type) return f.load(folder, progress);
+    known += (known.empty() ? "" : ", ") + f.model_type;
+  }
+  const std::string path = (fs::path(folder) / "config.json").string();
+  fail(path, (type.empty() ? std::string("has no model_type") : "model_type is \"" + type + "\"") +
+                 ": MHA Studio opens " + known + " checkpoints");
 }
 
 }  // namespace mha

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,24 +15,24 @@
 
 namespace mha {
 
+// Fraction done (0..1) while the weights are converted; may be empty.
+using LoadProgress = std::function<void(double)>;
+
 // Reads and checks a config.json. Throws FileError naming the file and the field; a model_type other
 // than "gpt2" is refused with what the file says it is.
 GPT2Config read_gpt2_config(const std::string& config_json_path);
 
-struct LoadedModel {
+struct LoadedGPT2 {
   GPT2Model model;
   std::string folder;
   std::vector<std::string> weight_files;  // the safetensors file(s) read
   std::vector<std::string> warnings;      // tensors present but not used, e.g. an unknown name
 };
 
-// Fraction done (0..1) while the weights are converted; may be empty.
-using LoadProgress = std::function<void(double)>;
-
 // Loads a GPT-2 folder. The weights are mapped (mmap), checked against config.json, and converted
 // to float once. Throws FileError (missing or malformed file, torch.save file, other architecture)
 // or ShapeError (a tensor that disagrees with the config), each naming the tensor and the rule.
-LoadedModel load_gpt2(const std::string& folder, const LoadProgress& progress = {});
+LoadedGPT2 load_gpt2(const std::string& folder, const LoadProgress& progress = {});
 
 // config.json's model_type in a model folder ("" when it has none): what picks the loader, "gpt2"
 // for load_gpt2, "llama", "mistral" or "qwen2" for load_llama. Throws FileError as the loaders do
@@ -55,5 +56,27 @@ struct LoadedLlama {
 // F32, F16 or BF16, converted to float once. q, k and v are stacked into the attention's
 // in_proj_weight. Throws as load_gpt2 does, and ConfigError naming a config.json field.
 LoadedLlama load_llama(const std::string& folder, const LoadProgress& progress = {});
+
+// Any model folder, whichever family it is: what the app, the CLI and the role probes open.
+struct LoadedModel {
+  std::shared_ptr<const LanguageModel> model;
+  std::string folder;
+  std::vector<std::string> weight_files;  // the safetensors file(s) read
+  std::vector<std::string> warnings;      // as the family's loader gives them
+};
+
+// The families MHA Studio opens, one entry per config.json model_type: the one list load_model,
+// `mha model-info --families` and the error for an unknown type read.
+struct ModelFamily {
+  std::string model_type;  // config.json's
+  std::string family;      // "GPT-2", "Llama"
+  std::string example;     // a checkpoint people study with this model_type
+  LoadedModel (*load)(const std::string& folder, const LoadProgress& progress);
+};
+const std::vector<ModelFamily>& model_families();
+
+// Loads a model folder with the loader its config.json's model_type names. Throws as that loader
+// does; a model_type no family reads is refused naming it and the ones that are read.
+LoadedModel load_model(const std::string& folder, const LoadProgress& progress = {});
 
 }  // namespace mha

@@ -72,85 +72,6 @@ void conv1d(const float* x, const Tensor<float>& W, const Tensor<float>& b, floa
   });
 }
 
-void check_knockouts(const GPT2Config& c, const std::vector<HeadRef>& heads) {
-  for (const HeadRef& h : heads)
-    if (h.layer < 0 || h.layer >= c.n_layer || h.head < 0 || h.head >= c.n_head)
-      throw ConfigError("knockouts", "head " + std::to_string(h.layer) + "." + std::to_string(h.head) +
-                                         " is outside the model (" + std::to_string(c.n_layer) +
-                                         " layers of " + std::to_string(c.n_head) + " heads: 0.0 to " +
-                                         std::to_string(c.n_layer - 1) + "." + std::to_string(c.n_head - 1) +
-                                         ")");
-}
-
-// Layer l's knock-outs on its traced attention `r` (N = 1): the chosen heads' context replaced, then
-// concat and the out-projection recomputed from it. The new values go into new buffers that the
-// stages then point at (the workspace's stay as the forward left them), so the trace shows what the
-// block used.
-void knock_out_heads(const GPT2Model& m, std::int64_t l, const GPT2Options& o, ForwardResult<float>& r) {
-  const GPT2Config& c = m.config;
-  const std::int64_t H = c.n_head, dk = c.head_dim(), C = c.n_embd, T = r.dims.L;
-  std::vector<char> knocked(std::size_t(H), 0);
-  for (const HeadRef& h : o.knockouts)
-    if (h.layer == l) knocked[std::size_t(h.head)] = 1;
-  if (std::find(knocked.begin(), knocked.end(), 1) == knocked.end()) return;
-
-  auto context =
-      std::make_shared<std::vector<float>>(r.trace["context"].contiguous().data);  // (1, H, T, d_k)
-  std::vector<HeadRef> heads;
-  for (std::int64_t h = 0; h < H; ++h) {
-    if (!knocked[std::size_t(h)]) continue;
-    heads.push_back({l, h});
-    float* z = context->data() + h * T * dk;  // (T, d_k)
-    for (std::int64_t j = 0; j < dk; ++j) {
-      double mean = 0;
-      if (o.ablation == Ablation::mean) {
-        for (std::int64_t t = 0; t < T; ++t) mean += z[t * dk + j];
-        mean /= double(T);
-      }
-      for (std::int64_t t = 0; t < T; ++t) z[t * dk + j] = float(mean);
-    }
-  }
-  // concat (1, T, C): context_transposed.contiguous().view(1, T, C)
-  auto concat = std::make_shared<std::vector<float>>(std::size_t(T * C));
-  for (std::int64_t h = 0; h < H; ++h)
-    for (std::int64_t t = 0; t < T; ++t)
-      std::copy_n(context->data() + (h * T + t) * dk, dk, concat->data() + t * C + h * dk);
-  // output (1, T, C) = concat · out_proj.weightᵀ + out_proj.bias, weight (C, C) as torch holds it
-  auto output = std::make_shared<std::vector<float>>(std::size_t(T * C));
-  const Weights<float>& w = m.weights.h[std::size_t(l)].attn;
-  if (o.backend == Backend::reference) {
-    for (std::int64_t t = 0; t < T; ++t)
-      for (std::int64_t i = 0; i < C; ++i) {
-        double acc = w.out_proj_bias.data[std::size_t(i)];
-        for (std::int64_t k = 0; k < C; ++k)
-          acc += double((*concat)[std::size_t(t * C + k)]) * w.out_proj_weight.data[std::size_t(i * C + k)];
-        (*output)[std::size_t(t * C + i)] = float(acc);
-      }
-  } else {
-    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    Eigen::Map<const RowMajor> x(concat->data(), T, C), W(w.out_proj_weight.ptr(), C, C);
-    Eigen::Map<const Eigen::RowVectorXf> b(w.out_proj_bias.ptr(), C);
-    Eigen::Map<RowMajor> y(output->data(), T, C);
-    y.noalias() = x * W.transpose();
-    y.rowwise() += b;
-  }
-  const std::string what =
-      std::string(" [what-if, not torch: head") + (heads.size() > 1 ? "s " : " ") + format_heads(heads) +
-      (o.ablation == Ablation::zero ? " zeroed]" : " replaced by their mean over positions]");
-  for (Stage<float>& s : r.trace.stages) {
-    if (s.name == "context" || s.name == "context_transposed")
-      s.storage = context;
-    else if (s.name == "concat")
-      s.storage = concat;
-    else if (s.name == "output")
-      s.storage = output;
-    else
-      continue;
-    s.offset = 0;
-    s.note += what;
-  }
-}
-
 // Block l, reading run.residual[l] and writing every activation of the block and residual[l + 1].
 void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2Options& o) {
   const GPT2Config& c = m.config;
@@ -174,7 +95,7 @@ void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2O
   mo.count_nonfinite_weights = false;  // counted once for the whole model: GPT2Model::nonfinite_weights
   if (li < o.score_divisors.size()) mo.score_divisor = o.score_divisors[li];
   forward(attention_config(c), w.attn, in, mo, run.workspaces[li], run.attn[li]);
-  knock_out_heads(m, l, o, run.attn[li]);
+  detail::knock_out_heads(attention_config(c), w.attn, l, o, run.attn[li]);
 
   const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous
   float* mid = run.resid_mid.ptr() + l * T * C;
@@ -214,22 +135,7 @@ void head_forward(const GPT2Model& m, GPT2Run& run, const GPT2Options& o) {
       gemv_rows(head.ptr(), last, run.logits.ptr(), C, v0, v1);
     });
   }
-  const float max_logit = *std::max_element(run.logits.data.begin(), run.logits.data.end());
-  double denom = 0;
-  for (float z : run.logits.data) denom += std::exp(double(z) - max_logit);
-  const std::int64_t k = std::clamp<std::int64_t>(o.top_k, 0, V);
-  std::vector<std::int32_t> order(static_cast<std::size_t>(V));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int32_t a, std::int32_t b) {
-    const float za = run.logits.data[std::size_t(a)], zb = run.logits.data[std::size_t(b)];
-    return za > zb || (za == zb && a < b);
-  });
-  run.top_k.clear();
-  for (std::int64_t i = 0; i < k; ++i) {
-    const std::int32_t id = order[std::size_t(i)];
-    const float z = run.logits.data[std::size_t(id)];
-    run.top_k.push_back({id, std::exp(double(z) - max_logit) / denom, z});
-  }
+  detail::top_k_from_logits(o, run);
 }
 
 void check_ids(const GPT2Config& c, const std::vector<std::int32_t>& ids) {
@@ -264,86 +170,6 @@ void validate(const GPT2Config& c) {
     throw ConfigError("layer_norm_epsilon", "layer_norm_epsilon must be a positive number");
 }
 
-const char* to_string(Ablation a) {
-  return a == Ablation::zero ? "zero" : "mean";
-}
-
-std::vector<HeadRef> heads_except(const GPT2Config& c, std::int64_t layer,
-                                  const std::vector<std::int64_t>& keep) {
-  if (layer < 0 || layer >= c.n_layer)
-    throw ConfigError("knockouts", "layer " + std::to_string(layer) + " is outside the model's " +
-                                       std::to_string(c.n_layer) + " layers");
-  std::vector<HeadRef> kept;
-  for (std::int64_t h : keep) kept.push_back({layer, h});
-  check_knockouts(c, kept);
-  std::vector<HeadRef> out;
-  for (std::int64_t h = 0; h < c.n_head; ++h)
-    if (std::find(keep.begin(), keep.end(), h) == keep.end()) out.push_back({layer, h});
-  return out;
-}
-
-std::vector<HeadRef> parse_heads(const std::string& text, const std::string& argument) {
-  std::vector<HeadRef> heads;
-  for (std::size_t start = 0; start <= text.size();) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    start = comma + 1;
-    const std::size_t dot = item.find('.');
-    auto number = [&](const std::string& part) {
-      std::size_t used = 0;
-      long long v = -1;
-      try {
-        v = std::stoll(part, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (part.empty() || used != part.size() || v < 0 || !std::isdigit((unsigned char)part[0]))
-        throw ConfigError(argument,
-                          argument + ": \"" + item + "\" is not layer.head (expected e.g. 1.0,1.3)");
-      return std::int64_t(v);
-    };
-    if (dot == std::string::npos) number("");
-    heads.push_back({number(item.substr(0, dot)), number(item.substr(dot + 1))});
-  }
-  return heads;
-}
-
-std::string format_heads(const std::vector<HeadRef>& heads) {
-  std::string s;
-  for (const HeadRef& h : heads)
-    s += (s.empty() ? "" : ",") + std::to_string(h.layer) + "." + std::to_string(h.head);
-  return s;
-}
-
-std::int64_t first_knockout_layer(const GPT2Config& c, const std::vector<HeadRef>& heads) {
-  std::int64_t first = c.n_layer;
-  for (const HeadRef& h : heads) first = std::min(first, h.layer);
-  return first;
-}
-
-std::vector<PatternChange> pattern_changes(const GPT2Run& before, const GPT2Run& after) {
-  if (before.attn.size() != after.attn.size() || before.input_ids != after.input_ids)
-    throw ConfigError("run", "pattern_changes compares two runs of one model on the same tokens");
-  std::vector<PatternChange> out;
-  for (std::size_t l = 0; l < before.attn.size(); ++l) {
-    const Tensor<float> a = before.attn[l].trace["attn_weights"].contiguous();  // (1, H, T, T)
-    const Tensor<float> b = after.attn[l].trace["attn_weights"].contiguous();
-    if (a.shape != b.shape) throw ConfigError("run", "pattern_changes: the runs' heads differ");
-    const std::int64_t H = a.size(1), per_head = a.numel() / std::max<std::int64_t>(H, 1);
-    for (std::int64_t h = 0; h < H; ++h) {
-      double largest = 0;
-      for (std::int64_t k = h * per_head; k < (h + 1) * per_head; ++k) {
-        const float x = a.data[std::size_t(k)], y = b.data[std::size_t(k)];
-        if (std::isnan(x) && std::isnan(y)) continue;
-        const double d = std::isnan(x) || std::isnan(y) ? INFINITY : std::abs(double(x) - double(y));
-        largest = std::max(largest, d);
-      }
-      out.push_back({{std::int64_t(l), h}, largest});
-    }
-  }
-  return out;
-}
-
 Config attention_config(const GPT2Config& c) {
   Config a;
   a.embed_dim = c.n_embd;
@@ -363,6 +189,79 @@ std::int64_t GPT2Model::parameter_count() const {
     n += b.c_fc_weight.numel() + b.c_fc_bias.numel() + b.c_proj_weight.numel() + b.c_proj_bias.numel();
   }
   return n;
+}
+
+ModelSizes GPT2Model::sizes() const {
+  ModelSizes s;
+  s.family = "GPT-2";
+  s.model_type = "gpt2";
+  s.architecture =
+      "GPT-2 (GPT2LMHeadModel): pre-LayerNorm blocks, causal self-attention, gelu_new MLP, learned "
+      "absolute positions";
+  s.vocab_size = config.vocab_size;
+  s.max_positions = config.n_positions;
+  s.n_embd = config.n_embd;
+  s.n_inner = config.inner();
+  s.n_layer = config.n_layer;
+  s.n_head = s.n_kv_head = config.n_head;
+  s.head_dim = config.head_dim();
+  s.tied_head = weights.lm_head.empty();
+  s.storage_dtype = storage_dtype;
+  s.parameter_count = parameter_count();
+  return s;
+}
+
+Config GPT2Model::attention_config() const {
+  return mha::attention_config(config);
+}
+
+const Weights<float>& GPT2Model::attention_weights(std::int64_t layer) const {
+  if (layer < 0 || layer >= std::int64_t(weights.h.size()))
+    throw ConfigError("layer", "layer " + std::to_string(layer) + " is outside the model's " +
+                                   std::to_string(weights.h.size()) + " layers");
+  return weights.h[std::size_t(layer)].attn;
+}
+
+Mask<float> GPT2Model::attention_mask(std::int64_t T) const {
+  return causal_mask<float>(T, T);
+}
+
+std::unique_ptr<ModelRun> GPT2Model::new_run() const {
+  return std::make_unique<GPT2Run>();
+}
+
+namespace {
+GPT2Run& gpt2_run(ModelRun& run) {
+  auto* r = dynamic_cast<GPT2Run*>(&run);
+  if (!r) throw ConfigError("run", "a GPT-2 forward needs a run from the same model's new_run()");
+  return *r;
+}
+}  // namespace
+
+void GPT2Model::forward(const std::vector<std::int32_t>& input_ids, const ModelOptions& o,
+                        ModelRun& run) const {
+  gpt2_forward(*this, input_ids, o, gpt2_run(run));
+}
+
+void GPT2Model::forward_from(ModelRun& run, std::int64_t layer, const ModelOptions& o) const {
+  gpt2_forward_from(*this, gpt2_run(run), layer, o);
+}
+
+void GPT2Model::logits_at(const ModelRun& run, std::int64_t position, std::vector<double>& logits) const {
+  const auto* r = dynamic_cast<const GPT2Run*>(&run);
+  if (!r || position < 0 || position >= r->ln_f.size(0))
+    throw ConfigError("position", "logits_at needs a finished GPT-2 run and a position inside it");
+  const Tensor<float>& head = weights.lm_head.empty() ? weights.wte : weights.lm_head;  // (V, C)
+  detail::head_logits_double(head, r->ln_f.ptr() + position * config.n_embd, logits);
+}
+
+double GPT2Model::forward_flops(std::int64_t T) const {
+  const double t = double(T), C = double(config.n_embd), I = double(config.inner());
+  const double per_layer = 2 * t * C * 3 * C     // c_attn
+                           + 2 * 2 * t * t * C   // q·kᵀ and weights·v, every head
+                           + 2 * t * C * C       // c_proj
+                           + 2 * 2 * t * C * I;  // c_fc and mlp.c_proj
+  return double(config.n_layer) * per_layer + 2 * C * double(config.vocab_size);
 }
 
 std::int64_t GPT2Model::nonfinite_weights() const {
@@ -453,7 +352,7 @@ void gpt2_forward_from(const GPT2Model& m, GPT2Run& run, std::int64_t layer, con
                                    std::to_string(c.n_layer) + " layers");
   if (std::int64_t(run.attn.size()) != c.n_layer || run.input_ids.empty())
     throw ConfigError("run", "gpt2_forward_from needs a run of gpt2_forward on the same model");
-  check_knockouts(c, o.knockouts);
+  check_knockouts(m.sizes(), o.knockouts);
   run.workspaces.resize(std::size_t(c.n_layer));
   for (std::int64_t l = layer; l < c.n_layer; ++l) block_forward(m, run, l, o);
   head_forward(m, run, o);

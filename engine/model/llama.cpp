@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <string>
 
@@ -86,6 +87,7 @@ void layer_forward(const LlamaModel& m, LlamaRun& run, std::int64_t l, const Lla
   mo.count_nonfinite_weights = false;  // counted once for the whole model: LlamaModel::nonfinite_weights
   if (li < o.score_divisors.size()) mo.score_divisor = o.score_divisors[li];
   forward(attention_config(c), w.attn, in, mo, run.workspaces[li], run.attn[li]);
+  detail::knock_out_heads(attention_config(c), w.attn, l, o, run.attn[li]);
 
   const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous
   float* mid = run.resid_mid.ptr() + l * T * C;
@@ -130,22 +132,7 @@ void head_forward(const LlamaModel& m, LlamaRun& run, const LlamaOptions& o) {
       gemv_rows(head.ptr(), last, run.logits.ptr(), C, v0, v1);
     });
   }
-  const float max_logit = *std::max_element(run.logits.data.begin(), run.logits.data.end());
-  double denom = 0;
-  for (float z : run.logits.data) denom += std::exp(double(z) - max_logit);
-  const std::int64_t k = std::clamp<std::int64_t>(o.top_k, 0, V);
-  std::vector<std::int32_t> order(static_cast<std::size_t>(V));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int32_t a, std::int32_t b) {
-    const float za = run.logits.data[std::size_t(a)], zb = run.logits.data[std::size_t(b)];
-    return za > zb || (za == zb && a < b);
-  });
-  run.top_k.clear();
-  for (std::int64_t i = 0; i < k; ++i) {
-    const std::int32_t id = order[std::size_t(i)];
-    const float z = run.logits.data[std::size_t(id)];
-    run.top_k.push_back({id, std::exp(double(z) - max_logit) / denom, z});
-  }
+  detail::top_k_from_logits(o, run);
 }
 
 void check_ids(const LlamaConfig& c, const std::vector<std::int32_t>& ids) {
@@ -289,6 +276,94 @@ std::int64_t LlamaModel::parameter_count() const {
   return n;
 }
 
+ModelSizes LlamaModel::sizes() const {
+  const LlamaConfig& c = config;
+  ModelSizes s;
+  s.family = "Llama";
+  s.model_type = c.model_type;
+  s.architecture = (c.model_type == "mistral" ? std::string("Mistral (MistralForCausalLM)")
+                    : c.model_type == "qwen2" ? std::string("Qwen2 (Qwen2ForCausalLM)")
+                                              : std::string("Llama (LlamaForCausalLM)")) +
+                   ": pre-RMSNorm blocks, causal self-attention with rotary positions (RoPE)" +
+                   (c.kv_heads() < c.num_attention_heads ? " and grouped-query attention" : "") +
+                   ", SwiGLU MLP";
+  s.vocab_size = c.vocab_size;
+  s.max_positions = c.max_position_embeddings;
+  s.n_embd = c.hidden_size;
+  s.n_inner = c.intermediate_size;
+  s.n_layer = c.num_hidden_layers;
+  s.n_head = c.num_attention_heads;
+  s.n_kv_head = c.kv_heads();
+  s.head_dim = c.head_size();
+  s.rotary = true;
+  s.rope_theta = c.rope_theta;
+  if (!c.rope_scaling.rope_type.empty()) {
+    char factor[32];
+    std::snprintf(factor, sizeof factor, " ×%g", c.rope_scaling.factor);
+    s.rope_scaling = c.rope_scaling.rope_type + factor;
+  }
+  s.sliding_window = c.sliding_window;
+  s.tied_head = weights.lm_head.empty();
+  s.storage_dtype = storage_dtype;
+  s.parameter_count = parameter_count();
+  return s;
+}
+
+Config LlamaModel::attention_config() const {
+  return mha::attention_config(config);
+}
+
+const Weights<float>& LlamaModel::attention_weights(std::int64_t layer) const {
+  if (layer < 0 || layer >= std::int64_t(weights.layers.size()))
+    throw ConfigError("layer", "layer " + std::to_string(layer) + " is outside the model's " +
+                                   std::to_string(weights.layers.size()) + " layers");
+  return weights.layers[std::size_t(layer)].attn;
+}
+
+Mask<float> LlamaModel::attention_mask(std::int64_t T) const {
+  return llama_mask(config, T);
+}
+
+std::unique_ptr<ModelRun> LlamaModel::new_run() const {
+  return std::make_unique<LlamaRun>();
+}
+
+namespace {
+LlamaRun& llama_run(ModelRun& run) {
+  auto* r = dynamic_cast<LlamaRun*>(&run);
+  if (!r) throw ConfigError("run", "a Llama forward needs a run from the same model's new_run()");
+  return *r;
+}
+}  // namespace
+
+void LlamaModel::forward(const std::vector<std::int32_t>& input_ids, const ModelOptions& o,
+                         ModelRun& run) const {
+  llama_forward(*this, input_ids, o, llama_run(run));
+}
+
+void LlamaModel::forward_from(ModelRun& run, std::int64_t layer, const ModelOptions& o) const {
+  llama_forward_from(*this, llama_run(run), layer, o);
+}
+
+void LlamaModel::logits_at(const ModelRun& run, std::int64_t position, std::vector<double>& logits) const {
+  const auto* r = dynamic_cast<const LlamaRun*>(&run);
+  if (!r || position < 0 || position >= r->norm.size(0))
+    throw ConfigError("position", "logits_at needs a finished Llama run and a position inside it");
+  const Tensor<float>& head = weights.lm_head.empty() ? weights.embed_tokens : weights.lm_head;  // (V, C)
+  detail::head_logits_double(head, r->norm.ptr() + position * config.hidden_size, logits);
+}
+
+double LlamaModel::forward_flops(std::int64_t T) const {
+  const LlamaConfig& c = config;
+  const double t = double(T), C = double(c.hidden_size), I = double(c.intermediate_size);
+  const double kv = double(c.kv_heads() * c.head_size());
+  const double per_layer = 2 * t * C * (C + 2 * kv)  // q_proj, k_proj, v_proj (K and V once per group)
+                           + 2 * 2 * t * t * C       // q·kᵀ and weights·v, every query head
+                           + 2 * t * C * C           // o_proj
+                           + 3 * 2 * t * C * I;      // gate_proj, up_proj, down_proj
+  return double(c.num_hidden_layers) * per_layer + 2 * C * double(c.vocab_size);
+}
+
 std::int64_t LlamaModel::nonfinite_weights() const {
   std::int64_t n = 0;
   auto count = [&](const Tensor<float>& t) {
@@ -376,6 +451,7 @@ void llama_forward_from(const LlamaModel& m, LlamaRun& run, std::int64_t layer, 
   if (std::int64_t(run.attn.size()) != c.num_hidden_layers || run.input_ids.empty() ||
       run.rotary.cos.dim() != 2 || run.rotary.cos.size(0) != std::int64_t(run.input_ids.size()))
     throw ConfigError("run", "llama_forward_from needs a run of llama_forward on the same model");
+  check_knockouts(m.sizes(), o.knockouts);
   run.workspaces.resize(std::size_t(c.num_hidden_layers));
   for (std::int64_t l = layer; l < c.num_hidden_layers; ++l) layer_forward(m, run, l, o);
   head_forward(m, run, o);

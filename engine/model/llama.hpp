@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "mha.hpp"
-#include "model/gpt2.hpp"  // TokenProb
+#include "model/language_model.hpp"
 
 namespace mha {
 
@@ -75,40 +75,41 @@ struct LlamaWeights {
   Tensor<float> lm_head;  // (vocab_size, C); empty when tied to embed_tokens
 };
 
-struct LlamaModel {
+struct LlamaModel final : LanguageModel {
   LlamaConfig config;
   LlamaWeights weights;
   std::string storage_dtype = "float32";  // what the checkpoint stored ("float16", "bfloat16", …)
   std::int64_t parameter_count() const;   // tied head counted once, as Hugging Face counts it
-  std::int64_t nonfinite_weights() const;
+
+  // LanguageModel
+  ModelSizes sizes() const override;
+  Config attention_config() const override;
+  const Weights<float>& attention_weights(std::int64_t layer) const override;
+  Mask<float> attention_mask(std::int64_t T) const override;
+  std::unique_ptr<ModelRun> new_run() const override;
+  void forward(const std::vector<std::int32_t>& input_ids, const ModelOptions& o,
+               ModelRun& run) const override;
+  void forward_from(ModelRun& run, std::int64_t layer, const ModelOptions& o) const override;
+  void logits_at(const ModelRun& run, std::int64_t position, std::vector<double>& logits) const override;
+  std::int64_t nonfinite_weights() const override;
+  double forward_flops(std::int64_t T) const override;
 };
 
 // Checks every weight's shape against the config; throws ShapeError naming the tensor by its Hugging
 // Face name ("model.layers.3.mlp.gate_proj.weight").
 void validate(const LlamaModel& m);
 
-struct LlamaOptions {
-  // Backend::reference: explicit loops everywhere (the attention's reference path too); anything
-  // else: the Eigen kernels.
-  Backend backend = Backend::eigen;
-  int threads = 0;  // as Options::threads
-  // A mask per layer replacing the causal one (sliding-window causal for mistral). Shapes as
-  // mha::forward takes them: (T, T) or (H, T, T), torch's conventions.
-  std::vector<std::optional<Mask<float>>> attn_masks;
-  // A what-if per layer, as GPT2Options::score_divisors: q divided by this instead of √d. Missing or 0: √d.
-  std::vector<double> score_divisors;
-  std::int64_t top_k = 5;
-};
+// Llama's options are every family's (the what-ifs: masks replacing the causal or sliding-window
+// one, score divisors, knock-outs).
+using LlamaOptions = ModelOptions;
 
 // Every activation of one forward. T tokens, C = hidden_size, I = intermediate_size.
-struct LlamaRun {
-  std::vector<std::int32_t> input_ids;  // (T,)
-  Tensor<float> residual;               // (layers + 1, T, C): input to layer l; last: after the last layer
-  Tensor<float> input_norm;             // (layers, T, C): input_layernorm(residual[l]), the attention's input
-  // Per layer: the traced attention. Its trace holds q, k, v (the projections), q_rot and k_rot (after
-  // RoPE, what the heads read; q_heads (1, H, T, d) and k_heads (1, G, T, d) view them), scores …
-  // context, and output (o_proj's).
-  std::vector<ForwardResult<float>> attn;
+// input_ids, residual, attn, logits, top_k and rotary (cos, sin (T, d): positions 0 … T-1, shared by
+// every layer) are ModelRun's. attn[l]'s trace holds q, k, v (the projections), q_rot and k_rot (after
+// RoPE, what the heads read; q_heads (1, H, T, d) and k_heads (1, G, T, d) view them), scores …
+// context, and output (o_proj's).
+struct LlamaRun final : ModelRun {
+  Tensor<float> input_norm;  // (layers, T, C): input_layernorm(residual[l]), the attention's input
   Tensor<float> resid_mid;   // (layers, T, C): residual + attention output
   Tensor<float> post_norm;   // (layers, T, C): post_attention_layernorm(resid_mid)
   Tensor<float> mlp_gate;    // (layers, T, I): gate_proj(post_norm)
@@ -116,10 +117,7 @@ struct LlamaRun {
   Tensor<float> mlp_hidden;  // (layers, T, I): silu(gate) · up
   Tensor<float> mlp_out;     // (layers, T, C): down_proj(mlp_hidden)
   Tensor<float> norm;        // (T, C): the final RMSNorm
-  Tensor<float> logits;      // (vocab_size,): the last position's
-  std::vector<TokenProb> top_k;
-  Rotary<float> rotary;                      // cos, sin (T, d): positions 0 … T-1, shared by every layer
-  std::vector<Workspace<float>> workspaces;  // each layer's attention buffers, reused by the next forward
+  std::unique_ptr<ModelRun> clone() const override { return std::make_unique<LlamaRun>(*this); }
 };
 
 // The whole forward. Throws ConfigError for an empty text, a text longer than max_position_embeddings

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
 
 namespace mha {
 
@@ -23,7 +24,7 @@ double mean_rows(std::int64_t begin, std::int64_t end, const F& f) {
 }
 
 // Layer l's weights of the run, (H, T, T), as one contiguous block.
-std::vector<float> layer_weights(const GPT2Run& run, std::int64_t l) {
+std::vector<float> layer_weights(const ModelRun& run, std::int64_t l) {
   return run.attn[std::size_t(l)].trace["attn_weights"].contiguous().data;
 }
 
@@ -147,21 +148,22 @@ std::vector<std::vector<std::int32_t>> role_probe_repeats(std::int64_t vocab_siz
   return out;
 }
 
-RoleTable head_roles(const GPT2Model& m, const BpeTokenizer& tokenizer) {
-  const GPT2Config& c = m.config;
+RoleTable head_roles(const LanguageModel& m, const BpeTokenizer& tokenizer) {
+  const ModelSizes c = m.sizes();
   RoleTable t;
   t.n_layer = c.n_layer;
   t.n_head = c.n_head;
   t.heads.assign(std::size_t(c.n_layer * c.n_head), HeadRole{});
-  GPT2Options o;
+  std::unique_ptr<ModelRun> run = m.new_run();
+  ModelOptions o;
   o.top_k = 0;
   // Adds score(head's weights, T) / count to every head's field, for one probe sequence.
   auto add = [&](const std::vector<std::int32_t>& ids, double count,
                  const std::function<void(HeadRole&, const float*, std::int64_t, double)>& score) {
     const std::int64_t T = std::int64_t(ids.size());
-    const GPT2Run run = gpt2_forward(m, ids, o);
+    m.forward(ids, o, *run);
     for (std::int64_t l = 0; l < c.n_layer; ++l) {
-      const std::vector<float> w = layer_weights(run, l);
+      const std::vector<float> w = layer_weights(*run, l);
       for (std::int64_t h = 0; h < c.n_head; ++h)
         score(t.heads[std::size_t(l * c.n_head + h)], w.data() + h * T * T, T, count);
     }
@@ -169,14 +171,14 @@ RoleTable head_roles(const GPT2Model& m, const BpeTokenizer& tokenizer) {
   const std::vector<std::string>& sentences = role_probe_sentences();
   for (const std::string& text : sentences) {
     std::vector<std::int32_t> ids = tokenizer.encode(text);
-    if (std::int64_t(ids.size()) > c.n_positions) ids.resize(std::size_t(c.n_positions));
+    if (std::int64_t(ids.size()) > c.max_positions) ids.resize(std::size_t(c.max_positions));
     add(ids, double(sentences.size()), [](HeadRole& r, const float* w, std::int64_t T, double n) {
       r.prev_token += prev_token_score(w, T) / n;
       r.first_token += first_token_score(w, T) / n;
       r.entropy += mean_entropy(w, T) / n;
     });
   }
-  if (2 * kRepeatLength <= c.n_positions) {
+  if (2 * kRepeatLength <= c.max_positions) {
     const auto repeats = role_probe_repeats(c.vocab_size);
     for (const std::vector<std::int32_t>& ids : repeats)
       add(ids, double(repeats.size()), [](HeadRole& r, const float* w, std::int64_t T, double n) {
@@ -201,15 +203,17 @@ std::string format_role_table(const RoleTable& t) {
   return out;
 }
 
-std::vector<SentenceRole> sentence_roles(const GPT2Model& m, const std::vector<std::int32_t>& ids) {
-  GPT2Options o;
+std::vector<SentenceRole> sentence_roles(const LanguageModel& m, const std::vector<std::int32_t>& ids) {
+  ModelOptions o;
   o.top_k = 0;
-  const GPT2Run run = gpt2_forward(m, ids, o);
+  const std::unique_ptr<ModelRun> run = m.forward(ids, o);
   const std::int64_t T = std::int64_t(ids.size());
+  const ModelSizes c = m.sizes();
   std::vector<SentenceRole> out;
-  for (std::int64_t l = 0; l < m.config.n_layer; ++l) {
-    const std::vector<float> w = layer_weights(run, l);  // (H, T, T)
-    for (std::int64_t h = 0; h < m.config.n_head; ++h) out.push_back(sentence_role(w.data() + h * T * T, T, ids.data()));
+  for (std::int64_t l = 0; l < c.n_layer; ++l) {
+    const std::vector<float> w = layer_weights(*run, l);  // (H, T, T)
+    for (std::int64_t h = 0; h < c.n_head; ++h)
+      out.push_back(sentence_role(w.data() + h * T * T, T, ids.data()));
   }
   return out;
 }
@@ -229,31 +233,26 @@ std::string format_sentence_roles(const std::vector<SentenceRole>& roles, std::i
   return out;
 }
 
-CopyScore copy_accuracy(const GPT2Model& m, const BpeTokenizer& tokenizer, const std::vector<std::string>& sentences) {
-  const GPT2Config& c = m.config;
-  const Tensor<float>& head = m.weights.lm_head.empty() ? m.weights.wte : m.weights.lm_head;  // (V, C)
-  const std::int64_t C = c.n_embd, V = c.vocab_size;
-  GPT2Options o;
+CopyScore copy_accuracy(const LanguageModel& m, const BpeTokenizer& tokenizer,
+                        const std::vector<std::string>& sentences) {
+  const ModelSizes c = m.sizes();
+  std::unique_ptr<ModelRun> run = m.new_run();
+  ModelOptions o;
   o.top_k = 0;
   CopyScore score;
   double hits = 0, p_sum = 0;
   for (const std::string& s : sentences) {
     const std::int64_t n1 = std::int64_t(tokenizer.encode(s).size());
     std::vector<std::int32_t> ids = tokenizer.encode(s + " " + s);
-    if (std::int64_t(ids.size()) > c.n_positions)
+    if (std::int64_t(ids.size()) > c.max_positions)
       throw ConfigError("sentences", "\"" + s + "\" repeated is " + std::to_string(ids.size()) +
-                                         " tokens; the model takes at most n_positions = " +
-                                         std::to_string(c.n_positions));
-    const GPT2Run run = gpt2_forward(m, ids, o);
+                                         " tokens; the model takes at most max_positions = " +
+                                         std::to_string(c.max_positions));
+    m.forward(ids, o, *run);
     std::int64_t sentence_hits = 0, n = 0;
-    std::vector<double> logits(static_cast<std::size_t>(V));
+    std::vector<double> logits;
     for (std::int64_t i = n1; i + 1 < std::int64_t(ids.size()); ++i, ++n) {
-      const float* x = run.ln_f.ptr() + i * C;  // (C,)
-      for (std::int64_t v = 0; v < V; ++v) {
-        double acc = 0;
-        for (std::int64_t k = 0; k < C; ++k) acc += double(head.data[std::size_t(v * C + k)]) * double(x[k]);
-        logits[std::size_t(v)] = acc;
-      }
+      m.logits_at(*run, i, logits);
       const auto best = std::max_element(logits.begin(), logits.end());
       double denom = 0;
       for (double z : logits) denom += std::exp(z - *best);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gpt2.hpp"
+#include "model/language_model.hpp"
 #include "tokenizer/bpe.hpp"
 
 namespace mha {
@@ -60,13 +60,13 @@ struct RoleTable {
 const std::vector<std::string>& role_probe_sentences();
 std::vector<std::vector<std::int32_t>> role_probe_repeats(std::int64_t vocab_size);
 
-RoleTable head_roles(const GPT2Model& m, const BpeTokenizer& tokenizer);
+RoleTable head_roles(const LanguageModel& m, const BpeTokenizer& tokenizer);
 
 // The table as text: one row per head with the five scores and the tag.
 std::string format_role_table(const RoleTable& t);
 
 // Every head of every layer on one sentence (n_layer·n_head, layer-major), and as text.
-std::vector<SentenceRole> sentence_roles(const GPT2Model& m, const std::vector<std::int32_t>& ids);
+std::vector<SentenceRole> sentence_roles(const LanguageModel& m, const std::vector<std::int32_t>& ids);
 std::string format_sentence_roles(const std::vector<SentenceRole>& roles, std::int64_t n_head);
 
 // How well a model copies: each sentence s is fed as s + " " + s, and of the positions inside the
@@ -79,6 +79,7 @@ struct CopyScore {
   std::vector<double> per_sentence_top1;
   std::vector<std::int64_t> per_sentence_positions;
 };
-CopyScore copy_accuracy(const GPT2Model& m, const BpeTokenizer& tokenizer, const std::vector<std::string>& sentences);
+CopyScore copy_accuracy(const LanguageModel& m, const BpeTokenizer& tokenizer,
+                        const std::vector<std::string>& sentences);
 
 }  // namespace mha

@@ -383,6 +383,23 @@ bool BpeTokenizer::lossless() const {
                       [](const PreTokenizerStep& s) { return s.kind == PreTokenizerStep::Kind::kMetaspace; });
 }
 
+std::string BpeTokenizer::describe() const {
+  const Model& m = *model_;
+  std::string out = m.byte_level ? "byte-level BPE" : "SentencePiece-style BPE with byte fallback";
+  out += ", " + std::to_string(m.pieces.size()) + " tokens, " + std::to_string(m.merges.size()) + " merges";
+  std::string split;
+  for (const PreTokenizerStep& step : m.pre_tokenizer) {
+    if (step.kind == PreTokenizerStep::Kind::kSplit) split = "tokenizer.json's split pattern";
+    if (step.kind == PreTokenizerStep::Kind::kByteLevel && step.use_regex && split.empty())
+      split = "GPT-2's split pattern";
+    if (step.kind == PreTokenizerStep::Kind::kMetaspace) split = "Metaspace (\u2581 for spaces)";
+  }
+  if (!split.empty()) out += ", " + split;
+  if (!m.normalizer.empty()) out += ", normalized first";
+  if (!m.prefix_ids.empty()) out += ", " + display_piece(m.prefix_ids.front()) + " put before every text";
+  return out;
+}
+
 void BpeTokenizer::check_id(std::int32_t id, const char* argument) const {
   if (id < 0 || std::size_t(id) >= model_->pieces.size())
     throw ConfigError(argument, "token id " + std::to_string(id) + " is out of range 0.." +

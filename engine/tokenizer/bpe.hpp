@@ -139,6 +139,9 @@ class BpeTokenizer {
   // Whether decode(encode(text, false)) == text for every valid text: no normalizer and no Metaspace
   // step rewrite the text (Llama 2's "▁" and NFC do).
   bool lossless() const;
+  // What kind of tokenizer this is, for model-info: "byte-level BPE, 50257 tokens, 50000 merges" or
+  // "SentencePiece-style BPE with byte fallback, …", with the pre-tokenizer and the ids put around a text.
+  std::string describe() const;
 
  private:
   struct Model;

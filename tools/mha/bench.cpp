@@ -22,7 +22,7 @@
 #include "limits.hpp"
 #include "masks.hpp"
 #include "mha.hpp"
-#include "model/gpt2.hpp"
+#include "model/language_model.hpp"
 #include "problem.hpp"
 #include "progress.hpp"
 #include "stage_export.hpp"
@@ -52,7 +52,7 @@ struct BenchArgs {
   std::string size = "all", backend = "cpu";
   int repeats = 0, threads = 0, sgemm = 0;
   bool json = false, fresh = false, export_grid = false, quiet = false;
-  std::string model_dir;      // --model: a GPT-2 folder, timed at --tokens
+  std::string model_dir;      // --model: a model folder, timed at --tokens
   std::string stages;         // --stages: comma-separated trace names to read back (Options::stages)
   int head_weights = -1;      // --head-weights H: also compute head H's attn_weights on demand (stage_rows)
   std::int64_t overview = 0;  // --weights-overview B: Options::weights_overview
@@ -402,48 +402,42 @@ void print_human(const nlohmann::json& j) {
                 j["stages"].get<std::string>().c_str());
 }
 
-// GPT-2 at T tokens: each block's four Conv1D GEMMs, the attention's two per-head products, and
-// the LM head at the last position.
-double gpt2_flops(const GPT2Config& c, std::int64_t T) {
-  const double C = double(c.n_embd), I = double(c.inner());
-  const double block = 2.0 * T * C * (3 * C + C + 2 * I) + 4.0 * double(T) * double(T) * C;
-  return double(c.n_layer) * block + 2.0 * double(c.vocab_size) * C;
-}
-
 // Load time (mmap + conversion to float), then the forward of every layer with every trace kept.
 nlohmann::json bench_model(const BenchArgs& a) {
   platform::ProgressLine progress("mha bench", a.quiet);
   const Clock::time_point t0 = Clock::now();
-  const LoadedModel loaded = load_gpt2(a.model_dir, [&](double f) { progress.fraction(f, "loading"); });
+  const LoadedModel loaded = load_model(a.model_dir, [&](double f) { progress.fraction(f, "loading"); });
   const double load_ms = ms_between(t0, Clock::now());
-  const GPT2Model& m = loaded.model;
-  if (a.tokens < 1 || a.tokens > m.config.n_positions)
-    throw ConfigError("--tokens",
-                      "--tokens " + std::to_string(a.tokens) +
-                          ": this model takes 1 to n_positions = " + std::to_string(m.config.n_positions));
+  const LanguageModel& m = *loaded.model;
+  const ModelSizes c = m.sizes();
+  if (a.tokens < 1 || a.tokens > c.max_positions)
+    throw ConfigError("--tokens", "--tokens " + std::to_string(a.tokens) + ": this model takes 1 to " +
+                                      std::to_string(c.max_positions));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(a.tokens));
   for (std::size_t i = 0; i < ids.size(); ++i)
-    ids[i] = std::int32_t((i * 7919 + 13) % std::size_t(m.config.vocab_size));
-  GPT2Options o;
+    ids[i] = std::int32_t((i * 7919 + 13) % std::size_t(c.vocab_size));
+  ModelOptions o;
   o.threads = a.threads;
   const int repeats = a.repeats > 0 ? a.repeats : (a.tokens <= 64 ? 20 : a.tokens <= 256 ? 5 : 3);
   // Recomputed into one run, as the app recomputes after an edit: its buffers are reused.
-  GPT2Run run;
+  const std::unique_ptr<ModelRun> run = m.new_run();
   progress.step(0, repeats + 1, "warm-up");
   Clock::time_point t = Clock::now();
-  gpt2_forward(m, ids, o, run);  // warm-up: first touch of the weights and the trace buffers
+  m.forward(ids, o, *run);  // warm-up: first touch of the weights and the trace buffers
   const double first_ms = ms_between(t, Clock::now());
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     progress.step(r + 1, repeats + 1);
     t = Clock::now();
-    gpt2_forward(m, ids, o, run);
+    m.forward(ids, o, *run);
     times.push_back(ms_between(t, Clock::now()));
   }
   const double median = quantile(times, 0.5);
   return {{"model", a.model_dir},
-          {"parameters", m.parameter_count()},
-          {"n_layer", m.config.n_layer},
+          {"family", c.model_type},
+          {"storage_dtype", c.storage_dtype},
+          {"parameters", c.parameter_count},
+          {"n_layer", c.n_layer},
           {"tokens", a.tokens},
           {"load_ms", load_ms},
           {"first_ms", first_ms},
@@ -451,8 +445,8 @@ nlohmann::json bench_model(const BenchArgs& a) {
           {"min_ms", quantile(times, 0.0)},
           {"max_ms", quantile(times, 1.0)},
           {"repeats", repeats},
-          {"gflop", gpt2_flops(m.config, a.tokens) / 1e9},
-          {"gflops", gpt2_flops(m.config, a.tokens) / (median * 1e6)},
+          {"gflop", m.forward_flops(a.tokens) / 1e9},
+          {"gflops", m.forward_flops(a.tokens) / (median * 1e6)},
           {"kernels", cpu_kernels()},
           {"peak_rss_bytes", peak_rss_bytes()}};
 }
@@ -486,7 +480,8 @@ std::function<int()> add_bench(CLI::App& app) {
   cmd->add_option("--sgemm", a->sgemm, "time Eigen float GEMM of n×n by n×n instead (2n³ FLOPs)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--model", a->model_dir,
-                  "time a GPT-2 folder instead: its load, then the forward of every layer with every trace "
+                  "time a model folder (GPT-2, Llama, Mistral, Qwen2) instead: its load, then the forward of "
+                  "every layer with every trace "
                   "kept, at --tokens");
   cmd->add_option("--tokens", a->tokens, "with --model: tokens per forward (default 256)");
   cmd->add_option(
@@ -516,13 +511,15 @@ std::function<int()> add_bench(CLI::App& app) {
         std::printf("%s\n", j.dump().c_str());
       else
         std::printf(
-            "GPT-2 %s (%lld parameters, %lld layers, %s kernels): load %.0f ms; forward at %lld tokens, "
+            "%s %s (%s, %lld parameters, %lld layers, %s kernels): load %.0f ms; forward at %lld tokens, "
             "every trace kept: median %.1f ms (min %.1f, max %.1f, %d runs, first %.1f), %.2f GFLOP, "
             "%.1f GFLOP/s, peak RSS %.0f MiB\n",
-            a->model_dir.c_str(), (long long)j["parameters"], (long long)j["n_layer"], cpu_kernels(),
-            double(j["load_ms"]), (long long)a->tokens, double(j["median_ms"]), double(j["min_ms"]),
-            double(j["max_ms"]), int(j["repeats"]), double(j["first_ms"]), double(j["gflop"]),
-            double(j["gflops"]), double(j["peak_rss_bytes"]) / 1048576.0);
+            j["family"].get<std::string>().c_str(), a->model_dir.c_str(),
+            j["storage_dtype"].get<std::string>().c_str(), (long long)j["parameters"],
+            (long long)j["n_layer"], cpu_kernels(), double(j["load_ms"]), (long long)a->tokens,
+            double(j["median_ms"]), double(j["min_ms"]), double(j["max_ms"]), int(j["repeats"]),
+            double(j["first_ms"]), double(j["gflop"]), double(j["gflops"]),
+            double(j["peak_rss_bytes"]) / 1048576.0);
       return 0;
     }
     if (a->export_grid) {

@@ -1,4 +1,4 @@
-// `mha export`: one forward (inputs as `mha compute` takes them, a GPT-2 layer, or attention weights
+// `mha export`: one forward (inputs as `mha compute` takes them, a model's layer, or attention weights
 // computed elsewhere), then a stage's heatmap as PNG, SVG, PDF or CSV — one head, the head average, or all
 // heads as a grid; or, given a folder, every head and the average as separate files plus the grid,
 // listed in index.json.
@@ -15,7 +15,7 @@
 #include "errors.hpp"
 #include "io/file_io.hpp"
 #include "io/npy.hpp"
-#include "model/gpt2.hpp"
+#include "model/language_model.hpp"
 #include "problem.hpp"
 #include "progress.hpp"
 #include "reshape_export.hpp"
@@ -41,7 +41,7 @@ struct ExportArgs : ForwardArgs {
   // another scenario file.
   std::string minus_head, minus_backend, minus_scenario;
   std::string figure = "heatmap";  // or reshape: q -> view -> transpose, columns by head
-  ModelArgs model;                 // --model: a GPT-2 layer's attention instead
+  ModelArgs model;                 // --model: a model layer's attention instead
   std::string attention_file;      // --attention: a .npy of attention weights computed elsewhere
 };
 
@@ -190,7 +190,7 @@ int run(const ExportArgs& a) {
                                      [&](double f) { progress.fraction(f, "loading " + a.model.model_dir); });
     const std::int64_t layer = in.layers[0];
     progress.waiting("forward");
-    r = std::move(gpt2_forward(in.loaded.model, in.ids).attn[std::size_t(layer)]);
+    r = std::move(in.loaded.model->forward(in.ids)->attn[std::size_t(layer)]);
     p.query_tokens = in.tokens;
     p.key_tokens = in.tokens;
     p.source = a.model.model_dir;

@@ -1,6 +1,7 @@
-// GPT-2 checkpoints from the command line: the --model options `mha compute`, `mha export` and
-// `mha bench` share, `mha compute --model` (a layer's attention trace, or every layer's, with the
-// tokens and the next-token top-5) and `mha model-info` (architecture, sizes, tokenizer, head roles).
+// Language-model checkpoints (GPT-2 and the Llama family) from the command line: the --model options `mha
+// compute`, `mha export` and `mha bench` share, `mha compute --model` (a layer's attention trace, or every
+// layer's, with the tokens and the next-token top-5) and `mha model-info` (architecture, sizes, tokenizer,
+// head roles).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,7 +15,7 @@
 #include "errors.hpp"
 #include "io/file_io.hpp"
 #include "io/tokenizer_files.hpp"
-#include "model/gpt2.hpp"
+#include "model/language_model.hpp"
 #include "model/roles.hpp"
 #include "problem.hpp"
 #include "progress.hpp"
@@ -42,7 +43,7 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-nlohmann::json top_k_json(const ModelInput& in, const GPT2Run& run) {
+nlohmann::json top_k_json(const ModelInput& in, const ModelRun& run) {
   nlohmann::json top = nlohmann::json::array();
   for (const TokenProb& t : run.top_k)
     top.push_back({{"id", t.id},
@@ -64,7 +65,7 @@ struct ComputeModelArgs {
 };
 
 // --ablate's heads for this model (every other head of each layer named, with --ablate-all-but).
-std::vector<HeadRef> knockout_heads(const KnockoutArgs& k, const GPT2Config& c) {
+std::vector<HeadRef> knockout_heads(const KnockoutArgs& k, const ModelSizes& c) {
   if (k.heads.empty()) {
     if (k.all_but)
       throw ConfigError("--ablate-all-but", "--ablate-all-but needs --ablate with the heads to keep");
@@ -93,7 +94,7 @@ std::vector<HeadRef> knockout_heads(const KnockoutArgs& k, const GPT2Config& c) 
 // The top-k before and after a knock-out side by side, then the heads after the first knocked-out
 // layer whose pattern moved.
 void print_knockout(const ModelInput& in, const std::vector<HeadRef>& heads, Ablation mode,
-                    const GPT2Run& before, const GPT2Run& after) {
+                    const ModelRun& before, const ModelRun& after) {
   std::printf("\nKNOCK-OUT, a what-if, not torch: head%s %s %s; the layers after follow\n",
               heads.size() > 1 ? "s" : "", format_heads(heads).c_str(),
               mode == Ablation::zero
@@ -115,7 +116,7 @@ void print_knockout(const ModelInput& in, const std::vector<HeadRef>& heads, Abl
     }
     std::printf("  %-28s  ->  %s\n", left.c_str(), right.c_str());
   }
-  const std::int64_t first = first_knockout_layer(in.loaded.model.config, heads);
+  const std::int64_t first = first_knockout_layer(in.loaded.model->sizes(), heads);
   std::string changed;
   std::int64_t later = 0;
   for (const PatternChange& p : pattern_changes(before, after)) {
@@ -138,41 +139,45 @@ int run_compute(const ComputeModelArgs& a) {
   platform::ProgressLine progress("mha compute", a.quiet);
   const ModelInput in = load_model_input(
       a.model, "all", [&](double f) { progress.fraction(f, "loading " + a.model.model_dir); });
-  const GPT2Model& m = in.loaded.model;
-  GPT2Options o;
-  const double divisor = a.what_if ? what_if_divisor(*a.what_if, m.config.head_dim()) : 0;
+  const LanguageModel& m = *in.loaded.model;
+  const ModelSizes c = m.sizes();
+  ModelOptions o;
+  const double divisor = a.what_if ? what_if_divisor(*a.what_if, c.head_dim) : 0;
   if (divisor > 0) {
     if (in.layers.size() != 1)
       throw ConfigError("--layer",
                         "--temperature and --no-scale apply at one layer of the model (the layers after it "
                         "follow): give --layer 0 to " +
-                            std::to_string(m.config.n_layer - 1));
-    o.score_divisors.assign(std::size_t(m.config.n_layer), 0.0);
+                            std::to_string(c.n_layer - 1));
+    o.score_divisors.assign(std::size_t(c.n_layer), 0.0);
     o.score_divisors[std::size_t(in.layers[0])] = divisor;
   }
-  const std::vector<HeadRef> knockouts = knockout_heads(a.knockout, m.config);
+  const std::vector<HeadRef> knockouts = knockout_heads(a.knockout, c);
   if (a.knockout.mode != "zero" && a.knockout.mode != "mean")
     throw ConfigError("--ablate-mode", "--ablate-mode is zero or mean, got " + a.knockout.mode);
   progress.waiting("forward");
-  GPT2Run run = gpt2_forward(m, in.ids, o);
-  std::optional<GPT2Run> before;
+  const std::unique_ptr<ModelRun> run_ptr = m.forward(in.ids, o);
+  ModelRun& run = *run_ptr;
+  std::unique_ptr<ModelRun> before;
   if (!knockouts.empty()) {
     // The same forward with the knock-outs, recomputed from the first layer they touch.
-    before = run;
+    before = run.clone();
     o.knockouts = knockouts;
     o.ablation = a.knockout.mode == "mean" ? Ablation::mean : Ablation::zero;
-    gpt2_forward_from(m, run, first_knockout_layer(m.config, knockouts), o);
+    m.forward_from(run, first_knockout_layer(c, knockouts), o);
   }
   progress.clear();
-  std::printf("GPT-2 forward (%s: %lld layers, %lld heads, n_embd %lld), %zu tokens:\n ",
-              in.loaded.folder.c_str(), (long long)m.config.n_layer, (long long)m.config.n_head,
-              (long long)m.config.n_embd, in.ids.size());
+  std::printf(
+      "%s forward (%s: %lld layers, %lld heads%s, n_embd %lld), %zu tokens:\n ", c.family.c_str(),
+      in.loaded.folder.c_str(), (long long)c.n_layer, (long long)c.n_head,
+      c.n_kv_head < c.n_head ? (" sharing " + std::to_string(c.n_kv_head) + " K/V heads").c_str() : "",
+      (long long)c.n_embd, in.ids.size());
   for (const std::string& t : in.tokens) std::printf(" %s", t.c_str());
   if (divisor > 0)
     std::printf(
         "\nWHAT-IF, not torch: layer %lld's q divided by %g instead of sqrt(d_k) = %g; the layers "
         "after it follow",
-        (long long)in.layers[0], divisor, std::sqrt(double(m.config.head_dim())));
+        (long long)in.layers[0], divisor, std::sqrt(double(c.head_dim)));
   if (before) {
     print_knockout(in, knockouts, o.ablation, *before, run);
   } else {
@@ -192,7 +197,8 @@ int run_compute(const ComputeModelArgs& a) {
       nlohmann::json meta = write_forward_outputs(dir, run.attn[std::size_t(l)]);
       meta["model"] = in.loaded.folder;
       meta["layer"] = l;
-      meta["n_layer"] = m.config.n_layer;
+      meta["n_layer"] = c.n_layer;
+      meta["family"] = c.model_type;
       meta["tokens"] = in.tokens;
       meta["input_ids"] = in.ids;
       meta["next_token_top_k"] = top_k_json(in, run);
@@ -234,28 +240,40 @@ int run_model_info(const ModelInfoArgs& a) {
   const std::string& folder = a.folder;
   const bool roles = a.roles;
   const auto t0 = std::chrono::steady_clock::now();
-  const LoadedModel loaded = load_gpt2(folder);
+  const LoadedModel loaded = load_model(folder);
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const GPT2Config& c = loaded.model.config;
+  const LanguageModel& m = *loaded.model;
+  const ModelSizes c = m.sizes();
   std::printf("%s\n", folder.c_str());
-  std::printf(
-      "  architecture   GPT-2 (GPT2LMHeadModel): pre-LayerNorm blocks, causal self-attention, gelu_new "
-      "MLP\n");
-  std::printf("  layers         %lld\n  heads          %lld (head_dim %lld)\n  n_embd         %lld\n",
-              (long long)c.n_layer, (long long)c.n_head, (long long)c.head_dim(), (long long)c.n_embd);
-  std::printf("  n_inner        %lld\n  n_positions    %lld\n  vocab_size     %lld\n", (long long)c.inner(),
-              (long long)c.n_positions, (long long)c.vocab_size);
+  std::printf("  family         %s (model_type %s)\n", c.family.c_str(), c.model_type.c_str());
+  std::printf("  architecture   %s\n", c.architecture.c_str());
+  std::printf("  layers         %lld\n", (long long)c.n_layer);
+  if (c.n_kv_head < c.n_head)
+    std::printf(
+        "  heads          %lld query heads in %lld groups: each K/V head is read by %lld query heads "
+        "(grouped-query attention; head_dim %lld)\n",
+        (long long)c.n_head, (long long)c.n_kv_head, (long long)c.kv_group(), (long long)c.head_dim);
+  else
+    std::printf("  heads          %lld (head_dim %lld)\n", (long long)c.n_head, (long long)c.head_dim);
+  std::printf("  n_embd         %lld\n  MLP width      %lld\n  max positions  %lld\n  vocab_size     %lld\n",
+              (long long)c.n_embd, (long long)c.n_inner, (long long)c.max_positions, (long long)c.vocab_size);
+  if (c.rotary)
+    std::printf("  positions      rotary (RoPE), rope_theta %g%s%s\n", c.rope_theta,
+                c.rope_scaling.empty() ? "" : ", rope_scaling ", c.rope_scaling.c_str());
+  else
+    std::printf("  positions      learned absolute (wpe)\n");
+  if (c.sliding_window > 0) std::printf("  sliding window %lld keys\n", (long long)c.sliding_window);
   std::printf("  lm_head        %s\n",
-              loaded.model.weights.lm_head.empty() ? "tied to wte" : "untied (lm_head.weight)");
+              c.tied_head ? "tied to the token embedding" : "untied (lm_head.weight)");
   std::printf("  parameters     %lld\n  dtype          %s (computed in float32)\n",
-              (long long)loaded.model.parameter_count(), loaded.model.storage_dtype.c_str());
+              (long long)c.parameter_count, c.storage_dtype.c_str());
   for (const std::string& f : loaded.weight_files) std::printf("  weights        %s\n", f.c_str());
   std::optional<BpeTokenizer> tok;
   try {
     tok = load_tokenizer(folder);
-    std::printf("  tokenizer      byte-level BPE, %lld tokens\n", (long long)tok->vocab_size());
-  } catch (const FileError& e) {
+    std::printf("  tokenizer      %s\n", tok->describe().c_str());
+  } catch (const Error& e) {
     std::printf("  tokenizer      none (%s): use --token-ids\n", e.what());
   }
   std::printf("  load time      %.0f ms\n", load_ms);
@@ -265,20 +283,20 @@ int run_model_info(const ModelInfoArgs& a) {
     throw ConfigError(roles ? "--roles" : "--copy",
                       "--roles and --copy run text through the model's tokenizer; the folder has none");
   if (roles) {
-    const RoleTable table = head_roles(loaded.model, *tok);
+    const RoleTable table = head_roles(m, *tok);
     std::printf("\nroles on the probes:\n%s", format_role_table(table).c_str());
     if (!a.text.empty()) {
       const std::vector<std::int32_t> ids = tok->encode(a.text);
-      if (ids.empty() || std::int64_t(ids.size()) > c.n_positions)
+      if (ids.empty() || std::int64_t(ids.size()) > c.max_positions)
         throw ConfigError("--text", "the text has " + std::to_string(ids.size()) + " tokens; give 1 to " +
-                                        std::to_string(c.n_positions));
+                                        std::to_string(c.max_positions));
       std::printf("\nroles on this text (%zu tokens):\n%s", ids.size(),
-                  format_sentence_roles(sentence_roles(loaded.model, ids), c.n_head).c_str());
+                  format_sentence_roles(sentence_roles(m, ids), c.n_head).c_str());
     }
   }
   if (!a.copy_file.empty()) {
     const std::vector<std::string> sentences = read_sentences(a.copy_file);
-    const CopyScore cs = copy_accuracy(loaded.model, *tok, sentences);
+    const CopyScore cs = copy_accuracy(m, *tok, sentences);
     std::printf("\ncopy accuracy on %zu sentences, each fed as s + \" \" + s: top-1 %.3f of %lld positions in the "
                 "second copies, mean probability of the next token %.3f\n",
                 sentences.size(), cs.top1, (long long)cs.positions, cs.mean_probability);
@@ -293,8 +311,8 @@ int run_model_info(const ModelInfoArgs& a) {
 
 void add_model_options(CLI::App* cmd, ModelArgs& m, const char* layer_help) {
   cmd->add_option("--model", m.model_dir,
-                  "A Hugging Face GPT-2 folder (config.json, model.safetensors or shards, vocab.json + "
-                  "merges.txt or tokenizer.json)");
+                  "A Hugging Face model folder: GPT-2, Llama, Mistral or Qwen2 (config.json, "
+                  "model.safetensors or shards, tokenizer.json or vocab.json + merges.txt)");
   cmd->add_option("--text", m.text, "With --model: the text, tokenized by the model's tokenizer");
   cmd->add_option("--token-ids", m.token_ids, "With --model: token ids instead of text, e.g. 464,3797,3332");
   cmd->add_option("--layer", m.layer, layer_help);
@@ -304,19 +322,18 @@ ModelInput load_model_input(const ModelArgs& a, const char* default_layer, const
   if (a.text.empty() == a.token_ids.empty())
     throw ConfigError("--text", "with --model give exactly one of --text \"...\" and --token-ids 1,2,3");
   ModelInput in;
-  in.loaded = load_gpt2(a.model_dir, progress);
-  const GPT2Config& c = in.loaded.model.config;
+  in.loaded = load_model(a.model_dir, progress);
+  const ModelSizes c = in.loaded.model->sizes();
   try {
     in.tokenizer = load_tokenizer(a.model_dir);
-  } catch (const FileError& e) {
+  } catch (const Error& e) {
     if (!a.text.empty()) throw ConfigError("--text", std::string(e.what()) + "; give --token-ids instead");
   }
   in.ids = a.text.empty() ? parse_ids(a.token_ids) : in.tokenizer->encode(a.text);
   if (in.ids.empty()) throw ConfigError("--text", "the text has no tokens");
-  if (std::int64_t(in.ids.size()) > c.n_positions)
-    throw ConfigError("--text",
-                      "the text has " + std::to_string(in.ids.size()) +
-                          " tokens; this model takes at most n_positions = " + std::to_string(c.n_positions));
+  if (std::int64_t(in.ids.size()) > c.max_positions)
+    throw ConfigError("--text", "the text has " + std::to_string(in.ids.size()) +
+                                    " tokens; this model takes at most " + std::to_string(c.max_positions));
   for (std::size_t i = 0; i < in.ids.size(); ++i) {
     if (in.ids[i] >= c.vocab_size)
       throw ConfigError("--token-ids", "token id " + std::to_string(in.ids[i]) +
@@ -346,7 +363,9 @@ ModelInput load_model_input(const ModelArgs& a, const char* default_layer, const
 std::function<int()> add_model_info(CLI::App& app) {
   auto a = std::make_shared<ModelInfoArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "model-info", "A GPT-2 folder's architecture, sizes, parameter count, tokenizer and dtype");
+      "model-info",
+      "A model folder's family, architecture, sizes, grouped-query heads, positions (RoPE), parameter count, "
+      "tokenizer and dtype");
   cmd->add_option("folder", a->folder, "The model folder")->required();
   cmd->add_flag(
       "--roles", a->roles,

@@ -664,22 +664,6 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
     ImGui::TextUnformatted(ks.label);
   }
 
-  // Grouped-query attention: k and v are computed once per key/value head; say which query heads
-  // read each, in the group colours the Heads and Overview titles use.
-  const Dims& dd = f.dims;
-  if (dd.G > 0 && dd.G < dd.H) {
-    const std::int64_t per = dd.H / dd.G;
-    ImGui::TextDisabled("GQA: k, v hold %lld heads, read by %lld query heads each:", (long long)dd.G,
-                        (long long)per);
-    for (std::int64_t g = 0; g < dd.G; ++g) {
-      const std::string entry = "kv " + std::to_string(g) + " <- q " + std::to_string(g * per) + "-" +
-                                std::to_string(g * per + per - 1);
-      ImGui::SameLine();
-      if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(entry.c_str()).x) ImGui::NewLine();
-      ImGui::TextColored(panel::kv_group_colour(g, dd.G), "%s", entry.c_str());
-    }
-  }
-
   // The graph takes what it needs up to 55% of the height, zoomed out until it fits there (a large
   // font, a small window); the chosen tensor gets the rest.
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -700,6 +684,23 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
              zoom, selected_stage, info);
   if (selected_stage != state.view().pipeline_stage) state.apply(show_pipeline_stage(selected_stage));
   ImGui::Separator();
+  // Grouped-query attention, below the graph so that it takes none of the graph's room: k and v
+  // are computed once per key/value head; which query heads read each, in the group colours the
+  // Heads and Overview titles use.
+  const Dims& dd = f.dims;
+  if (dd.G > 0 && dd.G < dd.H) {
+    const std::int64_t per = dd.H / dd.G;
+    ImGui::TextDisabled("GQA: k, v hold %lld heads, read by %lld query heads each:", (long long)dd.G,
+                        (long long)per);
+    for (std::int64_t g = 0; g < dd.G; ++g) {
+      const std::string entry = "kv " + std::to_string(g) + " <- q " + std::to_string(g * per) + "-" +
+                                std::to_string(g * per + per - 1);
+      ImGui::SameLine();
+      if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(entry.c_str()).x) ImGui::NewLine();
+      ImGui::TextColored(panel::kv_group_colour(g, dd.G), "%s", entry.c_str());
+    }
+  }
+
   draw_detail(state, tex, boxes, state.view().pipeline_stage, range, info);
 }
 

@@ -200,6 +200,7 @@ ModelSizes GPT2Model::sizes() const {
       "absolute positions";
   s.vocab_size = config.vocab_size;
   s.max_positions = config.n_positions;
+  s.max_positions_field = "n_positions";
   s.n_embd = config.n_embd;
   s.n_inner = config.inner();
   s.n_layer = config.n_layer;

@@ -49,6 +49,7 @@ struct ModelSizes {
   std::string architecture;  // one line: what a block computes
   std::int64_t vocab_size = 0;
   std::int64_t max_positions = 0;  // n_positions / max_position_embeddings
+  std::string max_positions_field;  // which of the two config.json calls it
   std::int64_t n_embd = 0;         // C: n_embd / hidden_size
   std::int64_t n_inner = 0;        // MLP width: n_inner (4·C) / intermediate_size
   std::int64_t n_layer = 0;        // n_layer / num_hidden_layers

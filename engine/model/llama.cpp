@@ -289,6 +289,7 @@ ModelSizes LlamaModel::sizes() const {
                    ", SwiGLU MLP";
   s.vocab_size = c.vocab_size;
   s.max_positions = c.max_position_embeddings;
+  s.max_positions_field = "max_position_embeddings";
   s.n_embd = c.hidden_size;
   s.n_inner = c.intermediate_size;
   s.n_layer = c.num_hidden_layers;

@@ -246,7 +246,7 @@ CopyScore copy_accuracy(const LanguageModel& m, const BpeTokenizer& tokenizer,
     std::vector<std::int32_t> ids = tokenizer.encode(s + " " + s);
     if (std::int64_t(ids.size()) > c.max_positions)
       throw ConfigError("sentences", "\"" + s + "\" repeated is " + std::to_string(ids.size()) +
-                                         " tokens; the model takes at most max_positions = " +
+                                         " tokens; the model takes at most " + c.max_positions_field + " = " +
                                          std::to_string(c.max_positions));
     m.forward(ids, o, *run);
     std::int64_t sentence_hits = 0, n = 0;

@@ -411,7 +411,7 @@ nlohmann::json bench_model(const BenchArgs& a) {
   const LanguageModel& m = *loaded.model;
   const ModelSizes c = m.sizes();
   if (a.tokens < 1 || a.tokens > c.max_positions)
-    throw ConfigError("--tokens", "--tokens " + std::to_string(a.tokens) + ": this model takes 1 to " +
+    throw ConfigError("--tokens", "--tokens " + std::to_string(a.tokens) + ": this model takes 1 to " + c.max_positions_field + " = " +
                                       std::to_string(c.max_positions));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(a.tokens));
   for (std::size_t i = 0; i < ids.size(); ++i)

@@ -333,7 +333,8 @@ ModelInput load_model_input(const ModelArgs& a, const char* default_layer, const
   if (in.ids.empty()) throw ConfigError("--text", "the text has no tokens");
   if (std::int64_t(in.ids.size()) > c.max_positions)
     throw ConfigError("--text", "the text has " + std::to_string(in.ids.size()) +
-                                    " tokens; this model takes at most " + std::to_string(c.max_positions));
+                                    " tokens; this model takes at most " + c.max_positions_field + " = " +
+                                    std::to_string(c.max_positions));
   for (std::size_t i = 0; i < in.ids.size(); ++i) {
     if (in.ids[i] >= c.vocab_size)
       throw ConfigError("--token-ids", "token id " + std::to_string(in.ids[i]) +

@@ -271,3 +271,30 @@ TEST_CASE("Token lines use the panel's width", "[ui][layout]") {
     CHECK(info.right_x - info.left_x >= 0.8f * width);
   }
 }
+
+TEST_CASE("the shipped Llama-style model: RoPE's two maps fit side by side at 1280x720 2x and 1920x1080",
+          "[ui][layout][llama]") {
+  {
+    const Screen screen = GENERATE(kProjector, kFullHd);
+    Session s(screen);
+    s.open("model_gqa_rope", ViewTab::heads, screen);
+    REQUIRE(s.state.result.model);
+    const ModelResult& m = *s.state.result.model;
+    CHECK(m.sizes.n_kv_head < m.sizes.n_head);  // grouped-query attention
+    REQUIRE(m.scores_without_rope);
+    const HeadsInfo& info = heads_info(s.ui.env.panels);
+    REQUIRE(info.maps.size() == 2);  // without RoPE, with RoPE
+    for (const HeatmapEvent& ev : info.maps) {
+      const ImVec4 g(ev.grid_min.x, ev.grid_min.y, ev.grid_max.x, ev.grid_max.y);
+      INFO("map " << str(g) << " in " << str(info.view));
+      CHECK(inside(g, info.view));
+      CHECK(ev.cell >= 3.0f);
+    }
+    CHECK(info.maps[0].grid_max.x <= info.maps[1].grid_min.x);  // side by side
+    // The stage is a view choice like any other: back to the weights, every head's map again.
+    s.state.apply(set_control("stage", "attn_weights"));
+    s.ui.settle(s.state);
+    s.ui.frame(s.state);
+    CHECK(heads_info(s.ui.env.panels).maps.size() == std::size_t(m.sizes.n_head + 1));
+  }
+}

@@ -558,7 +558,7 @@ void offset_plot(const std::vector<double>& without, const std::vector<double>& 
   const ImVec2 o = ImGui::GetCursorScreenPos();
   const float font = ImGui::GetFontSize(), pad = font * 0.4f;
   const float left = o.x + font * 3.5f, right = o.x + size.x - pad, top = o.y + pad,
-              bottom = o.y + size.y - font * 1.4f;
+              bottom = o.y + size.y - font * 3.8f;
   const std::size_t n = std::min(without.size(), with.size());
   double lo = 0, hi = 0;
   for (std::size_t i = 0; i < n; ++i)
@@ -583,15 +583,16 @@ void offset_plot(const std::vector<double>& without, const std::vector<double>& 
                 2.0f);
     dl->AddLine(ImVec2(x_of(i - 1), y_of(with[i - 1])), ImVec2(x_of(i), y_of(with[i])), c_with, 2.0f);
   }
-  const float lx = left + font;
-  dl->AddText(ImVec2(lx, top), c_without, "without RoPE");
-  dl->AddText(ImVec2(lx + ImGui::CalcTextSize("without RoPE").x + font, top), c_with, "with RoPE");
+  // The legend under the axis, one entry a line: the plot may be narrower than both side by side.
+  dl->AddText(ImVec2(left, bottom + font * 1.3f), c_without, "without RoPE");
+  dl->AddText(ImVec2(left, bottom + font * 2.5f), c_with, "with RoPE");
   ImGui::Dummy(size);
 }
 
 // One head's scores without and with the rotation, side by side on one colour range, and their
-// mean by distance: where a student sees relative position appear.
-void draw_rope(AppState& state, Textures& tex) {
+// mean by distance: where a student sees relative position appear. Returns the two maps' events
+// (without, with).
+std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
   const studio::ModelResult& m = *state.result.model;
   const ForwardResult<float>& f = *state.result.forward;
   const Tensor<float>& without = *m.scores_without_rope;  // (H, T, T)
@@ -602,7 +603,7 @@ void draw_rope(AppState& state, Textures& tex) {
   const Stage<float>* masked = find_stage(f, "scores_masked");
   if (!with_stage || !masked) {
     ImGui::TextWrapped("This result does not hold the scores: pick another stage.");
-    return;
+    return {};
   }
   const float font = ImGui::GetFontSize();
   ImGui::SetNextItemWidth(font * 8);
@@ -612,9 +613,9 @@ void draw_rope(AppState& state, Textures& tex) {
   ImGui::TextDisabled("reads K/V head %d of %lld", h / std::max(1, H / int(f.dims.G)), (long long)f.dims.G);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped(
-      "RoPE turns q at position i and k at position j by angles i*theta and j*theta, so q_i . k_j depends on "
-      "i - j. Left: the same head's q . k / sqrt(d_k) from the projections before the rotation, which "
-      "know nothing of position. Right: after it, what the model uses (scores_scaled).");
+      "RoPE turns q_i and k_j by angles i*theta and j*theta, so q_i . k_j depends on i - j. Left: q . k / "
+      "sqrt(d_k) before the rotation (no position at all); middle: after it, the model's; right: their mean by "
+      "distance.");
   ImGui::PopStyleColor();
 
   const Plane pw = head_plane(*with_stage, 0, h), pm = head_plane(*masked, 0, h);
@@ -625,15 +626,17 @@ void draw_rope(AppState& state, Textures& tex) {
       if (!neg_inf(pm.at(i, j))) vr.add(pw.at(i, j)), vr.add(pn[i * C + j]);
   const Colormap cmap = render::stage_colormap("scores", state.window().colormap);
   const render::ColourRange range = render::auto_colour_range(vr, cmap, false);
+  // Three columns: the two maps and the distance plot, the maps as tall as the view leaves.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float plot_h = std::max(font * 6, avail.y * 0.25f);
-  const float map_w = (avail.x - ImGui::GetStyle().ItemSpacing.x) / 2;
-  const float map_h = std::max(font * 6, avail.y - plot_h - ImGui::GetTextLineHeightWithSpacing() * 2);
+  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  const float col_w = (avail.x - 2 * spacing) / 3;
+  const float col_h = std::max(font * 6, avail.y - ImGui::GetTextLineHeightWithSpacing() - spacing);
   std::vector<float> with_copy(static_cast<std::size_t>(R) * std::size_t(C));
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < C; ++j) with_copy[std::size_t(i * C + j)] = pw.at(i, j);
   const float* planes[2] = {pn, with_copy.data()};
   const char* titles[2] = {"without RoPE", "with RoPE (the model's)"};
+  std::vector<HeatmapEvent> events;
   for (int side = 0; side < 2; ++side) {
     if (side) ImGui::SameLine();
     ImGui::BeginGroup();
@@ -650,17 +653,23 @@ void draw_rope(AppState& state, Textures& tex) {
     hm.row_labels = &state.result.query_tokens;
     hm.col_labels = &state.result.key_tokens;
     hm.show_values = view.show_values;
-    hm.size = ImVec2(map_w, map_h);
+    hm.size = ImVec2(col_w, col_h);
     hm.version = mix({state.result.generation, std::uint64_t(h), std::uint64_t(side), std::uint64_t(cmap)});
     hm.blocked = [pm](int i, int j) { return neg_inf(pm.at(i, j)); };
     hm.hover_row = view.hover_query;
     hm.hover_col = view.hover_key;
     const HeatmapEvent ev = draw_heatmap(tex, hm);
     report_hover(ev);
+    events.push_back(ev);
     ImGui::EndGroup();
   }
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  ImGui::TextUnformatted("mean score by distance");
   offset_plot(mean_score_by_offset(pn, R, C), mean_score_by_offset(with_copy.data(), R, C),
-              ImVec2(avail.x, plot_h));
+              ImVec2(col_w, std::min(col_h, col_w)));
+  ImGui::EndGroup();
+  return events;
 }
 
 // With a model: a right-click on a head's title knocks it out or back in (a what-if, one undo step),
@@ -877,7 +886,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
     ImGui::EndCombo();
   }
   if (rope) {
-    draw_rope(state, tex);
+    info.maps = draw_rope(state, tex);
     return;
   }
   const int N = int(d.N), H = int(d.H);

@@ -81,11 +81,14 @@ inline int stage_index(const std::string& name) {
 }
 
 // Grouped-query attention: the colour of key/value head g of G, which every query head reading it
-// shares in the Heads, Overview and Pipeline titles. Hues spread round the wheel, light enough to
-// read as text on the dark theme.
+// shares in the Heads, Overview and Pipeline titles. Hues spread round the wheel; light on the dark
+// theme and dark on the presenter's light one, so that they read as text on either.
 inline ImVec4 kv_group_colour(std::int64_t g, std::int64_t G) {
+  const ImVec4 bg = ImGui::GetStyleColorVec4(ImGuiCol_WindowBg);
+  const bool light = bg.x + bg.y + bg.z > 1.5f;
   float r, gr, b;
-  ImGui::ColorConvertHSVtoRGB(float(g) / float(std::max<std::int64_t>(G, 1)) + 0.08f, 0.55f, 1.0f, r, gr, b);
+  ImGui::ColorConvertHSVtoRGB(float(g) / float(std::max<std::int64_t>(G, 1)) + 0.08f, light ? 0.9f : 0.55f,
+                              light ? 0.62f : 1.0f, r, gr, b);
   return ImVec4(r, gr, b, 1.0f);
 }
 

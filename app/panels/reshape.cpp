@@ -747,12 +747,13 @@ void draw_gqa_split(const Dims& d) {
       (long long)H, (long long)G, (long long)per, (long long)per);
   const float label_w = ImGui::CalcTextSize("k, v ").x;
   const float w = std::max(font * 8, ImGui::GetContentRegionAvail().x - label_w);
-  const float cw = w / float(H * dk), bar_h = font * 0.9f, gap = font * 1.6f;
+  const float cw = w / float(H * dk), bar_h = font * 0.6f, gap = font * 0.9f;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
-  dl->AddText(ImVec2(o.x, o.y), text, "q");
-  dl->AddText(ImVec2(o.x, o.y + bar_h + gap), text, "k, v");
+  const float shift = (ImGui::GetTextLineHeight() - bar_h) / 2;  // labels centred on their bars
+  dl->AddText(ImVec2(o.x, o.y - shift), text, "q");
+  dl->AddText(ImVec2(o.x, o.y + bar_h + gap - shift), text, "k, v");
   const float x0 = o.x + label_w;
   for (std::int64_t h = 0; h < H; ++h) {
     const ImU32 c = ImGui::GetColorU32(panel::kv_group_colour(h / per, G));
@@ -765,8 +766,6 @@ void draw_gqa_split(const Dims& d) {
     const float a = x0 + float(g * dk) * kw, b = x0 + float((g + 1) * dk) * kw;
     const float y = o.y + bar_h + gap;
     dl->AddRectFilled(ImVec2(a, y), ImVec2(b - 1, y + bar_h), c);
-    const std::string name = "kv " + std::to_string(g);
-    dl->AddText(ImVec2(a + 2, y), IM_COL32(20, 20, 20, 255), name.c_str());
     for (std::int64_t h = g * per; h < (g + 1) * per; ++h) {
       const float qx = x0 + (float(h * dk) + float(dk) / 2) * cw;
       dl->AddLine(ImVec2((a + b) / 2, y), ImVec2(qx, o.y + bar_h), c, 1.5f);
@@ -882,7 +881,7 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("%s", step_reason(f, target).c_str());
   ImGui::PopTextWrapPos();
-  if (d.G > 0 && d.G < d.H) {
+  if (d.G > 0 && d.G < d.H && (view.reshape_step == 1 || view.reshape_step == 2)) {  // the split
     ImGui::PushTextWrapPos(0);
     draw_gqa_split(d);
     ImGui::PopTextWrapPos();

@@ -231,29 +231,21 @@ std::unique_ptr<ModelRun> GPT2Model::new_run() const {
   return std::make_unique<GPT2Run>();
 }
 
-namespace {
-GPT2Run& gpt2_run(ModelRun& run) {
-  auto* r = dynamic_cast<GPT2Run*>(&run);
-  if (!r) throw ConfigError("run", "a GPT-2 forward needs a run from the same model's new_run()");
-  return *r;
-}
-}  // namespace
-
 void GPT2Model::forward(const std::vector<std::int32_t>& input_ids, const ModelOptions& o,
                         ModelRun& run) const {
-  gpt2_forward(*this, input_ids, o, gpt2_run(run));
+  gpt2_forward(*this, input_ids, o, detail::family_run<GPT2Run>(run, "GPT-2"));
 }
 
 void GPT2Model::forward_from(ModelRun& run, std::int64_t layer, const ModelOptions& o) const {
-  gpt2_forward_from(*this, gpt2_run(run), layer, o);
+  gpt2_forward_from(*this, detail::family_run<GPT2Run>(run, "GPT-2"), layer, o);
 }
 
 void GPT2Model::logits_at(const ModelRun& run, std::int64_t position, std::vector<double>& logits) const {
-  const auto* r = dynamic_cast<const GPT2Run*>(&run);
-  if (!r || position < 0 || position >= r->ln_f.size(0))
-    throw ConfigError("position", "logits_at needs a finished GPT-2 run and a position inside it");
+  const GPT2Run& r = detail::family_run<const GPT2Run>(run, "GPT-2");
+  if (position < 0 || position >= r.ln_f.size(0))
+    throw ConfigError("position", "logits_at: position " + std::to_string(position) + " is outside the run");
   const Tensor<float>& head = weights.lm_head.empty() ? weights.wte : weights.lm_head;  // (V, C)
-  detail::head_logits_double(head, r->ln_f.ptr() + position * config.n_embd, logits);
+  detail::head_logits_double(head, r.ln_f.ptr() + position * config.n_embd, logits);
 }
 
 double GPT2Model::forward_flops(std::int64_t T) const {

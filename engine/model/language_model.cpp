@@ -180,6 +180,11 @@ void head_logits_double(const Tensor<float>& head, const float* x, std::vector<d
   }
 }
 
+void throw_wrong_run(const char* family) {
+  throw ConfigError("run", std::string("a ") + family +
+                               " model's forward, re-run or logits need a run from its own new_run()");
+}
+
 void top_k_from_logits(const ModelOptions& o, ModelRun& run) {
   const std::int64_t V = run.logits.numel();
   const float max_logit = *std::max_element(run.logits.data.begin(), run.logits.data.end());

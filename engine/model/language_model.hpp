@@ -48,15 +48,15 @@ struct ModelSizes {
   std::string model_type;    // config.json's: "gpt2", "llama", "mistral", "qwen2"
   std::string architecture;  // one line: what a block computes
   std::int64_t vocab_size = 0;
-  std::int64_t max_positions = 0;  // n_positions / max_position_embeddings
+  std::int64_t max_positions = 0;   // n_positions / max_position_embeddings
   std::string max_positions_field;  // which of the two config.json calls it
-  std::int64_t n_embd = 0;         // C: n_embd / hidden_size
-  std::int64_t n_inner = 0;        // MLP width: n_inner (4·C) / intermediate_size
-  std::int64_t n_layer = 0;        // n_layer / num_hidden_layers
-  std::int64_t n_head = 0;         // H: n_head / num_attention_heads
-  std::int64_t n_kv_head = 0;      // G: num_key_value_heads; H without grouped-query attention
-  std::int64_t head_dim = 0;       // d_k
-  bool rotary = false;             // RoPE on q and k (else learned absolute positions, wpe)
+  std::int64_t n_embd = 0;          // C: n_embd / hidden_size
+  std::int64_t n_inner = 0;         // MLP width: n_inner (4·C) / intermediate_size
+  std::int64_t n_layer = 0;         // n_layer / num_hidden_layers
+  std::int64_t n_head = 0;          // H: n_head / num_attention_heads
+  std::int64_t n_kv_head = 0;       // G: num_key_value_heads; H without grouped-query attention
+  std::int64_t head_dim = 0;        // d_k
+  bool rotary = false;              // RoPE on q and k (else learned absolute positions, wpe)
   double rope_theta = 0;
   std::string rope_scaling;               // "" or "linear ×8", "llama3 ×32"
   std::int64_t sliding_window = 0;        // mistral: each query sees this many keys back; 0: all
@@ -187,6 +187,15 @@ void knock_out_heads(const Config& attn, const Weights<float>& w, std::int64_t l
                      ForwardResult<float>& r);
 // logits (V,) = head (V, C) · x (C,), in double: the plain loop logits_at runs.
 void head_logits_double(const Tensor<float>& head, const float* x, std::vector<double>& logits);
+// `run` as the family's own run type (Run: GPT2Run, LlamaRun), or ConfigError("run") naming the
+// family when it came from another model's new_run().
+[[noreturn]] void throw_wrong_run(const char* family);
+template <class Run, class Base>
+Run& family_run(Base& run, const char* family) {
+  auto* r = dynamic_cast<Run*>(&run);
+  if (!r) throw_wrong_run(family);
+  return *r;
+}
 // run.top_k from run.logits: the o.top_k most probable ids by softmax, best first (ties: lower id).
 void top_k_from_logits(const ModelOptions& o, ModelRun& run);
 }  // namespace detail

@@ -329,29 +329,21 @@ std::unique_ptr<ModelRun> LlamaModel::new_run() const {
   return std::make_unique<LlamaRun>();
 }
 
-namespace {
-LlamaRun& llama_run(ModelRun& run) {
-  auto* r = dynamic_cast<LlamaRun*>(&run);
-  if (!r) throw ConfigError("run", "a Llama forward needs a run from the same model's new_run()");
-  return *r;
-}
-}  // namespace
-
 void LlamaModel::forward(const std::vector<std::int32_t>& input_ids, const ModelOptions& o,
                          ModelRun& run) const {
-  llama_forward(*this, input_ids, o, llama_run(run));
+  llama_forward(*this, input_ids, o, detail::family_run<LlamaRun>(run, "Llama"));
 }
 
 void LlamaModel::forward_from(ModelRun& run, std::int64_t layer, const ModelOptions& o) const {
-  llama_forward_from(*this, llama_run(run), layer, o);
+  llama_forward_from(*this, detail::family_run<LlamaRun>(run, "Llama"), layer, o);
 }
 
 void LlamaModel::logits_at(const ModelRun& run, std::int64_t position, std::vector<double>& logits) const {
-  const auto* r = dynamic_cast<const LlamaRun*>(&run);
-  if (!r || position < 0 || position >= r->norm.size(0))
-    throw ConfigError("position", "logits_at needs a finished Llama run and a position inside it");
+  const LlamaRun& r = detail::family_run<const LlamaRun>(run, "Llama");
+  if (position < 0 || position >= r.norm.size(0))
+    throw ConfigError("position", "logits_at: position " + std::to_string(position) + " is outside the run");
   const Tensor<float>& head = weights.lm_head.empty() ? weights.embed_tokens : weights.lm_head;  // (V, C)
-  detail::head_logits_double(head, r->norm.ptr() + position * config.hidden_size, logits);
+  detail::head_logits_double(head, r.norm.ptr() + position * config.hidden_size, logits);
 }
 
 double LlamaModel::forward_flops(std::int64_t T) const {

@@ -25,6 +25,17 @@ void conv1d_columns(const float* x, const float* W, const float* b, float* y, st
 // Rows [r0, r1) of y = A·x for a row-major A (·, cols).
 void gemv_rows(const float* A, const float* x, float* y, std::int64_t cols, std::int64_t r0, std::int64_t r1);
 
+// The same products reading a weight matrix as stored (kernels::kWeightF32, kWeightF16 or kWeightBF16
+// in forward_kernels.hpp): columns [c0, c1) of y (rows, out) = x (rows, in)·Wᵀ for W (out, in), and
+// rows [r0, r1) of y = A·x. Half types are widened `tile` rows at a time into scratch (tile·in or
+// tile·cols floats, the caller's thread's own). And n stored elements widened to float.
+void linear_typed_columns(const float* x, const void* W, int type, float* y, std::int64_t rows,
+                          std::int64_t in, std::int64_t out, std::int64_t c0, std::int64_t c1, float* scratch,
+                          std::int64_t tile);
+void gemv_typed_rows(const void* A, int type, const float* x, float* y, std::int64_t cols, std::int64_t r0,
+                     std::int64_t r1, float* scratch, std::int64_t tile);
+void widen_elements(const void* src, int type, std::int64_t n, float* dst);
+
 namespace detail {
 // For tests: forward() uses `name`'s kernels while this lives. Throws ConfigError for a name this
 // CPU cannot run. Not for use while another thread runs a forward.

@@ -114,6 +114,21 @@ void gemv_rows(const float* A, const float* x, float* y, std::int64_t cols, std:
   active().gemv(A, x, y, cols, r0, r1);
 }
 
+void linear_typed_columns(const float* x, const void* W, int type, float* y, std::int64_t rows,
+                          std::int64_t in, std::int64_t out, std::int64_t c0, std::int64_t c1, float* scratch,
+                          std::int64_t tile) {
+  active().linear(x, W, type, y, rows, in, out, c0, c1, scratch, tile);
+}
+
+void gemv_typed_rows(const void* A, int type, const float* x, float* y, std::int64_t cols, std::int64_t r0,
+                     std::int64_t r1, float* scratch, std::int64_t tile) {
+  active().gemv_typed(A, type, x, y, cols, r0, r1, scratch, tile);
+}
+
+void widen_elements(const void* src, int type, std::int64_t n, float* dst) {
+  active().widen(src, type, n, dst);
+}
+
 detail::ScopedCpuKernels::ScopedCpuKernels(const std::string& name) : previous_(g_override.load()) {
   const kernels_t* k = find(name);
   if (!k) throw ConfigError("MHA_CPU", "kernels \"" + name + "\" are not supported by this CPU or build");

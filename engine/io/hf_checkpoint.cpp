@@ -1,6 +1,7 @@
 // GPT-2 and Llama-family folders: config.json, then the weights found by name in one or several mapped
-// safetensors files, converted to float and laid out for the engine (c_attn and c_proj transposed into
-// torch's nn.MultiheadAttention parameters; the MLP kept as Conv1D [in, out]).
+// safetensors files. GPT-2's are converted to float and laid out for the engine (c_attn and c_proj
+// transposed into torch's nn.MultiheadAttention parameters; the MLP kept as Conv1D [in, out]); a Llama's
+// attention and norms are converted to float, its embedding, MLP and LM head read in place.
 #include "io/hf_checkpoint.hpp"
 
 #include <cmath>
@@ -10,9 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "cpu_dispatch.hpp"
 #include "errors.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
+#include "kernels/forward_kernels.hpp"
 
 namespace mha {
 
@@ -73,16 +76,21 @@ fs::path model_folder(const std::string& folder, const char* holds) {
   return dir;
 }
 
-// The float weights of one tensor, converted from the mapping, with the shape checked.
-Tensor<float> take(const TensorView& v, const std::string& name, const Shape& want, bool transpose) {
+// Throws naming the tensor when its dtype is not a weight type or its shape is not `stored`.
+void check_weight(const TensorView& v, const std::string& name, const Shape& stored, bool transpose) {
   if (v.dtype != DType::f32 && v.dtype != DType::f16 && v.dtype != DType::bf16 && v.dtype != DType::f64)
     throw FileError(name, name + ": dtype " + std::string(dtype_name(v.dtype)) +
                               " is not a weight type (F32, F16, BF16 or F64)");
-  const Shape stored = transpose ? Shape{want[1], want[0]} : want;
   if (v.shape != stored)
     throw ShapeError(name, name + ": shape " + shape_str(v.shape) +
                                " disagrees with config.json, which implies " + shape_str(stored) +
                                (transpose ? " (Conv1D weights are stored [in, out])" : ""));
+}
+
+// The float weights of one tensor, converted from the mapping, with the shape checked.
+Tensor<float> take(const TensorView& v, const std::string& name, const Shape& want, bool transpose) {
+  const Shape stored = transpose ? Shape{want[1], want[0]} : want;
+  check_weight(v, name, stored, transpose);
   Tensor<float> t(want);
   if (!transpose) {
     convert_elements(v.dtype, v.data, t.numel(), t.ptr());
@@ -101,8 +109,9 @@ Tensor<float> take(const TensorView& v, const std::string& name, const Shape& wa
 // The weight files of a folder, mapped: one model.safetensors, or the shards an index names; a
 // torch.save file is refused with the line that converts it.
 struct WeightFiles {
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::vector<std::shared_ptr<const SafetensorsFile>> files;
   std::map<std::string, const TensorView*> views;  // name -> view into one of files
+  std::map<const TensorView*, std::shared_ptr<const SafetensorsFile>> file_of;  // the file holding a view
   std::vector<std::string> paths;
 };
 
@@ -110,11 +119,13 @@ WeightFiles open_weight_files(const std::string& folder) {
   WeightFiles w;
   const fs::path dir(folder);
   auto add_file = [&](const fs::path& p) {
-    w.files.push_back(std::make_unique<SafetensorsFile>(p.string()));
+    w.files.push_back(std::make_shared<const SafetensorsFile>(p.string()));
     w.paths.push_back(p.string());
-    for (const auto& [name, view] : w.files.back()->tensors())
+    for (const auto& [name, view] : w.files.back()->tensors()) {
       if (!w.views.emplace(name, &view).second)
         fail(p.string(), "tensor '" + name + "' is also in another shard");
+      w.file_of[&view] = w.files.back();
+    }
   };
   if (fs::exists(dir / "model.safetensors")) {
     add_file(dir / "model.safetensors");
@@ -412,73 +423,82 @@ LoadedLlama load_llama(const std::string& folder, const LoadProgress& progress) 
     }
     return nullptr;
   };
-  auto load = [&](const std::string& name, const Shape& want) {
+  // The tensor `name`, checked against `want`; counts its bytes for the progress.
+  auto view = [&](const std::string& name, const Shape& want) -> const TensorView& {
     const TensorView* v = find(name);
     if (!v)
       throw FileError(name, folder + ": the weights have no tensor '" + name + "', which config.json's " +
                                 c.model_type + " model needs");
-    Tensor<float> t = take(*v, name, want, false);
+    check_weight(*v, name, want, false);
     done += std::int64_t(v->nbytes);
     if (progress && total > 0) progress(double(done) / double(total));
+    return *v;
+  };
+  // Widened into `out` (numel(want) floats): what the float parts of the model (norms, attention) hold.
+  auto load_into = [&](const std::string& name, const Shape& want, float* out) {
+    const TensorView& v = view(name, want);
+    if (v.dtype == DType::f64)
+      convert_elements(v.dtype, v.data, numel(want), out);
+    else
+      widen_elements(v.data,
+                     v.dtype == DType::f32   ? detail::kernels::kWeightF32
+                     : v.dtype == DType::f16 ? detail::kernels::kWeightF16
+                                             : detail::kernels::kWeightBF16,
+                     numel(want), out);
+  };
+  auto load = [&](const std::string& name, const Shape& want) {
+    Tensor<float> t(want);
+    load_into(name, want, t.ptr());
     return t;
   };
-  auto transposed = [](const Tensor<float>& t) {  // (rows, cols) -> (cols, rows)
-    const std::int64_t rows = t.size(0), cols = t.size(1);
-    Tensor<float> out({cols, rows});
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j)
-        out.data[std::size_t(j * rows + i)] = t.data[std::size_t(i * cols + j)];
-    return out;
-  };
-  auto rows_of = [](std::initializer_list<const Tensor<float>*> parts, Shape shape) {  // torch.cat(parts, 0)
-    Tensor<float> out(std::move(shape));
-    std::size_t at = 0;
-    for (const Tensor<float>* p : parts) {
-      std::copy(p->data.begin(), p->data.end(), out.data.begin() + std::ptrdiff_t(at));
-      at += p->data.size();
-    }
-    return out;
+  // The big matrices stay in the mapping as stored (F64, which the products do not read, is widened).
+  auto matrix = [&](const std::string& name, const Shape& want) {
+    const TensorView& v = view(name, want);
+    if (v.dtype == DType::f64) return WeightMatrix(take(v, name, want, false));
+    return WeightMatrix(v.dtype, v.shape, v.data, weights.file_of.at(&v), name);
   };
   const std::int64_t C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const std::int64_t q_width = c.num_attention_heads * c.head_size(), kv = c.kv_heads() * c.head_size();
   LlamaWeights& w = m.weights;
-  w.embed_tokens = load("model.embed_tokens.weight", {V, C});
+  w.embed_tokens = matrix("model.embed_tokens.weight", {V, C});
   m.storage_dtype = dtype_name(find("model.embed_tokens.weight")->dtype);
   const bool bias = attention_config(c).bias;
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LlamaLayer b;
     b.input_layernorm = load(p + "input_layernorm.weight", {C});
-    const Tensor<float> q = load(p + "self_attn.q_proj.weight", {q_width, C});
-    const Tensor<float> k = load(p + "self_attn.k_proj.weight", {kv, C});
-    const Tensor<float> v = load(p + "self_attn.v_proj.weight", {kv, C});
-    b.attn.in_proj_weight = rows_of({&q, &k, &v}, {q_width + 2 * kv, C});
+    // The attention in float, as mha::forward reads it: q, k and v widened straight into their rows
+    // of in_proj_weight, torch.cat((q, k, v), 0).
+    b.attn.in_proj_weight = Tensor<float>({q_width + 2 * kv, C});
+    float* in_proj = b.attn.in_proj_weight.ptr();
+    load_into(p + "self_attn.q_proj.weight", {q_width, C}, in_proj);
+    load_into(p + "self_attn.k_proj.weight", {kv, C}, in_proj + q_width * C);
+    load_into(p + "self_attn.v_proj.weight", {kv, C}, in_proj + (q_width + kv) * C);
     b.attn.out_proj_weight = load(p + "self_attn.o_proj.weight", {C, q_width});
     if (bias) {
       // The engine's module has one bias switch for both projections: a side without biases gets zeros.
-      Tensor<float> qb({q_width}), kb({kv}), vb({kv});
+      b.attn.in_proj_bias = Tensor<float>({q_width + 2 * kv});
       if (c.qkv_bias()) {
-        qb = load(p + "self_attn.q_proj.bias", {q_width});
-        kb = load(p + "self_attn.k_proj.bias", {kv});
-        vb = load(p + "self_attn.v_proj.bias", {kv});
+        float* in_bias = b.attn.in_proj_bias.ptr();
+        load_into(p + "self_attn.q_proj.bias", {q_width}, in_bias);
+        load_into(p + "self_attn.k_proj.bias", {kv}, in_bias + q_width);
+        load_into(p + "self_attn.v_proj.bias", {kv}, in_bias + q_width + kv);
       }
-      b.attn.in_proj_bias = rows_of({&qb, &kb, &vb}, {q_width + 2 * kv});
       b.attn.out_proj_bias = c.o_bias() ? load(p + "self_attn.o_proj.bias", {C}) : Tensor<float>({C});
     }
     b.post_attention_layernorm = load(p + "post_attention_layernorm.weight", {C});
-    b.gate_proj = transposed(load(p + "mlp.gate_proj.weight", {I, C}));
-    b.up_proj = transposed(load(p + "mlp.up_proj.weight", {I, C}));
-    b.down_proj = transposed(load(p + "mlp.down_proj.weight", {C, I}));
+    b.gate_proj = matrix(p + "mlp.gate_proj.weight", {I, C});
+    b.up_proj = matrix(p + "mlp.up_proj.weight", {I, C});
+    b.down_proj = matrix(p + "mlp.down_proj.weight", {C, I});
     find(p + "self_attn.rotary_emb.inv_freq");  // a buffer older checkpoints save: computed, not read
     w.layers.push_back(std::move(b));
   }
   w.norm = load("model.norm.weight", {C});
   if (views.count("lm_head.weight")) {
-    used.insert("lm_head.weight");
-    const Tensor<float> head = take(*views["lm_head.weight"], "lm_head.weight", {V, C}, false);
+    WeightMatrix head = matrix("lm_head.weight", {V, C});
     if (!c.tie_word_embeddings)
-      w.lm_head = head;
-    else if (head.data != w.embed_tokens.data)
+      w.lm_head = std::move(head);
+    else if (!head.same_values(w.embed_tokens))
       out.warnings.push_back(
           "lm_head.weight differs from model.embed_tokens.weight but config.json ties them "
           "(tie_word_embeddings): embed_tokens is used, as Hugging Face does");

@@ -53,8 +53,10 @@ struct LoadedLlama {
 
 // Loads a Llama, Mistral or Qwen2 folder: config.json and model.safetensors (or shards with
 // model.safetensors.index.json), Hugging Face's names (model.layers.N.self_attn.q_proj.weight, …),
-// F32, F16 or BF16, converted to float once. q, k and v are stacked into the attention's
-// in_proj_weight. Throws as load_gpt2 does, and ConfigError naming a config.json field.
+// F32, F16 or BF16. The attention and the norms are converted to float once (q, k and v stacked into
+// the attention's in_proj_weight); the embedding, the MLP and an untied LM head stay in the mapped
+// files as stored (WeightMatrix, which keeps them mapped), so a BF16 model takes about its file's
+// size in memory. Throws as load_gpt2 does, and ConfigError naming a config.json field.
 LoadedLlama load_llama(const std::string& folder, const LoadProgress& progress = {});
 
 // Any model folder, whichever family it is: what the app, the CLI and the role probes open.

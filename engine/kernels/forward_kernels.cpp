@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "forward_kernels.hpp"
@@ -836,6 +837,102 @@ void gemv(const float* A, const float* x, float* y, std::int64_t cols, std::int6
                 Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, 1>>(x, cols);
 }
 
+// IEEE half to float, exact (subnormals, infinities and NaN included).
+inline float half_bits_to_float(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    exp = 113;
+    while (!(mant & 0x400u)) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void widen(const void* src, int type, std::int64_t n, float* dst) {
+  const unsigned char* s = static_cast<const unsigned char*>(src);
+  if (type == kWeightF32) {
+    std::memcpy(dst, s, std::size_t(n) * 4);
+    return;
+  }
+  std::int64_t i = 0;
+#if defined(__AVX512F__)
+  // BF16 is float's top half: widen by a 16-bit shift; F16 by vcvtph2ps (AVX-512 F), 16 at a time.
+  if (type == kWeightBF16) {
+    for (; i + 16 <= n; i += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 2 * i));
+      _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+  } else {
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(dst + i,
+                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 2 * i))));
+  }
+#elif defined(__AVX2__)
+  if (type == kWeightBF16)
+    for (; i + 8 <= n; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                          _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+#endif
+  for (; i < n; ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, s + 2 * i, 2);
+    if (type == kWeightBF16) {
+      const std::uint32_t bits = std::uint32_t(b) << 16;
+      std::memcpy(dst + i, &bits, 4);
+    } else {
+      dst[i] = half_bits_to_float(b);
+    }
+  }
+}
+
+void linear_typed(const float* x, const void* W, int type, float* y, std::int64_t rows, std::int64_t in,
+                  std::int64_t out, std::int64_t c0, std::int64_t c1, float* scratch, std::int64_t tile) {
+  if (c1 <= c0 || rows <= 0) return;
+  const ConstMap<float> X(x, rows, in);
+  if (type == kWeightF32) {
+    StridedMap<float> Y(y + c0, rows, c1 - c0, Eigen::OuterStride<>(out));
+    Y.noalias() = X * ConstMap<float>(static_cast<const float*>(W) + c0 * in, c1 - c0, in).transpose();
+    return;
+  }
+  const unsigned char* w = static_cast<const unsigned char*>(W);
+  for (std::int64_t t0 = c0; t0 < c1; t0 += tile) {
+    const std::int64_t n = std::min(tile, c1 - t0);
+    widen(w + 2 * t0 * in, type, n * in, scratch);
+    StridedMap<float> Y(y + t0, rows, n, Eigen::OuterStride<>(out));
+    Y.noalias() = X * ConstMap<float>(scratch, n, in).transpose();
+  }
+}
+
+void gemv_typed(const void* A, int type, const float* x, float* y, std::int64_t cols, std::int64_t r0,
+                std::int64_t r1, float* scratch, std::int64_t tile) {
+  const Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, 1>> X(x, cols);
+  if (type == kWeightF32) {
+    gemv(static_cast<const float*>(A), x, y, cols, r0, r1);
+    return;
+  }
+  const unsigned char* a = static_cast<const unsigned char*>(A);
+  for (std::int64_t t0 = r0; t0 < r1; t0 += tile) {
+    const std::int64_t n = std::min(tile, r1 - t0);
+    widen(a + 2 * t0 * cols, type, n * cols, scratch);
+    Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, 1>> Y(y + t0, n);
+    Y.noalias() = ConstMap<float>(scratch, n, cols) * X;
+  }
+}
+
 #define MHA_STR2(x) #x
 #define MHA_STR(x) MHA_STR2(x)
 const Variant kVariant = {
@@ -846,7 +943,10 @@ const Variant kVariant = {
      &plan_packing<double>, &pack_group<double>, &pack_out<double>},
     &sgemm,
     &conv1d,
-    &gemv};
+    &gemv,
+    &widen,
+    &linear_typed,
+    &gemv_typed};
 
 }  // namespace
 

@@ -122,7 +122,21 @@ struct Variant {
                  std::int64_t out, std::int64_t c0, std::int64_t c1, bool gelu);
   // Rows [r0, r1) of y = A·x, A row-major (rows, cols): the LM head at the last position.
   void (*gemv)(const float* A, const float* x, float* y, std::int64_t cols, std::int64_t r0, std::int64_t r1);
+  // n elements of a stored weight type (kWeightF32, kWeightF16, kWeightBF16; little-endian, any
+  // alignment) widened to float.
+  void (*widen)(const void* src, int type, std::int64_t n, float* dst);
+  // Columns [c0, c1) of y (rows, out) = x (rows, in)·Wᵀ for W (out, in) row-major of `type`: torch's
+  // F.linear without bias, read in place. F16 and BF16 rows of W are widened `tile` at a time into
+  // scratch (tile·in floats) and multiplied from there; F32 W (4-byte aligned) is read directly.
+  void (*linear)(const float* x, const void* W, int type, float* y, std::int64_t rows, std::int64_t in,
+                 std::int64_t out, std::int64_t c0, std::int64_t c1, float* scratch, std::int64_t tile);
+  // Rows [r0, r1) of y = A·x for A (·, cols) of `type`, widened as linear widens W.
+  void (*gemv_typed)(const void* A, int type, const float* x, float* y, std::int64_t cols, std::int64_t r0,
+                     std::int64_t r1, float* scratch, std::int64_t tile);
 };
+
+// The stored weight types the typed kernels read.
+constexpr int kWeightF32 = 0, kWeightF16 = 1, kWeightBF16 = 2;
 
 namespace sse2 {
 const Variant& variant();

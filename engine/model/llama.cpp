@@ -11,9 +11,7 @@
 #include <numeric>
 #include <string>
 
-#include "cpu_dispatch.hpp"
 #include "errors.hpp"
-#include "parallel.hpp"
 
 namespace mha {
 
@@ -23,7 +21,8 @@ std::string layer_name(std::int64_t l, const char* what) {
   return "model.layers." + std::to_string(l) + "." + what;
 }
 
-void expect(const Tensor<float>& t, const Shape& want, const std::string& name) {
+template <class W>  // Tensor<float> or WeightMatrix
+void expect(const W& t, const Shape& want, const std::string& name) {
   if (t.shape != want)
     throw ShapeError(name, name + ": expected shape " + shape_str(want) + " from config.json, got " +
                                (t.empty() ? std::string("no tensor") : shape_str(t.shape)));
@@ -41,25 +40,6 @@ void rms_norm(const float* x, const Tensor<float>& w, float* y, std::int64_t row
     float* yr = y + r * C;
     for (std::int64_t c = 0; c < C; ++c) yr[c] = w.data[std::size_t(c)] * (xr[c] * inv);
   }
-}
-
-// y (rows, out) = x (rows, in) · W [in, out]: a bias-free nn.Linear with its weight transposed. The
-// reference loops accumulate in double; the Eigen path in float, as torch does.
-void linear(const float* x, const Tensor<float>& W, float* y, std::int64_t rows, const LlamaOptions& o) {
-  const std::int64_t in = W.size(0), out = W.size(1);
-  if (o.backend == Backend::reference) {
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t j = 0; j < out; ++j) {
-        double acc = 0;
-        for (std::int64_t i = 0; i < in; ++i) acc += double(x[r * in + i]) * W.data[std::size_t(i * out + j)];
-        y[r * out + j] = float(acc);
-      }
-    return;
-  }
-  const int threads = detail::thread_count(o.threads, 2.0 * double(rows) * double(in) * double(out));
-  detail::parallel_ranges(threads, (out + 15) / 16, [&](int, std::int64_t b0, std::int64_t b1) {
-    conv1d_columns(x, W.ptr(), nullptr, y, rows, in, out, b0 * 16, std::min(b1 * 16, out), false);
-  });
 }
 
 // Layer l, reading run.residual[l] and writing every activation of the layer and residual[l + 1].
@@ -99,11 +79,14 @@ void layer_forward(const LlamaModel& m, LlamaRun& run, std::int64_t l, const Lla
   float* gate = run.mlp_gate.ptr() + l * T * I;
   float* up = run.mlp_up.ptr() + l * T * I;
   float* hidden = run.mlp_hidden.ptr() + l * T * I;
-  linear(post, w.gate_proj, gate, T, o);
-  linear(post, w.up_proj, up, T, o);
+  // Bias-free nn.Linear layers on the weights as stored (weight_matrix.hpp): the reference loops
+  // accumulate in double, the Eigen path in float, as torch does.
+  const Backend b = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
+  linear(post, w.gate_proj, gate, T, b, o.threads);
+  linear(post, w.up_proj, up, T, b, o.threads);
   for (std::int64_t k = 0; k < T * I; ++k) hidden[k] = gate[k] / (1.0f + std::exp(-gate[k])) * up[k];  // silu
   float* mlp = run.mlp_out.ptr() + l * T * C;
-  linear(hidden, w.down_proj, mlp, T, o);
+  linear(hidden, w.down_proj, mlp, T, b, o.threads);
   float* next = run.residual.ptr() + (l + 1) * T * C;
   for (std::int64_t k = 0; k < T * C; ++k) next[k] = mid[k] + mlp[k];
 }
@@ -115,23 +98,12 @@ void head_forward(const LlamaModel& m, LlamaRun& run, const LlamaOptions& o) {
   run.norm = Tensor<float>({T, C});
   rms_norm(run.residual.ptr() + c.num_hidden_layers * T * C, m.weights.norm, run.norm.ptr(), T, C,
            c.rms_norm_eps);
-  const Tensor<float>& head =
-      m.weights.lm_head.empty() ? m.weights.embed_tokens : m.weights.lm_head;  // (V, C)
+  const WeightMatrix& head =
+      m.weights.lm_head.empty() ? m.weights.embed_tokens : m.weights.lm_head;  // (V, C), as stored
   const float* last = run.norm.ptr() + (T - 1) * C;
   run.logits = Tensor<float>({V});
-  if (o.backend == Backend::reference) {
-    for (std::int64_t v = 0; v < V; ++v) {
-      const float* row = head.ptr() + v * C;
-      double acc = 0;
-      for (std::int64_t k = 0; k < C; ++k) acc += double(last[k]) * row[k];
-      run.logits.data[std::size_t(v)] = float(acc);
-    }
-  } else {
-    const int threads = detail::thread_count(o.threads, 2.0 * double(V * C));
-    detail::parallel_ranges(threads, V, [&](int, std::int64_t v0, std::int64_t v1) {
-      gemv_rows(head.ptr(), last, run.logits.ptr(), C, v0, v1);
-    });
-  }
+  matvec(head, last, run.logits.ptr(), o.backend == Backend::reference ? Backend::reference : Backend::eigen,
+         o.threads);
   detail::top_k_from_logits(o, run);
 }
 
@@ -342,8 +314,17 @@ void LlamaModel::logits_at(const ModelRun& run, std::int64_t position, std::vect
   const LlamaRun& r = detail::family_run<const LlamaRun>(run, "Llama");
   if (position < 0 || position >= r.norm.size(0))
     throw ConfigError("position", "logits_at: position " + std::to_string(position) + " is outside the run");
-  const Tensor<float>& head = weights.lm_head.empty() ? weights.embed_tokens : weights.lm_head;  // (V, C)
-  detail::head_logits_double(head, r.norm.ptr() + position * config.hidden_size, logits);
+  const WeightMatrix& head = weights.lm_head.empty() ? weights.embed_tokens : weights.lm_head;  // (V, C)
+  const float* x = r.norm.ptr() + position * config.hidden_size;
+  const std::int64_t V = head.rows(), C = head.cols();
+  std::vector<float> row(static_cast<std::size_t>(C));
+  logits.assign(std::size_t(V), 0.0);
+  for (std::int64_t v = 0; v < V; ++v) {  // one row widened at a time, summed in double
+    head.row(v, row.data());
+    double acc = 0;
+    for (std::int64_t k = 0; k < C; ++k) acc += double(row[std::size_t(k)]) * double(x[k]);
+    logits[std::size_t(v)] = acc;
+  }
 }
 
 double LlamaModel::forward_flops(std::int64_t T) const {
@@ -362,12 +343,15 @@ std::int64_t LlamaModel::nonfinite_weights() const {
   auto count = [&](const Tensor<float>& t) {
     for (float x : t.data) n += !std::isfinite(x);
   };
-  for (const Tensor<float>* t : {&weights.embed_tokens, &weights.norm, &weights.lm_head}) count(*t);
-  for (const LlamaLayer& b : weights.layers)
+  count(weights.norm);
+  n += weights.embed_tokens.nonfinite() + weights.lm_head.nonfinite();
+  for (const LlamaLayer& b : weights.layers) {
     for (const Tensor<float>* t :
          {&b.input_layernorm, &b.attn.in_proj_weight, &b.attn.in_proj_bias, &b.attn.out_proj_weight,
-          &b.attn.out_proj_bias, &b.post_attention_layernorm, &b.gate_proj, &b.up_proj, &b.down_proj})
+          &b.attn.out_proj_bias, &b.post_attention_layernorm})
       count(*t);
+    n += b.gate_proj.nonfinite() + b.up_proj.nonfinite() + b.down_proj.nonfinite();
+  }
   return n;
 }
 
@@ -392,9 +376,9 @@ void validate(const LlamaModel& m) {
            layer_name(l, "self_attn.{q,k,v}_proj.bias"));
     expect(b.attn.out_proj_bias, bias ? Shape{C} : Shape{}, layer_name(l, "self_attn.o_proj.bias"));
     expect(b.post_attention_layernorm, {C}, layer_name(l, "post_attention_layernorm.weight"));
-    expect(b.gate_proj, {C, I}, layer_name(l, "mlp.gate_proj.weight (transposed)"));
-    expect(b.up_proj, {C, I}, layer_name(l, "mlp.up_proj.weight (transposed)"));
-    expect(b.down_proj, {I, C}, layer_name(l, "mlp.down_proj.weight (transposed)"));
+    expect(b.gate_proj, {I, C}, layer_name(l, "mlp.gate_proj.weight"));
+    expect(b.up_proj, {I, C}, layer_name(l, "mlp.up_proj.weight"));
+    expect(b.down_proj, {C, I}, layer_name(l, "mlp.down_proj.weight"));
   }
   expect(w.norm, {C}, "model.norm.weight");
   if (!w.lm_head.empty()) expect(w.lm_head, {V, C}, "lm_head.weight");
@@ -428,10 +412,8 @@ LlamaRun& llama_forward(const LlamaModel& m, const std::vector<std::int32_t>& in
   fit(run.mlp_hidden, {Ly, T, I});
   fit(run.mlp_out, {Ly, T, C});
   run.rotary = rotary_tables(c, T);
-  for (std::int64_t t = 0; t < T; ++t) {
-    const float* e = m.weights.embed_tokens.ptr() + std::int64_t(input_ids[std::size_t(t)]) * C;
-    std::copy(e, e + C, run.residual.ptr() + t * C);
-  }
+  for (std::int64_t t = 0; t < T; ++t)  // only the rows read are widened
+    m.weights.embed_tokens.row(input_ids[std::size_t(t)], run.residual.ptr() + t * C);
   llama_forward_from(m, run, 0, o);
   return run;
 }

@@ -13,6 +13,7 @@
 
 #include "mha.hpp"
 #include "model/language_model.hpp"
+#include "model/weight_matrix.hpp"
 
 namespace mha {
 
@@ -55,24 +56,25 @@ struct LlamaConfig {
 // Throws ConfigError naming the field for sizes or settings the runner cannot compute.
 void validate(const LlamaConfig& c);
 
-// One decoder layer. The attention is held as torch's nn.MultiheadAttention parameters, so it is
-// mha::forward itself: in_proj_weight = cat(q_proj, k_proj, v_proj) (torch's (out, in) as Hugging
-// Face stores them). The MLP's matrices are kept transposed, [in, out], as the Eigen kernels read them.
+// One decoder layer. The attention is held as torch's nn.MultiheadAttention parameters in float, so it
+// is mha::forward itself: in_proj_weight = cat(q_proj, k_proj, v_proj) (torch's (out, in) as Hugging
+// Face stores them). The MLP's matrices, most of a layer, stay as the checkpoint stores them (F16 and
+// BF16 read in place from the mapped file), (out, in) as torch's nn.Linear holds them.
 struct LlamaLayer {
   Tensor<float> input_layernorm;           // (C,)
   Weights<float> attn;                     // in_proj_weight (C + 2·G·d, C), out_proj (C, C); biases
                                            // (C + 2·G·d,) and (C,) when any (qwen2: out_proj.bias zeros)
   Tensor<float> post_attention_layernorm;  // (C,)
-  Tensor<float> gate_proj;                 // (C, I) mlp.gate_proj.weightᵀ
-  Tensor<float> up_proj;                   // (C, I) mlp.up_proj.weightᵀ
-  Tensor<float> down_proj;                 // (I, C) mlp.down_proj.weightᵀ
+  WeightMatrix gate_proj;                  // (I, C) mlp.gate_proj.weight
+  WeightMatrix up_proj;                    // (I, C) mlp.up_proj.weight
+  WeightMatrix down_proj;                  // (C, I) mlp.down_proj.weight
 };
 
 struct LlamaWeights {
-  Tensor<float> embed_tokens;  // (vocab_size, C)
+  WeightMatrix embed_tokens;  // (vocab_size, C), as stored
   std::vector<LlamaLayer> layers;
-  Tensor<float> norm;     // (C,) the final RMSNorm
-  Tensor<float> lm_head;  // (vocab_size, C); empty when tied to embed_tokens
+  Tensor<float> norm;    // (C,) the final RMSNorm
+  WeightMatrix lm_head;  // (vocab_size, C), as stored; empty when tied to embed_tokens
 };
 
 struct LlamaModel final : LanguageModel {

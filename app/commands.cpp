@@ -7,6 +7,7 @@
 #include "file_actions.hpp"
 #include "heatmap.hpp"
 #include "lessons.hpp"
+#include "stage_table.hpp"
 #include "trace.hpp"
 #include "ui.hpp"
 
@@ -24,10 +25,6 @@ Chord named(ImGuiKey k, int arg = 0) {
 std::string always(const char* what) {
   return what;
 }
-
-// The stages Left / Right step through outside the Pipeline: the ones the Heads view and Compare show.
-const std::vector<std::string> kStepStages = {
-    "q", "k", "v", "scores", "scores_scaled", "scores_masked", "attn_weights", "context", "output"};
 
 // The Pipeline's stages in its graph's order: every stage of the trace.
 std::vector<std::string> pipeline_stages(const AppState& state) {
@@ -66,7 +63,7 @@ const std::vector<Command> kCommands = {
        else if (v == ViewTab::pipeline)
          s.apply(studio::step_stage(step, pipeline_stages(s)));
        else
-         s.apply(studio::step_stage(step, kStepStages));
+         s.apply(studio::step_stage(step, arrow_key_stages()));  // the stage table's
      }},
     {"Up / Down",
      {named(ImGuiKey_UpArrow, -1), named(ImGuiKey_DownArrow, 1)},

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "errors.hpp"
+#include "stage_table.hpp"
 
 namespace mha {
 
@@ -75,30 +76,11 @@ std::vector<const Stage<T>*> trace_order(const Trace<T>& t) {
 }
 
 const std::vector<std::string>& stage_names() {
-  static const std::vector<std::string> names = {"query",
-                                                 "key",
-                                                 "value",
-                                                 "q",
-                                                 "k",
-                                                 "v",
-                                                 "q_rot",
-                                                 "k_rot",
-                                                 "q_view",
-                                                 "k_view",
-                                                 "v_view",
-                                                 "q_heads",
-                                                 "k_heads",
-                                                 "v_heads",
-                                                 "scores",
-                                                 "scores_scaled",
-                                                 "attn_mask",
-                                                 "scores_masked",
-                                                 "attn_weights",
-                                                 "context",
-                                                 "context_transposed",
-                                                 "concat",
-                                                 "output",
-                                                 "attn_weights_avg"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const StageInfo& s : stage_table()) out.push_back(s.name);
+    return out;
+  }();
   return names;
 }
 

@@ -62,8 +62,8 @@ struct Trace {
 template <class T>
 std::vector<const Stage<T>*> trace_order(const Trace<T>& t);
 
-// The stage names in trace order (a mask stage appears only when some mask was given, q_rot and
-// k_rot only with Inputs::rotary).
+// The stage names in trace order, stage_table()'s (a mask stage appears only when some mask was given,
+// q_rot and k_rot only with Inputs::rotary).
 const std::vector<std::string>& stage_names();
 
 }  // namespace mha

@@ -13,6 +13,7 @@
 #include "errors.hpp"
 #include "forward_detail.hpp"
 #include "parallel.hpp"
+#include "stage_table.hpp"
 
 namespace mha {
 
@@ -32,6 +33,11 @@ Stage<T> stage(std::string name, std::string formula, std::string note, Shape sh
   return s;
 }
 
+// The table's note, for the stages whose note is the same in every forward.
+const char* fixed_note(const char* name) {
+  return stage_info(name)->note;
+}
+
 }  // namespace
 
 namespace detail {
@@ -41,6 +47,7 @@ namespace detail {
 template <class T>
 Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
                     detail::Buffer<T> mask_storage) {
+  namespace n = stage_name;
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k,
                      kv = G * dk;
@@ -66,94 +73,86 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
     Trace<T>& t;
     void push_back(Stage<T> st) { (st.storage ? t.stages : t.left_out).push_back(std::move(st)); }
   } s{t};
-  s.push_back(stage<T>("query", "query", "input, batch-first", {N, L, E}, p.query));
-  s.push_back(stage<T>("key", "key", "input, batch-first", {N, S, d.kdim}, p.key));
-  s.push_back(stage<T>("value", "value", "input, batch-first", {N, S, d.vdim}, p.value));
+  s.push_back(stage<T>(n::query, "query", fixed_note(n::query), {N, L, E}, p.query));
+  s.push_back(stage<T>(n::key, "key", fixed_note(n::key), {N, S, d.kdim}, p.key));
+  s.push_back(stage<T>(n::value, "value", fixed_note(n::value), {N, S, d.vdim}, p.value));
   // With RoPE (Inputs::rotary) q and k are the projections, q_rot and k_rot what the heads read, and
   // the views below view those; cos and sin are the (P, d_k) tables, rotate_half as Hugging Face's.
   const bool rope = p.rope_cos != nullptr;
-  const std::string qh = rope ? "q_rot" : "q", kh = rope ? "k_rot" : "k";
-  s.push_back(stage<T>("q", "F.linear(query, W_q, b_q)", "in-projection: W_q = in_proj_weight[:E]", {N, L, E},
-                       rope ? b.q_proj : b.q));
-  s.push_back(stage<T>("k", kv_formula("key", "W_k", "b_k", "bias_k"),
-                       std::string("in-projection: W_k = in_proj_weight[E:E+G·d_k]") + gqa, {N, Sp, kv},
-                       rope ? b.k_proj : b.k));
-  s.push_back(stage<T>("v", kv_formula("value", "W_v", "b_v", "bias_v"),
-                       "in-projection: W_v = in_proj_weight[E+G·d_k:]", {N, Sp, kv}, b.v));
+  const std::string qh = rope ? n::q_rot : n::q, kh = rope ? n::k_rot : n::k;
+  s.push_back(
+      stage<T>(n::q, "F.linear(query, W_q, b_q)", fixed_note(n::q), {N, L, E}, rope ? b.q_proj : b.q));
+  s.push_back(stage<T>(n::k, kv_formula("key", "W_k", "b_k", "bias_k"), fixed_note(n::k) + std::string(gqa),
+                       {N, Sp, kv}, rope ? b.k_proj : b.k));
+  s.push_back(
+      stage<T>(n::v, kv_formula("value", "W_v", "b_v", "bias_v"), fixed_note(n::v), {N, Sp, kv}, b.v));
   if (rope) {
-    s.push_back(
-        stage<T>("q_rot",
-                 "(q.view(N, L, H, d_k) * cos[:L, None] + rotate_half(q.view(N, L, H, d_k)) * "
-                 "sin[:L, None]).view(N, L, E)",
-                 "RoPE: each head's q at position i turned by angles i·θ_c; q_i·k_j then depends on i - j",
-                 {N, L, E}, b.q));
-    s.push_back(stage<T>("k_rot",
+    s.push_back(stage<T>(n::q_rot,
+                         "(q.view(N, L, H, d_k) * cos[:L, None] + rotate_half(q.view(N, L, H, d_k)) * "
+                         "sin[:L, None]).view(N, L, E)",
+                         fixed_note(n::q_rot), {N, L, E}, b.q));
+    s.push_back(stage<T>(n::k_rot,
                          "(k.view(N, S, G, d_k) * cos[:S, None] + rotate_half(k.view(N, S, G, d_k)) * "
                          "sin[:S, None]).view(N, S, G * d_k)",
-                         "RoPE: each key head at position j turned by angles j·θ_c", {N, Sp, kv}, b.k));
+                         fixed_note(n::k_rot), {N, Sp, kv}, b.k));
   }
   s.push_back(
-      stage<T>("q_view", qh + ".view(N, L, H, d_k)",
+      stage<T>(n::q_view, qh + ".view(N, L, H, d_k)",
                "a view of " + qh + ": same storage, contiguous; head h owns columns h·d_k … (h+1)·d_k-1",
                {N, L, H, dk}, b.q, {}, qh));
-  s.push_back(stage<T>("k_view", kh + (Sp > S ? ".view(N, -1, G, d_k)" : ".view(N, S, G, d_k)"),
+  s.push_back(stage<T>(n::k_view, kh + (Sp > S ? ".view(N, -1, G, d_k)" : ".view(N, S, G, d_k)"),
                        "a view of " + kh + ": same storage, contiguous", {N, Sp, G, dk}, b.k, {}, kh));
-  s.push_back(stage<T>("v_view", Sp > S ? "v.view(N, -1, G, d_k)" : "v.view(N, S, G, d_k)",
-                       "a view of v: same storage, contiguous", {N, Sp, G, dk}, b.v, {}, "v"));
+  s.push_back(stage<T>(n::v_view, Sp > S ? "v.view(N, -1, G, d_k)" : "v.view(N, S, G, d_k)",
+                       fixed_note(n::v_view), {N, Sp, G, dk}, b.v, {}, n::v));
   s.push_back(stage<T>(
-      "q_heads", "q_view.transpose(1, 2)",
+      n::q_heads, "q_view.transpose(1, 2)",
       "a view of " + qh + ": non-contiguous (only strides swap), so .view() on it fails until .contiguous()",
       {N, H, L, dk}, b.q, {L * E, dk, E, 1}, qh));
-  s.push_back(stage<T>("k_heads", "k_view.transpose(1, 2)", "a view of " + kh + ": non-contiguous",
+  s.push_back(stage<T>(n::k_heads, "k_view.transpose(1, 2)", "a view of " + kh + ": non-contiguous",
                        {N, G, Sp, dk}, b.k, {Sp * kv, dk, kv, 1}, kh));
-  s.push_back(stage<T>("v_heads", "v_view.transpose(1, 2)", "a view of v: non-contiguous", {N, G, Sp, dk},
-                       b.v, {Sp * kv, dk, kv, 1}, "v"));
-  s.push_back(stage<T>("scores", "q_heads @ " + k_rep + ".transpose(-2, -1)",
-                       "raw dot products q_i·k_j per head: O(L·S·d_k) each", {N, H, L, Sp}, b.scores));
+  s.push_back(stage<T>(n::v_heads, "v_view.transpose(1, 2)", fixed_note(n::v_heads), {N, G, Sp, dk}, b.v,
+                       {Sp * kv, dk, kv, 1}, n::v));
+  s.push_back(stage<T>(n::scores, "q_heads @ " + k_rep + ".transpose(-2, -1)", fixed_note(n::scores),
+                       {N, H, L, Sp}, b.scores));
   if (p.score_divisor > 0)  // Options::score_divisor: a what-if, said so in the trace
     s.push_back(
-        stage<T>("scores_scaled",
+        stage<T>(n::scores_scaled,
                  "(q_heads / " + std::to_string(p.score_divisor) + ") @ " + k_rep + ".transpose(-2, -1)",
                  "WHAT-IF, not torch: q divided by " + std::to_string(p.score_divisor) +
                      " instead of √d_k (a temperature, or the scale off)",
                  {N, H, L, Sp}, b.scores_scaled));
   else
-    s.push_back(stage<T>("scores_scaled", "(q_heads / math.sqrt(d_k)) @ " + k_rep + ".transpose(-2, -1)",
-                         "÷√d_k keeps the softmax out of saturation; torch scales q before the product",
-                         {N, H, L, Sp}, b.scores_scaled));
+    s.push_back(stage<T>(n::scores_scaled, "(q_heads / math.sqrt(d_k)) @ " + k_rep + ".transpose(-2, -1)",
+                         fixed_note(n::scores_scaled), {N, H, L, Sp}, b.scores_scaled));
   if (p.mask) {
     const MergedMask<T>& m = *p.mask;
     const Shape strides = {m.n_size > 1 ? m.h_size * m.l_size * m.s_size : 0,
                            m.h_size > 1 ? m.l_size * m.s_size : 0, m.l_size > 1 ? m.s_size : 0, 1};
     if (!m.values.empty()) std::copy(m.values.begin(), m.values.end(), mask_storage->begin());
-    s.push_back(stage<T>("attn_mask",
+    s.push_back(stage<T>(n::attn_mask,
                          "attn_mask merged with key_padding_mask; bool True -> -inf, float added",
-                         "additive; broadcast (stride 0) where one mask serves every batch item, "
-                         "head or query",
-                         {N, H, L, Sp}, std::move(mask_storage), strides));
+                         fixed_note(n::attn_mask), {N, H, L, Sp}, std::move(mask_storage), strides));
   }
-  s.push_back(stage<T>("scores_masked", p.mask ? "scores_scaled + attn_mask" : "scores_scaled",
-                       "-inf where a key is blocked", {N, H, L, Sp}, b.scores_masked));
-  s.push_back(stage<T>("attn_weights",
+  s.push_back(stage<T>(n::scores_masked, p.mask ? "scores_scaled + attn_mask" : "scores_scaled",
+                       fixed_note(n::scores_masked), {N, H, L, Sp}, b.scores_masked));
+  s.push_back(stage<T>(n::attn_weights,
                        p.fully_masked == FullyMasked::nan
                            ? "F.softmax(scores_masked, dim=-1)"
                            : "F.softmax(scores_masked, dim=-1).nan_to_num(0.0)",
                        p.fully_masked == FullyMasked::nan
-                           ? "each row sums to 1; a row with every key blocked is NaN (torch)"
+                           ? fixed_note(n::attn_weights)
                            : "each row sums to 1; a row with every key blocked is 0 (course notebook)",
                        {N, H, L, Sp}, b.weights));
-  s.push_back(stage<T>("context", "attn_weights @ " + v_rep, "per-head context: a weighted mix of values",
-                       {N, H, L, dk}, b.context));
-  s.push_back(stage<T>("context_transposed", "context.transpose(1, 2)", "a view of context: non-contiguous",
-                       {N, L, H, dk}, b.context, {H * L * dk, dk, L * dk, 1}, "context"));
-  s.push_back(stage<T>("concat", "context_transposed.contiguous().view(N, L, E)",
-                       "heads side by side: .contiguous() copies, then .view() is legal", {N, L, E},
-                       b.concat));
-  s.push_back(stage<T>("output", "F.linear(concat, out_proj.weight, out_proj.bias)",
-                       "out-projection mixes the heads", {N, L, E}, b.output));
-  s.push_back(stage<T>("attn_weights_avg", "attn_weights.sum(dim=1) / num_heads",
-                       "what need_weights=True returns by default (average_attn_weights)", {N, L, Sp},
-                       b.weights_avg));
+  s.push_back(
+      stage<T>(n::context, "attn_weights @ " + v_rep, fixed_note(n::context), {N, H, L, dk}, b.context));
+  s.push_back(stage<T>(n::context_transposed, "context.transpose(1, 2)", fixed_note(n::context_transposed),
+                       {N, L, H, dk}, b.context, {H * L * dk, dk, L * dk, 1}, n::context));
+  s.push_back(stage<T>(n::concat, "context_transposed.contiguous().view(N, L, E)", fixed_note(n::concat),
+                       {N, L, E}, b.concat));
+  s.push_back(stage<T>(n::output, "F.linear(concat, out_proj.weight, out_proj.bias)", fixed_note(n::output),
+                       {N, L, E}, b.output));
+  s.push_back(stage<T>(n::attn_weights_avg, "attn_weights.sum(dim=1) / num_heads",
+                       fixed_note(n::attn_weights_avg), {N, L, Sp}, b.weights_avg));
   if (!t.left_out.empty()) t.computed = std::make_shared<ComputedStages<T>>();
   return t;
 }
@@ -180,7 +179,7 @@ const Stage<T>* find_stage(const ForwardResult<T>& r, const std::string& name, b
   // Computed without the lock, so that a look-up (compute false) of this result on another thread
   // never waits for it; two threads computing the same stage at once keep the first one's.
   const Dims& d = r.dims;
-  const bool average = name == "attn_weights_avg";
+  const bool average = name == stage_name::attn_weights_avg;
   const std::int64_t N = d.N, H = average ? 1 : d.H, L = d.L, Sp = d.S_total;
   std::shared_ptr<std::vector<T>> storage;
   try {  // within the memory guard's limit (half of physical memory), and memory there to be had

@@ -8,6 +8,7 @@
 #include "errors.hpp"
 #include "head_colour.hpp"
 #include "labels.hpp"
+#include "stage_table.hpp"
 
 namespace mha::exporter {
 
@@ -30,9 +31,9 @@ std::string step_caption(const Stage<float>& s) {
 }  // namespace
 
 ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& spec) {
-  const Stage<float>& q = need(r, "q");
-  const Stage<float>& q_view = need(r, "q_view");
-  const Stage<float>& q_heads = need(r, "q_heads");
+  const Stage<float>& q = need(r, stage_name::q);
+  const Stage<float>& q_view = need(r, stage_name::q_view);
+  const Stage<float>& q_heads = need(r, stage_name::q_heads);
   const Dims& d = r.dims;
   const int n = spec.batch_index;
   if (n < 0 || n >= d.N)

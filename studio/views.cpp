@@ -2,22 +2,40 @@
 
 #include <cctype>
 
+#include "stage_table.hpp"
+
 namespace mha::studio {
 
 namespace {
 
-const char* const kStages = "the stage shown: q, k, v, scores ... attn_weights, context, output";
+// What Left / Right do where they step the stage: the stage table's arrow-key stages, the middle of
+// a long list elided so that the `?` overlay's line fits presenter mode's font.
+const char* stage_keys() {
+  static const std::string text = [] {
+    const std::vector<std::string>& names = arrow_key_stages();
+    auto join = [&](std::size_t from, std::size_t to) {
+      std::string list;
+      for (std::size_t i = from; i < to; ++i) list += (i > from ? ", " : "") + names[i];
+      return list;
+    };
+    const std::size_t head = 4, tail = 3;
+    return "the stage shown: " + (names.size() <= head + tail + 1
+                                      ? join(0, names.size())
+                                      : join(0, head) + " ... " + join(names.size() - tail, names.size()));
+  }();
+  return text.c_str();
+}
 
 const std::vector<ViewInfo> kViews = {
     {ViewTab::pipeline, "Pipeline", "pipeline", ViewReads::result, "the stage shown below the graph",
      "the head"},
     {ViewTab::reshape, "Reshape", "reshape", ViewReads::result, "the reshape step", "the head"},
-    {ViewTab::heads, "Heads", "heads", ViewReads::result, kStages, "the head selected"},
-    {ViewTab::overview, "Overview", "overview", ViewReads::every_weight, kStages, "the head selected"},
+    {ViewTab::heads, "Heads", "heads", ViewReads::result, stage_keys(), "the head selected"},
+    {ViewTab::overview, "Overview", "overview", ViewReads::every_weight, stage_keys(), "the head selected"},
     {ViewTab::token_lines, "Token lines", "token_lines", ViewReads::every_weight, nullptr,
      "the head selected"},
     {ViewTab::mask, "Mask", "mask", ViewReads::result, nullptr, "the head (a per-head mask)"},
-    {ViewTab::compare, "Compare", "compare", ViewReads::every_weight, kStages, "the head"},
+    {ViewTab::compare, "Compare", "compare", ViewReads::every_weight, stage_keys(), "the head"},
     {ViewTab::complexity, "Complexity", "complexity", ViewReads::result, nullptr, nullptr},
     {ViewTab::large_l, "Large L", "large_l", ViewReads::own, nullptr, nullptr},
     {ViewTab::attention_file, "Attention file", "attention_file", ViewReads::own, nullptr, nullptr},

@@ -1,9 +1,13 @@
 // The trace as a student reads it: stage order, shapes and strides of the views (what
 // view/transpose/contiguous do), shared storage, the broadcast mask, and the course-shaped API.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
 
 #include "fixtures.hpp"
 #include "masks.hpp"
+#include "stage_table.hpp"
 #include "torch_rng.hpp"
 
 using namespace mha;
@@ -132,4 +136,126 @@ TEST_CASE("NaN and Inf inputs are computed and counted", "[trace]") {
   CHECK(r.nonfinite_inputs == 2);
   CHECK(std::isnan(r.trace["output"].at({0, 0, 0})));     // query row 0 of batch 0 is NaN
   CHECK(std::isfinite(r.trace["output"].at({1, 0, 0})));  // batch 1 is untouched
+}
+
+namespace {
+
+// A forward whose trace the stage table must describe: N = 2, L = 4, S = 5, causal mask or none,
+// RoPE on tables of 8 positions (angles p·10000^(-2c/d_k), as Llama's) or none; `stages` as
+// Options::stages (the Eigen path leaves the others out, their rows kept in Trace::left_out).
+ForwardResult<float> table_forward(const Config& c, bool mask, bool rope,
+                                   std::vector<std::string> stages = {}) {
+  const std::int64_t N = 2, L = 4, S = 5, P = 8, dk = c.head_dim();
+  Config seeded = c;  // the generator does not draw bias_k and bias_v: they are set below
+  seeded.add_bias_kv = false;
+  SeededCase<float> sc = torch_seeded_case<float>(seeded, 7, N, L, S);
+  if (c.add_bias_kv) {
+    sc.weights.bias_k =
+        Tensor<float>({1, 1, c.kv_embed_dim()}, std::vector<float>(std::size_t(c.kv_embed_dim()), 0.25f));
+    sc.weights.bias_v =
+        Tensor<float>({1, 1, c.kv_embed_dim()}, std::vector<float>(std::size_t(c.kv_embed_dim()), -0.5f));
+  }
+  if (mask) sc.inputs.attn_mask = causal_mask<float>(L, S);
+  if (rope) {
+    Rotary<float> r{Tensor<float>({P, dk}), Tensor<float>({P, dk})};
+    for (std::int64_t p = 0; p < P; ++p)
+      for (std::int64_t j = 0; j < dk; ++j) {
+        const double angle = double(p) * std::pow(10000.0, -2.0 * double(j % (dk / 2)) / double(dk));
+        r.cos.data[std::size_t(p * dk + j)] = float(std::cos(angle));
+        r.sin.data[std::size_t(p * dk + j)] = float(std::sin(angle));
+      }
+    sc.inputs.rotary = std::move(r);
+  }
+  Options o;
+  o.backend = Backend::eigen;
+  o.stages = std::move(stages);
+  return forward(c, sc.weights, sc.inputs, o);
+}
+
+}  // namespace
+
+TEST_CASE("the stage table describes every stage a forward traces, and every stage it offers is traced",
+          "[trace]") {
+  Config plain;
+  plain.embed_dim = 8;
+  plain.num_heads = 2;
+  Config gqa = plain;
+  gqa.num_heads = 4;
+  gqa.num_kv_heads = 2;
+  Config bias_kv = plain;
+  bias_kv.add_bias_kv = true;
+  bias_kv.add_zero_attn = true;
+  const std::vector<std::pair<std::string, ForwardResult<float>>> forwards = {
+      {"plain", table_forward(plain, false, false)},
+      {"plain, masked", table_forward(plain, true, false)},
+      {"GQA, masked", table_forward(gqa, true, false)},
+      {"bias_k and a zero row, masked", table_forward(bias_kv, true, false)},
+      {"RoPE under GQA, masked", table_forward(gqa, true, true)},
+      {"RoPE, only the output kept", table_forward(plain, true, true, {stage_name::output})},
+  };
+  std::set<std::string> traced;
+  std::set<cost::Stage> charged;
+  for (const auto& [what, r] : forwards) {
+    INFO(what);
+    const Dims& d = r.dims;
+    std::vector<std::string> names;  // in trace order, the left-out stages among them
+    for (const Stage<float>* s : trace_order(r.trace)) {
+      INFO(s->name);
+      const StageInfo* info = stage_info(s->name);
+      REQUIRE(info);
+      names.push_back(s->name);
+      traced.insert(s->name);
+      if (info->cost) charged.insert(*info->cost);
+      // A view runs along the lane of the tensor it views (q_heads views q_rot under RoPE).
+      if (!s->view_of.empty()) {
+        REQUIRE(stage_info(s->view_of));
+        CHECK(int(stage_info(s->view_of)->lane) == int(info->lane));
+      }
+    }
+    // The trace's order is the table's.
+    std::vector<std::string> table_order;
+    for (const StageInfo& s : stage_table())
+      if (std::find(names.begin(), names.end(), s.name) != names.end()) table_order.push_back(s.name);
+    CHECK(names == table_order);
+    CHECK(r.trace.stages.size() + r.trace.left_out.size() == names.size());
+    // What the Heads and Compare views offer is in every trace, as one plane per (item, head).
+    for (const StageInfo* s : head_stages()) {
+      INFO(s->name);
+      REQUIRE(std::find(names.begin(), names.end(), s->name) != names.end());
+      const Stage<float>* st = find_stage(r, s->name);
+      REQUIRE(st);
+      REQUIRE(st->shape.size() == 4);
+      CHECK(st->shape[0] == d.N);
+      CHECK(st->shape[1] == d.H);
+      CHECK(st->shape[2] == d.L);
+      CHECK((st->shape[3] == d.S_total || st->shape[3] == d.d_k));
+    }
+    for (const std::string& s : arrow_key_stages()) {
+      INFO(s);
+      CHECK(std::find(names.begin(), names.end(), s) != names.end());
+    }
+    CHECK(r.trace.has(stage_name::q_rot) == (what.find("RoPE") != std::string::npos));
+  }
+  // Every row of the table comes out of some forward, and every row of the cost model is charged to
+  // a stage.
+  for (const StageInfo& s : stage_table()) {
+    INFO(s.name);
+    CHECK(traced.count(s.name) == 1);
+  }
+  CHECK(charged.size() == cost::kStageCount);
+  CHECK(stage_names().size() == stage_table().size());
+}
+
+TEST_CASE("the stage table gives the views' lists: the Heads stages, the arrow keys' stages, lanes",
+          "[trace]") {
+  std::vector<std::string> heads;
+  for (const StageInfo* s : head_stages()) heads.push_back(s->name);
+  CHECK(heads ==
+        std::vector<std::string>{"scores", "scores_scaled", "scores_masked", "attn_weights", "context"});
+  CHECK(arrow_key_stages() == std::vector<std::string>{"q", "k", "v", "scores", "scores_scaled",
+                                                       "scores_masked", "attn_weights", "context", "output"});
+  CHECK(stage_info(stage_name::q_rot)->lane == StageLane::query);
+  CHECK(stage_info(stage_name::k_rot)->lane == StageLane::key);
+  CHECK(std::string(stage_info(stage_name::q_rot)->op) == "RoPE");
+  CHECK(stage_info("bias_k") == nullptr);  // appended rows are part of k and v, not stages
 }

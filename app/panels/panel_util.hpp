@@ -15,6 +15,7 @@
 #include "mha.hpp"
 #include "model/roles.hpp"
 #include "stage_computer.hpp"
+#include "stage_table.hpp"
 #include "studio_names.hpp"
 #include "textures.hpp"
 
@@ -61,23 +62,30 @@ struct StageChoice {
   const char* name;   // trace name
   const char* label;  // combo text (ASCII: the font may lack maths glyphs)
 };
-// The per-head stages, in the order the forward makes them; the pick is ViewState::stage.
-inline constexpr StageChoice kStages[] = {
-    {"scores", "scores  (q . k)"},
-    {"scores_scaled", "scores_scaled  (/ sqrt(d_k))"},
-    {"scores_masked", "scores_masked  (+ mask)"},
-    {"attn_weights", "attn_weights  (softmax)"},
-    {"context", "context  (weights @ V)"},
-};
-inline constexpr int kStageCount = int(sizeof kStages / sizeof kStages[0]);
-inline constexpr int kMasked = 2, kWeights = 3, kContext = 4;
+// The per-head stages, in the order the forward makes them: the stage table's head_stages(). The
+// pick is ViewState::stage.
+inline const std::vector<StageChoice> kStages = [] {
+  std::vector<StageChoice> out;
+  for (const StageInfo* s : head_stages()) out.push_back({s->name, s->head_label});
+  return out;
+}();
+inline const int kStageCount = int(kStages.size());
+
+// The index of a per-head stage in kStages; -1 for another.
+inline int choice_index(const std::string& name) {
+  for (int i = 0; i < kStageCount; ++i)
+    if (name == kStages[std::size_t(i)].name) return i;
+  return -1;
+}
+inline const int kMasked = choice_index(stage_name::scores_masked),
+                 kWeights = choice_index(stage_name::attn_weights),
+                 kContext = choice_index(stage_name::context);
 
 // The view may name a stage another panel chose; anything that is not a per-head (L, S) or (L, d_k)
 // stage shows the weights.
 inline int stage_index(const std::string& name) {
-  for (int i = 0; i < kStageCount; ++i)
-    if (name == kStages[i].name) return i;
-  return kWeights;
+  const int i = choice_index(name);
+  return i >= 0 ? i : kWeights;
 }
 
 // Grouped-query attention: the colour of key/value head g of G, which every query head reading it

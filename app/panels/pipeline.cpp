@@ -19,6 +19,7 @@
 #include "heatmap.hpp"
 #include "panel_util.hpp"
 #include "panels.hpp"
+#include "stage_table.hpp"
 
 namespace mha::app {
 
@@ -52,29 +53,26 @@ struct StageCost {
 // the unscaled product shown for teaching; torch computes the product once, on the scaled q.
 StageCost stage_cost(const std::string& name, const Dims& d, bool bias, bool has_mask) {
   const cost::Table t = cost::stages(cost::shape(d, bias, has_mask));
-  auto flops = [&t](cost::Stage st) { return cost::stage(t, st).flops(); };
+  const StageInfo* info = stage_info(name);
+  const double flops = info && info->cost ? cost::stage(t, *info->cost).flops() : 0;  // its cost row's
   const std::string s = d.S_total > d.S ? "S'" : "S";
   const std::string plus_bias = bias ? " + bias" : "";
   const bool square_kv = d.G == d.H && d.kdim == d.E && d.vdim == d.E;
   if (name == "query" || name == "key" || name == "value") return {Kind::input, 0, "input"};
   if (name == "attn_mask") return {Kind::input, 0, "input (masks merged)"};
-  if (name == "q") return {Kind::matmul, flops(cost::Stage::q_proj), "2·N·L·E²" + plus_bias};
+  if (name == "q") return {Kind::matmul, flops, "2·N·L·E²" + plus_bias};
   if (name == "k" || name == "v")
-    return {Kind::matmul, flops(name == "k" ? cost::Stage::k_proj : cost::Stage::v_proj),
-            (square_kv ? "2·N·S·E²" : "2·N·S·E·G·d_k") + plus_bias};
-  if (name == "scores") return {Kind::matmul, flops(cost::Stage::scores), "2·N·H·L·" + s + "·d_k"};
-  if (name == "scores_scaled")
-    return {Kind::elementwise, flops(cost::Stage::scale), "N·L·E (torch scales q)"};
+    return {Kind::matmul, flops, (square_kv ? "2·N·S·E²" : "2·N·S·E·G·d_k") + plus_bias};
+  if (name == "scores") return {Kind::matmul, flops, "2·N·H·L·" + s + "·d_k"};
+  if (name == "scores_scaled") return {Kind::elementwise, flops, "N·L·E (torch scales q)"};
   if (name == "scores_masked")
-    return has_mask ? StageCost{Kind::elementwise, flops(cost::Stage::mask_add), "N·H·L·" + s + " (add mask)"}
+    return has_mask ? StageCost{Kind::elementwise, flops, "N·H·L·" + s + " (add mask)"}
                     : StageCost{Kind::view, 0, "none: no mask"};
-  if (name == "attn_weights")
-    return {Kind::elementwise, flops(cost::Stage::softmax), "~5·N·H·L·" + s + " (max, -, exp, sum, /)"};
-  if (name == "context") return {Kind::matmul, flops(cost::Stage::context), "2·N·H·L·" + s + "·d_k"};
+  if (name == "attn_weights") return {Kind::elementwise, flops, "~5·N·H·L·" + s + " (max, -, exp, sum, /)"};
+  if (name == "context") return {Kind::matmul, flops, "2·N·H·L·" + s + "·d_k"};
   if (name == "concat") return {Kind::copy, 0, "0 (copies N·L·E values)"};
-  if (name == "output") return {Kind::matmul, flops(cost::Stage::out_proj), "2·N·L·E²" + plus_bias};
-  if (name == "attn_weights_avg")
-    return {Kind::elementwise, flops(cost::Stage::average), "N·H·L·" + s + " (sum, /H)"};
+  if (name == "output") return {Kind::matmul, flops, "2·N·L·E²" + plus_bias};
+  if (name == "attn_weights_avg") return {Kind::elementwise, flops, "N·H·L·" + s + " (sum, /H)"};
   return {Kind::view, 0, "view: no FLOPs"};
 }
 
@@ -163,37 +161,17 @@ void arrow_head(ImDrawList* dl, ImVec2 tip, ImVec2 dir, float size, ImU32 col) {
 // output, wrapping onto further rows when the width runs out. Boxes show the name and the shape in
 // full; the hover tooltip has the strides, the expression, the FLOPs and the memory.
 
-// The lane a stage belongs to: 0 query, 1 key, 2 value, 3 the joined chain.
+// The lane a stage belongs to (the stage table's): 0 query, 1 key, 2 value, 3 the joined chain.
 int lane_of(const std::string& n) {
-  if (n == "query" || n == "q" || n.rfind("q_", 0) == 0) return 0;
-  if (n == "key" || n == "k" || n.rfind("k_", 0) == 0 || n.rfind("bias_k", 0) == 0) return 1;
-  if (n == "value" || n == "v" || n.rfind("v_", 0) == 0 || n.rfind("bias_v", 0) == 0) return 2;
-  return 3;
+  const StageInfo* info = stage_info(n);
+  return int(info ? info->lane : StageLane::joined);
 }
 
-// The operation that makes a stage, short enough for an arrow: the torch call or operator.
+// The operation that makes a stage, short enough for an arrow: the stage table's torch call or
+// operator; for a stage the table lacks, the call's name in its formula.
 std::string op_label(const Stage<float>& s) {
-  static const std::pair<const char*, const char*> kOps[] = {{"q", "F.linear"},
-                                                             {"k", "F.linear"},
-                                                             {"v", "F.linear"},
-                                                             {"q_view", "view"},
-                                                             {"k_view", "view"},
-                                                             {"v_view", "view"},
-                                                             {"q_heads", "transpose"},
-                                                             {"k_heads", "transpose"},
-                                                             {"v_heads", "transpose"},
-                                                             {"scores", "q @ k^T"},
-                                                             {"scores_scaled", "/ sqrt(d_k)"},
-                                                             {"scores_masked", "+ attn_mask"},
-                                                             {"attn_weights", "softmax"},
-                                                             {"context", "@ v"},
-                                                             {"context_transposed", "transpose"},
-                                                             {"concat", "contiguous().view"},
-                                                             {"output", "out_proj"},
-                                                             {"attn_weights_avg", "mean(dim=1)"}};
-  for (const auto& [name, op] : kOps)
-    if (s.name == name) return op;
-  const std::string& f = s.formula;  // other stages (bias_k, GQA's repeats): the call's name
+  if (const StageInfo* info = stage_info(s.name)) return info->op;
+  const std::string& f = s.formula;
   if (f == s.name || f.empty()) return "";
   const std::size_t open = f.find('(');
   return f.substr(0, std::min<std::size_t>(open == std::string::npos ? f.size() : open, 16));

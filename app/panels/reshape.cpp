@@ -20,6 +20,7 @@
 #include "panel_util.hpp"
 #include "panels.hpp"
 #include "reshape_export.hpp"
+#include "stage_table.hpp"
 
 namespace mha::app {
 
@@ -41,22 +42,22 @@ enum class Layout { flat, split, blocks };
 
 struct StepText {
   const char* code;   // the torch expression of the step
-  const char* stage;  // the trace stage it makes (nullptr: not in the trace)
+  const char* stage;  // the trace stage it makes (stage_name::…; nullptr: not in the trace)
   Layout layout;
 };
 
 // The right way (course reference implementation) and mistake 1, where q.view goes straight to
 // (N, H, L, d_k) and the context comes back with a plain .view.
 const StepText kRight[] = {
-    {"q = F.linear(query, W_q, b_q)", "q", Layout::flat},
-    {"q_view = q.view(N, L, H, d_k)", "q_view", Layout::split},
-    {"q_heads = q_view.transpose(1, 2)", "q_heads", Layout::blocks},
-    {"context = softmax(q_heads k_heads^T / sqrt(d_k)) v_heads", "context", Layout::blocks},
-    {"context.transpose(1, 2)", "context_transposed", Layout::split},
-    {"concat = context.transpose(1, 2).contiguous().view(N, L, E)", "concat", Layout::flat},
+    {"q = F.linear(query, W_q, b_q)", stage_name::q, Layout::flat},
+    {"q_view = q.view(N, L, H, d_k)", stage_name::q_view, Layout::split},
+    {"q_heads = q_view.transpose(1, 2)", stage_name::q_heads, Layout::blocks},
+    {"context = softmax(q_heads k_heads^T / sqrt(d_k)) v_heads", stage_name::context, Layout::blocks},
+    {"context.transpose(1, 2)", stage_name::context_transposed, Layout::split},
+    {"concat = context.transpose(1, 2).contiguous().view(N, L, E)", stage_name::concat, Layout::flat},
 };
 const StepText kWrong[] = {
-    {"q = F.linear(query, W_q, b_q)", "q", Layout::flat},
+    {"q = F.linear(query, W_q, b_q)", stage_name::q, Layout::flat},
     {"q.view(N, H, L, d_k)   # no transpose", nullptr, Layout::blocks},
     {"(no transpose: the split is already 'done')", nullptr, Layout::blocks},
     {"context = softmax(q_h k_h^T / sqrt(d_k)) v_h on the scrambled rows", nullptr, Layout::blocks},

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -84,6 +85,23 @@ std::uint64_t peak_rss_bytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return std::uint64_t(u.ru_maxrss) * 1024;  // Linux and BSD report KiB
+}
+
+// The process's resident set now (VmRSS; 0 where /proc is not there).
+std::uint64_t current_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// CPU time the process has used, every thread, user + system (ms): what work cost when the machine
+// is shared and wall time says more about the other processes than about this one.
+double cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+          double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3);
 }
 
 std::vector<std::string> stage_list(const std::string& csv) {  // --stages
@@ -402,12 +420,15 @@ void print_human(const nlohmann::json& j) {
                 j["stages"].get<std::string>().c_str());
 }
 
-// Load time (mmap + conversion to float), then the forward of every layer with every trace kept.
+// Load time (mmap, the attention widened to float), then the forward of every layer with every
+// trace kept; wall and CPU time of each.
 nlohmann::json bench_model(const BenchArgs& a) {
   platform::ProgressLine progress("mha bench", a.quiet);
   const Clock::time_point t0 = Clock::now();
+  const double cpu0 = cpu_ms();
   const LoadedModel loaded = load_model(a.model_dir, [&](double f) { progress.fraction(f, "loading"); });
-  const double load_ms = ms_between(t0, Clock::now());
+  const double load_ms = ms_between(t0, Clock::now()), load_cpu_ms = cpu_ms() - cpu0;
+  const std::uint64_t rss_after_load = current_rss_bytes();
   const LanguageModel& m = *loaded.model;
   const ModelSizes c = m.sizes();
   if (a.tokens < 1 || a.tokens > c.max_positions)
@@ -423,16 +444,21 @@ nlohmann::json bench_model(const BenchArgs& a) {
   const std::unique_ptr<ModelRun> run = m.new_run();
   progress.step(0, repeats + 1, "warm-up");
   Clock::time_point t = Clock::now();
+  double cpu_start = cpu_ms();
   m.forward(ids, o, *run);  // warm-up: first touch of the weights and the trace buffers
-  const double first_ms = ms_between(t, Clock::now());
-  std::vector<double> times;
+  const double first_ms = ms_between(t, Clock::now()), first_cpu_ms = cpu_ms() - cpu_start;
+  std::vector<double> times, cpu_times;
   for (int r = 0; r < repeats; ++r) {
     progress.step(r + 1, repeats + 1);
     t = Clock::now();
+    cpu_start = cpu_ms();
     m.forward(ids, o, *run);
     times.push_back(ms_between(t, Clock::now()));
+    cpu_times.push_back(cpu_ms() - cpu_start);
   }
   const double median = quantile(times, 0.5);
+  double checkpoint_bytes = 0;
+  for (const std::string& f : loaded.weight_files) checkpoint_bytes += double(std::filesystem::file_size(f));
   return {{"model", a.model_dir},
           {"family", c.model_type},
           {"storage_dtype", c.storage_dtype},
@@ -440,14 +466,21 @@ nlohmann::json bench_model(const BenchArgs& a) {
           {"n_layer", c.n_layer},
           {"tokens", a.tokens},
           {"load_ms", load_ms},
+          {"load_cpu_ms", load_cpu_ms},
           {"first_ms", first_ms},
+          {"first_cpu_ms", first_cpu_ms},
           {"median_ms", median},
+          {"median_cpu_ms", quantile(cpu_times, 0.5)},
           {"min_ms", quantile(times, 0.0)},
+          {"min_cpu_ms", quantile(cpu_times, 0.0)},
           {"max_ms", quantile(times, 1.0)},
           {"repeats", repeats},
+          {"top_token", run->top_k.empty() ? -1 : run->top_k[0].id},
           {"gflop", m.forward_flops(a.tokens) / 1e9},
           {"gflops", m.forward_flops(a.tokens) / (median * 1e6)},
           {"kernels", cpu_kernels()},
+          {"checkpoint_bytes", checkpoint_bytes},
+          {"rss_after_load_bytes", rss_after_load},
           {"peak_rss_bytes", peak_rss_bytes()}};
 }
 
@@ -511,15 +544,16 @@ std::function<int()> add_bench(CLI::App& app) {
         std::printf("%s\n", j.dump().c_str());
       else
         std::printf(
-            "%s %s (%s, %lld parameters, %lld layers, %s kernels): load %.0f ms; forward at %lld tokens, "
-            "every trace kept: median %.1f ms (min %.1f, max %.1f, %d runs, first %.1f), %.2f GFLOP, "
-            "%.1f GFLOP/s, peak RSS %.0f MiB\n",
+            "%s %s (%s, %lld parameters, %lld layers, %s kernels): load %.0f ms (CPU %.0f ms); forward at "
+            "%lld tokens, every trace kept: median %.1f ms (CPU %.1f ms; min %.1f, max %.1f, %d runs, first "
+            "%.1f), %.2f GFLOP, %.1f GFLOP/s, peak RSS %.0f MiB = %.2fx the checkpoint\n",
             j["family"].get<std::string>().c_str(), a->model_dir.c_str(),
             j["storage_dtype"].get<std::string>().c_str(), (long long)j["parameters"],
-            (long long)j["n_layer"], cpu_kernels(), double(j["load_ms"]), (long long)a->tokens,
-            double(j["median_ms"]), double(j["min_ms"]), double(j["max_ms"]), int(j["repeats"]),
-            double(j["first_ms"]), double(j["gflop"]), double(j["gflops"]),
-            double(j["peak_rss_bytes"]) / 1048576.0);
+            (long long)j["n_layer"], cpu_kernels(), double(j["load_ms"]), double(j["load_cpu_ms"]),
+            (long long)a->tokens, double(j["median_ms"]), double(j["median_cpu_ms"]), double(j["min_ms"]),
+            double(j["max_ms"]), int(j["repeats"]), double(j["first_ms"]), double(j["gflop"]),
+            double(j["gflops"]), double(j["peak_rss_bytes"]) / 1048576.0,
+            double(j["peak_rss_bytes"]) / std::max(1.0, double(j["checkpoint_bytes"])));
       return 0;
     }
     if (a->export_grid) {

@@ -74,7 +74,8 @@ Drawing saturation_figure(const SaturationCurves& c, const SaturationSpec& spec,
 
   for (int p = 0; p < 2; ++p) {
     const int left = pad + p * (panel_w + panel_gap) + ylab_w,
-              right = pad + p * (panel_w + panel_gap) + panel_w;
+              right = pad + p * (panel_w + panel_gap) + panel_w -
+                      m.width(std::to_string(c.points.back().d_k), false) / 2;  // room for the last tick's label
     const int w = right - left, h = plot_bottom - plot_top;
     const double ymax = p == 0 ? 1.0 : hmax;
     auto px = [&](int d_k) {
@@ -96,10 +97,12 @@ Drawing saturation_figure(const SaturationCurves& c, const SaturationSpec& spec,
     if (p == 0) {  // one weight of 1/S is all weights equal: the floor of the left panel
       const float fy = py(1.0 / c.keys);
       d.lines.push_back({{{float(left), fy}, {float(right), fy}}, kAxis, 1, true});
+      const std::string floor = "all equal: 1/" + std::to_string(c.keys);
+      text(right - m.width(floor, false), int(fy) - line, floor, kMuted);
     }
     d.lines.push_back({{{float(left), float(plot_top)}, {float(left), float(plot_bottom)}}, kAxis, 1, false});
     // x ticks at each d_k, labelled where they do not collide.
-    int last_right = -1 << 20;
+    int last_right = -(1 << 20);
     for (int i = 0; i < n; ++i) {
       const int dk = c.points[std::size_t(i)].d_k;
       const float tx = px(dk);

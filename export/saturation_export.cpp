@@ -74,8 +74,9 @@ Drawing saturation_figure(const SaturationCurves& c, const SaturationSpec& spec,
 
   for (int p = 0; p < 2; ++p) {
     const int left = pad + p * (panel_w + panel_gap) + ylab_w,
-              right = pad + p * (panel_w + panel_gap) + panel_w -
-                      m.width(std::to_string(c.points.back().d_k), false) / 2;  // room for the last tick's label
+              right =
+                  pad + p * (panel_w + panel_gap) + panel_w -
+                  m.width(std::to_string(c.points.back().d_k), false) / 2;  // room for the last tick's label
     const int w = right - left, h = plot_bottom - plot_top;
     const double ymax = p == 0 ? 1.0 : hmax;
     auto px = [&](int d_k) {
@@ -124,7 +125,8 @@ Drawing saturation_figure(const SaturationCurves& c, const SaturationSpec& spec,
       const std::string label =
           "d_k = " + std::to_string(spec.mark_d_k) + " here" + (spec.mark_scaled ? "" : ", no scale");
       const int lw = m.width(label, false);
-      const int lx = mx + float(pad / 2 + lw) > float(right) ? int(mx) - pad / 2 - lw : int(mx) + pad / 2;
+      int lx = mx + float(pad / 2 + lw) > float(right) ? int(mx) - pad / 2 - lw : int(mx) + pad / 2;
+      lx = std::max(lx, left + 2);  // inside the panel, over the line if it must
       text(lx, plot_top, label, kMark);
     }
     // The curves: unscaled first, so the scaled one (torch's) is on top where they meet at d_k = 1.

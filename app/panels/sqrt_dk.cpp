@@ -27,7 +27,7 @@ const SaturationCurves& curves_for(int keys) {
 }
 
 // A Drawing with ImDrawList at `origin`: the font is ImGui's (the layout was measured with it).
-void draw_with_imgui(const exporter::Drawing& d, ImVec2 origin) {
+void draw_with_imgui(const exporter::Drawing& d, ImVec2 origin, float font) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   auto at = [&](float x, float y) { return ImVec2(origin.x + x, origin.y + y); };
   dl->AddRectFilled(at(0, 0), at(float(d.width), float(d.height)), IM_COL32(255, 255, 255, 255), 4);
@@ -50,7 +50,6 @@ void draw_with_imgui(const exporter::Drawing& d, ImVec2 origin) {
       }
     }
   }
-  const float font = ImGui::GetFontSize();
   for (const exporter::Drawing::Text& t : d.texts)
     dl->AddText(ImGui::GetFont(), t.title ? font * 1.3f : font, at(float(t.x), float(t.y)), t.color,
                 t.text.c_str());
@@ -66,6 +65,35 @@ void draw_sqrt_dk(AppState& state) {
     d_k = int(state.result.forward->dims.d_k);
   }
   const bool scaled = state.scenario().what_if.scale_by_sqrt_dk;
+
+  const SaturationCurves& c = curves_for(keys);
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  // The figure's text: the view's font where it fits, smaller in a narrow view at presenter size
+  // (two panels of nine ticks need about 40 characters across).
+  const float fig_font = std::min(font, std::max(12.0f, avail.x / 40));
+  exporter::SaturationSpec spec;
+  spec.width = int(std::max(avail.x - 2, fig_font * 30));
+  spec.height = int(std::clamp(avail.y - 2 - 3 * ImGui::GetTextLineHeightWithSpacing(), fig_font * 16,
+                               std::max(fig_font * 16, spec.width * 0.62f)));
+  spec.mark_d_k = d_k;
+  spec.mark_scaled = scaled;
+  exporter::TextMetrics m;
+  m.width = [fig_font](const std::string& s, bool title) {
+    return int(
+        std::ceil(ImGui::GetFont()->CalcTextSizeA(title ? fig_font * 1.3f : fig_font, 1e9f, 0, s.c_str()).x));
+  };
+  m.line = int(std::ceil(fig_font)) + 2;
+  m.title_line = int(std::ceil(fig_font * 1.3f)) + 2;
+  exporter::Drawing d;
+  try {
+    d = exporter::saturation_figure(c, spec, m);
+  } catch (const Error& e) {
+    ImGui::TextWrapped("%s", e.what());
+    return;
+  }
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  draw_with_imgui(d, origin, fig_font);
+  ImGui::Dummy(ImVec2(float(d.width), float(d.height)));
   ImGui::PushTextWrapPos(0);
   ImGui::TextUnformatted(
       "A score q\xC2\xB7k is a sum of d_k products: with entries of size about 1 its spread grows like "
@@ -78,30 +106,6 @@ void draw_sqrt_dk(AppState& state) {
                                  "d_k"
                                : "not divided (what-if)");
   ImGui::PopTextWrapPos();
-
-  const SaturationCurves& c = curves_for(keys);
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  exporter::SaturationSpec spec;
-  spec.width = int(std::max(avail.x - 2, font * 24));
-  spec.height = int(std::clamp(avail.y - 2, font * 14, std::max(font * 14, spec.width * 0.62f)));
-  spec.mark_d_k = d_k;
-  spec.mark_scaled = scaled;
-  exporter::TextMetrics m;
-  m.width = [font](const std::string& s, bool title) {
-    return int(std::ceil(ImGui::GetFont()->CalcTextSizeA(title ? font * 1.3f : font, 1e9f, 0, s.c_str()).x));
-  };
-  m.line = int(std::ceil(ImGui::GetTextLineHeight())) + 2;
-  m.title_line = int(std::ceil(font * 1.3f)) + 2;
-  exporter::Drawing d;
-  try {
-    d = exporter::saturation_figure(c, spec, m);
-  } catch (const Error& e) {
-    ImGui::TextWrapped("%s", e.what());
-    return;
-  }
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  draw_with_imgui(d, origin);
-  ImGui::Dummy(ImVec2(float(d.width), float(d.height)));
 }
 
 }  // namespace mha::app

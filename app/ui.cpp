@@ -272,6 +272,7 @@ void draw_view(ViewTab id, AppState& state, Textures& textures, UiEnv& env) {
       break;
     case ViewTab::attention_file: draw_attention_file(env.panels, textures); break;  // a file's, read-only
     case ViewTab::check: draw_check(env.panels, state, textures); break;             // a student's file
+    case ViewTab::sqrt_dk: draw_sqrt_dk(state); break;  // random q, k: needs no result
   }
 }
 

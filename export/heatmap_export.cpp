@@ -602,6 +602,19 @@ void draw_drawing(cairo_t* cr, const Drawing& d, TextMeter& meter) {
     fill_rect(cr, b.x, b.y, b.w, b.h, b.fill);
     if (b.outline) outline(cr, {b.x, b.y, b.w, b.h}, b.outline);
   }
+  for (const Drawing::Line& l : d.lines) {
+    if (l.points.size() < 2) continue;
+    set_colour(cr, l.color);
+    cairo_set_line_width(cr, l.width);
+    cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+    const double dash[] = {4.0 * l.width, 2.5 * l.width};
+    cairo_set_dash(cr, dash, l.dashed ? 2 : 0, 0);
+    cairo_move_to(cr, l.points[0].first, l.points[0].second);
+    for (std::size_t i = 1; i < l.points.size(); ++i)
+      cairo_line_to(cr, l.points[i].first, l.points[i].second);
+    cairo_stroke(cr);
+    cairo_set_dash(cr, nullptr, 0, 0);
+  }
   for (const Drawing::Text& t : d.texts) {
     const Font& f = t.title ? meter.fonts().title : meter.fonts().font;
     f.draw(cr, t.x, t.y + f.ascent(), render::valid_utf8(t.text), t.color);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "colormap.hpp"
@@ -81,8 +82,8 @@ void draw_figure(cairo_t* cr, const ExportSpec& spec);
 // A 2-D slice as CSV: a header of key labels, each row led by its query label; NaN as "nan".
 std::string render_csv(const Panel& panel);
 
-// A free-form figure of filled boxes and text lines (the reshape figure), drawn with the same font
-// and through the same cairo drawing as the heatmaps.
+// A free-form figure of filled boxes, polylines and text lines (the reshape figure, the √d_k plot), drawn
+// with the same font and through the same cairo drawing as the heatmaps.
 struct Drawing {
   struct Box {
     int x = 0, y = 0, w = 0, h = 0;
@@ -95,11 +96,18 @@ struct Drawing {
     std::uint32_t color = 0xFF202020;
     bool title = false;  // 1.3× the font size
   };
+  struct Line {  // a polyline through points (x, y), as a plot's curve or axis
+    std::vector<std::pair<float, float>> points;
+    std::uint32_t color = 0xFF202020;
+    float width = 1;
+    bool dashed = false;
+  };
   int width = 0, height = 0;
   bool transparent = false;
   std::string font_path;
   float font_px = 13;
-  std::vector<Box> boxes;  // drawn in order, then the text
+  std::vector<Box> boxes;  // drawn in order, then the lines, then the text
+  std::vector<Line> lines;
   std::vector<Text> texts;
 };
 // Throws ConfigError for a non-positive or too large size, FileError for the font.

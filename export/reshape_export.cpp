@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "errors.hpp"
 #include "head_colour.hpp"
@@ -17,6 +18,7 @@ namespace {
 constexpr int kPad = 10;
 constexpr int kMaxColumns = 2048;  // every column of q is drawn, at least 2 px wide
 constexpr std::uint32_t kMuted = 0xFF707070;
+constexpr std::uint32_t kWrong = 0xFF2828C8;  // red: a mistake's line and its error
 
 const Stage<float>& need(const ForwardResult<float>& r, const char* name) {
   if (const Stage<float>* s = r.trace.find(name)) return *s;
@@ -29,6 +31,10 @@ std::string step_caption(const Stage<float>& s) {
 }
 
 }  // namespace
+
+const char* const kViewRuntimeError =
+    "RuntimeError: view size is not compatible with input tensor's size and stride (at least one "
+    "dimension spans across two contiguous subspaces). Use .reshape(...) instead.";
 
 ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& spec) {
   const Stage<float>& q = need(r, stage_name::q);
@@ -76,14 +82,22 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
   fig.maxabs = maxabs > 0 ? maxabs : 1.0f;
 
   // Three columns: captions (expression, shape/strides) above each, cells below.
+  // Mistake 1: the split straight to (N, H, L, d_k), no transpose: contiguous, and wrong.
+  const bool no_transpose = spec.mistake == 1;
   const std::string code[3] = {"q = F.linear(query, W_q, b_q)", "q_view = q.view(N, L, H, d_k)",
-                               "q_heads = q_view.transpose(1, 2)"};
-  const std::string caption[3] = {step_caption(q), step_caption(q_view), step_caption(q_heads)};
+                               no_transpose ? "q_heads = q.view(N, H, L, d_k)   # mistake 1: no transpose"
+                                            : "q_heads = q_view.transpose(1, 2)"};
+  const std::string caption[3] = {step_caption(q), step_caption(q_view),
+                                  no_transpose
+                                      ? "shape " + shape_str(q_heads.shape) + "  strides (" +
+                                            std::to_string(H * d.L * dk) + ", " + std::to_string(d.L * dk) +
+                                            ", " + std::to_string(dk) + ", 1)  contiguous: the wrong numbers"
+                                      : step_caption(q_heads)};
   const int head_caption_h = line + 2;
   const int block_w = dk * cw, block_h = rows * ch;
   // After the transpose the heads are blocks, up to four in a column; more heads add columns, so
   // that 16 heads do not make the figure sixteen blocks tall.
-  const int bcols = (H + 3) / 4, brows = (H + bcols - 1) / bcols;
+  const int bcols = spec.vertical ? H : (H + 3) / 4, brows = (H + bcols - 1) / bcols;
   const int pitch_x = block_w + fig.gap + label_w, pitch_y = block_h + fig.gap + head_caption_h;
   const int cells_w[3] = {E * cw, H * block_w + (H - 1) * fig.gap,
                           bcols * block_w + (bcols - 1) * (fig.gap + label_w)};
@@ -101,21 +115,32 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
                             "  \xE2\x86\x92  view (N, L, H, d_k)  \xE2\x86\x92  transpose (N, H, L, d_k)";
   const int top = kPad + title_line + kPad;
   const int cells_top = top + 2 * line + kPad + head_caption_h;
-  int x = kPad;
+  int x = kPad, y = top;
   Rect* areas[3] = {&fig.flat, &fig.split, &fig.stacked};
   for (int k = 0; k < 3; ++k) {
-    dr.texts.push_back({x, top, code[k]});
-    dr.texts.push_back({x, top + line, caption[k], kMuted});
+    const int step_top = spec.vertical ? y : top,
+              step_cells = spec.vertical ? y + (cells_top - top) : cells_top;
+    dr.texts.push_back({x, step_top, code[k], k == 2 && no_transpose ? kWrong : 0xFF202020});
+    dr.texts.push_back({x, step_top + line, caption[k], k == 2 && no_transpose ? kWrong : kMuted});
     Rect& a = *areas[k];
     a.x = x + left[k];
-    a.y = cells_top;
+    a.y = step_cells;
     a.w = cells_w[k];
     a.h = k == 2 ? brows * block_h + (brows - 1) * (fig.gap + head_caption_h) : block_h;
-    if (k < 2)
-      dr.texts.push_back({x + col_w[k] + kPad - 2, cells_top + block_h / 2 - line / 2, "\xE2\x86\x92"});
-    x += col_w[k] + (k < 2 ? arrow_w : 0);
+    if (spec.vertical) {  // the next step below, an arrow down between
+      if (k < 2) dr.texts.push_back({a.x + a.w / 2, a.y + a.h + 2, "\xE2\x86\x93"});
+      y = a.y + a.h + line + kPad;
+      x = kPad;
+    } else {
+      if (k < 2)
+        dr.texts.push_back({x + col_w[k] + kPad - 2, cells_top + block_h / 2 - line / 2, "\xE2\x86\x92"});
+      x += col_w[k] + (k < 2 ? arrow_w : 0);
+    }
   }
-  dr.width = std::max(x + kPad, kPad + meter.width(title, true) + kPad);
+  int widest = 0;
+  for (int k = 0; k < 3; ++k) widest = std::max(widest, col_w[k]);
+  dr.width =
+      std::max(spec.vertical ? kPad + widest + kPad : x + kPad, kPad + meter.width(title, true) + kPad);
   const int bottom = std::max(fig.flat.y + fig.flat.h, fig.stacked.y + fig.stacked.h);
   dr.texts.insert(dr.texts.begin(), Drawing::Text{kPad, kPad, title, 0xFF202020, true});
 
@@ -137,8 +162,16 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
     dr.texts.push_back({sx, fig.split.y - head_caption_h, head_caption(h, block_w + fig.gap), hue});
     const int tx = fig.stacked.x + (h % bcols) * pitch_x, ty = fig.stacked.y + (h / bcols) * pitch_y;
     dr.texts.push_back({tx, ty - head_caption_h, head_caption(h, bcols > 1 ? pitch_x : 1 << 20), hue});
+    // Mistake 1: "head" h's row i is the d_k values at h·L·d_k + i·d_k of the item's memory: a
+    // piece of token (h·L + i)·d_k / E, from the head its column belongs to.
+    auto wrong_at = [&](int i, int c) {
+      const std::int64_t f = (std::int64_t(h) * d.L + i) * dk + c;
+      return std::pair<int, int>(int(f / E), int(f % E));  // token, column of q
+    };
     for (int i = 0; i < rows; ++i)
-      dr.texts.push_back({tx - label_w, ty + i * ch + (ch - line) / 2, token(i), kMuted});
+      dr.texts.push_back({tx - label_w, ty + i * ch + (ch - line) / 2,
+                          no_transpose ? token(wrong_at(i, 0).first) : token(i),
+                          no_transpose ? kWrong : kMuted});
     for (int i = 0; i < rows; ++i)
       for (int c = 0; c < dk; ++c) {
         const int e = h * dk + c;
@@ -146,8 +179,14 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
                             render::head_colour(h, H, q.at({n, i, e}), fig.maxabs)});
         dr.boxes.push_back({sx + c * cw, fig.split.y + i * ch, cw, ch,
                             render::head_colour(h, H, q_view.at({n, i, h, c}), fig.maxabs)});
-        dr.boxes.push_back({tx + c * cw, ty + i * ch, cw, ch,
-                            render::head_colour(h, H, q_heads.at({n, h, i, c}), fig.maxabs)});
+        if (no_transpose) {
+          const auto [t, qe] = wrong_at(i, c);
+          dr.boxes.push_back({tx + c * cw, ty + i * ch, cw, ch,
+                              render::head_colour(qe / dk, H, q.at({n, t, qe}), fig.maxabs)});
+        } else {
+          dr.boxes.push_back({tx + c * cw, ty + i * ch, cw, ch,
+                              render::head_colour(h, H, q_heads.at({n, h, i, c}), fig.maxabs)});
+        }
       }
   }
   int note_y = bottom + kPad;
@@ -157,12 +196,67 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
                         kMuted});
     note_y += line;
   }
-  dr.texts.push_back({kPad, note_y,
-                      "view: the same memory read as (N, L, H, d_k); transpose: only the strides change "
-                      "(q_heads is not contiguous), each head now an (L, d_k) matrix",
-                      kMuted});
-  dr.width = std::max(dr.width, kPad + meter.width(dr.texts.back().text) + kPad);
-  dr.height = note_y + line + kPad;
+  std::vector<std::pair<std::string, std::uint32_t>> notes;
+  if (no_transpose) {
+    notes = {
+        {"No transpose: each \"head\" is L\xC2\xB7"
+         "d_k values in a row of memory, whole tokens' pieces "
+         "(labels: the token each row holds),",
+         kWrong},
+        {"and its colours are several heads' columns: the heads' numbers are mixed, with no error raised.",
+         kWrong}};
+  } else if (spec.vertical) {
+    notes = {{"view: the same memory read as (N, L, H, d_k); transpose: only the strides change", kMuted},
+             {"(q_heads is not contiguous), each head now an (L, d_k) matrix", kMuted}};
+  } else {
+    notes = {
+        {"view: the same memory read as (N, L, H, d_k); transpose: only the strides change "
+         "(q_heads is not contiguous), each head now an (L, d_k) matrix",
+         kMuted}};
+  }
+  if (spec.mistake == 2) {  // the merge: .view on the transposed context
+    const Stage<float>& ct = need(r, "context_transposed");
+    const bool fails = !ct.is_contiguous();
+    notes.push_back(
+        {"Mistake 2, the merge: context.transpose(1, 2).view(N, L, E)   # forgot .contiguous()", kWrong});
+    notes.push_back({fails
+                         ? "RuntimeError: view size is not compatible with input tensor's size and stride"
+                         : "Here the view succeeds (L = 1 or H = 1); with L, H \xE2\x89\xA5 2 torch raises:",
+                     kWrong});
+    notes.push_back(
+        {fails ? "(at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead."
+               : kViewRuntimeError,
+         kWrong});
+    notes.push_back({"context_transposed: " + step_caption(ct) +
+                         ". Merging (H, d_k) needs stride(H) = d_k = " + std::to_string(dk) + ", but it is " +
+                         std::to_string(ct.strides.size() > 2 ? ct.strides[2] : 0) + ".",
+                     kMuted});
+    notes.push_back(
+        {"The fix: context.transpose(1, 2).contiguous().view(N, L, E), or .reshape(N, L, E): one copy.",
+         0xFF202020});
+  } else if (spec.mistake == 3) {  // the heads' concat returned as the output
+    const Stage<float>& concat = need(r, "concat");
+    const Stage<float>& out = need(r, "output");
+    float diff = 0;
+    for (std::int64_t i = 0; i < d.L; ++i)
+      for (std::int64_t e = 0; e < d.E; ++e) {
+        const float a = concat.at({n, i, e}), b = out.at({n, i, e});
+        if (std::isfinite(a - b)) diff = std::max(diff, std::fabs(a - b));
+      }
+    char line3[160];
+    std::snprintf(line3, sizeof line3, "largest |concat - output| here: %.3g, with no error raised.",
+                  double(diff));
+    notes.push_back(
+        {"Mistake 3: return concat   # no out_proj: F.linear(concat, W_o, b_o) left out", kWrong});
+    notes.push_back({"The heads sit side by side, never mixed: the output differs from torch's,", kWrong});
+    notes.push_back({line3, kWrong});
+  }
+  for (const auto& [text, colour] : notes) {
+    dr.texts.push_back({kPad, note_y, text, colour});
+    dr.width = std::max(dr.width, kPad + meter.width(text) + kPad);
+    note_y += line;
+  }
+  dr.height = note_y + kPad;
   dr.texts.erase(
       std::remove_if(dr.texts.begin(), dr.texts.end(), [](const Drawing::Text& t) { return t.text.empty(); }),
       dr.texts.end());  // captions skipped where heads are too narrow

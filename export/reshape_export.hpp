@@ -34,9 +34,21 @@ struct ReshapeSpec {
   bool transparent = false;
   std::string font_path;
   float font_px = 13;
+  // The three steps one above the other and the heads side by side (a printed page's shape), in
+  // place of three columns.
+  bool vertical = false;
+  // The Reshape view's mistake: 0 the right path; 1 the split without transpose
+  // (q.view(N, H, L, d_k): each "head" is a run of memory, its rows labelled with the token whose
+  // values they hold); 2 the merge by .view on the non-contiguous context (torch's RuntimeError and
+  // why); 3 no output projection (how far concat is from the output).
+  int mistake = 0;
 };
 
-// Throws ConfigError when the trace lacks q, q_view or q_heads or the batch index is out of range.
+// The RuntimeError torch raises for .view on a tensor whose strides cannot be merged.
+extern const char* const kViewRuntimeError;
+
+// Throws ConfigError when the trace lacks q, q_view or q_heads (and the merge's stages for
+// mistakes 2 and 3) or the batch index is out of range.
 ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& spec);
 
 }  // namespace mha::exporter

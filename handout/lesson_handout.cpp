@@ -3,16 +3,19 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "actions.hpp"
 #include "app_state.hpp"
 #include "colour_range.hpp"
+#include "cost_export.hpp"
 #include "document_export.hpp"
 #include "errors.hpp"
 #include "io/file_io.hpp"
 #include "reshape_export.hpp"
+#include "saturation_export.hpp"
 #include "scenario.hpp"
 #include "views.hpp"
 
@@ -129,8 +132,9 @@ std::string heads_words(int heads) {
   return heads > 1 ? "every head and their average" : "the one head";
 }
 
-// The figure of the view a step leaves on screen; none for a view with no figure to draw.
-std::vector<StepFigure> step_figures(const AppState& state, const std::string& font_path) {
+// The figure of the view a step leaves on screen; none for a view with no figure to draw. `mistake`:
+// the Reshape mistake the step is about (its task may be to choose it), -1: the one shown.
+std::vector<StepFigure> step_figures(const AppState& state, const std::string& font_path, int mistake) {
   std::vector<StepFigure> out;
   const studio::ViewState& view = state.view();
   const ViewTab tab = state.window().tab;
@@ -174,18 +178,48 @@ std::vector<StepFigure> step_figures(const AppState& state, const std::string& f
       rs.batch_index = view.batch_index;
       rs.tokens = state.result.query_tokens;
       rs.font_path = font_path;
+      rs.vertical = true;  // three steps one above the other: large enough to read on a page
+      rs.mistake = mistake >= 0 ? mistake : view.mistake;
       StepFigure f;
       f.forward = fwd;
       f.drawing = std::make_unique<exporter::Drawing>(exporter::reshape_figure(*fwd, rs).drawing);
-      f.caption = "The Reshape view: q, q.view(N, L, H, d_k), then .transpose(1, 2)" + item;
-      // The exported figure draws the right path only; say so where the step shows a mistake.
-      if (view.mistake != 0)
-        f.caption +=
-            " (the right path; the app's Reshape view shows mistake " + std::to_string(view.mistake) + ")";
+      static const char* const what[] = {"", ", with mistake 1: the split without transpose",
+                                         ", with mistake 2: .view on the transposed context",
+                                         ", with mistake 3: no output projection"};
+      f.caption = "The Reshape view: q, q.view(N, L, H, d_k), then .transpose(1, 2)" + item +
+                  what[std::clamp(rs.mistake, 0, 3)];
       out.push_back(std::move(f));
       break;
     }
-    default: break;  // Complexity, Compare, Large L, Attention file, Check: no figure of the step's state
+    case ViewTab::sqrt_dk: {
+      const Dims& d = fwd->dims;
+      const SaturationCurves c = exporter::lesson_saturation_curves(int(d.S_total));
+      exporter::SaturationSpec ss;
+      ss.font_path = font_path;
+      ss.mark_d_k = int(d.d_k);
+      ss.mark_scaled = state.scenario().what_if.scale_by_sqrt_dk;
+      StepFigure f;
+      f.forward = fwd;
+      f.drawing = std::make_unique<exporter::Drawing>(exporter::saturation_figure(c, ss));
+      f.caption =
+          "The \xE2\x88\x9A"
+          "d_k view: a row's largest weight and its entropy against d_k, random q and k";
+      out.push_back(std::move(f));
+      break;
+    }
+    case ViewTab::complexity: {
+      exporter::CostSpec cs;
+      cs.bias = fwd->config.bias;
+      cs.mask = fwd->trace.has("attn_mask");
+      cs.font_path = font_path;
+      StepFigure f;
+      f.forward = fwd;
+      f.drawing = std::make_unique<exporter::Drawing>(exporter::cost_figure(fwd->dims, cs));
+      f.caption = "The Complexity view's cost of one forward, stage by stage" + layer;
+      out.push_back(std::move(f));
+      break;
+    }
+    default: break;  // Compare, Large L, Attention file, Check: no figure of the step's state
   }
   return out;
 }
@@ -266,8 +300,13 @@ Handout walk_lesson(const Lesson& lesson, const std::string& assets_dir, const s
       continue;
     }
     settle(state, step_where(lesson, k));
+    // A step whose task is to choose a Reshape mistake is about that mistake: its figure shows it.
+    int mistake = -1;
+    if (step.has_task)
+      for (const studio::LessonCondition& c : step.task.check)
+        if (c.what == "mistake") mistake = std::atoi(c.value.c_str());
     try {
-      h.figures.push_back(step_figures(state, font_path));
+      h.figures.push_back(step_figures(state, font_path, mistake));
     } catch (const Error& e) {
       throw LessonError(lesson.name, step_where(lesson, k) + ": its figure: " + e.what());
     }

@@ -40,6 +40,7 @@ const std::vector<ViewInfo> kViews = {
     {ViewTab::large_l, "Large L", "large_l", ViewReads::own, nullptr, nullptr},
     {ViewTab::attention_file, "Attention file", "attention_file", ViewReads::own, nullptr, nullptr},
     {ViewTab::check, "Check", "check", ViewReads::own, nullptr, nullptr},
+    {ViewTab::sqrt_dk, "\xE2\x88\x9A" "d_k", "sqrt_dk", ViewReads::own, nullptr, nullptr},
 };
 
 std::string folded(const std::string& s) {

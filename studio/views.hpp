@@ -23,6 +23,7 @@ enum class ViewTab {
   overview,
   token_lines,
   check,
+  sqrt_dk,
 };
 
 // What a view draws from.

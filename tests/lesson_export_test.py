@@ -66,7 +66,7 @@ def check_png(path):
     return ""
 
 
-FIGURE_VIEWS = {"heads", "pipeline", "mask", "reshape", "overview", "token lines"}
+FIGURE_VIEWS = {"heads", "pipeline", "mask", "reshape", "overview", "token lines", "complexity", "sqrt_dk"}
 poppler = shutil.which("pdfinfo") and shutil.which("pdftotext")
 if not poppler:
     print("note: pdfinfo/pdftotext (poppler-utils) not found: pages counted from the PDF's objects, "
@@ -131,6 +131,25 @@ for name in names:
                 fail("%s: page %d lacks the narration's last words %r" % (name, k + 2, words[-4:]))
             if "task" in s and squash(md_plain(s["task"]["instruction"]))[:40] not in text:
                 fail("%s: page %d lacks its task" % (name, k + 2))
+            # The figures drawn from the view a step leaves shown (their text is the PDF's too): the
+            # √d_k plot, the Complexity view's cost bars, the Reshape mistake the step is about.
+            tab = None
+            for line in s.get("setup", []):
+                if line.startswith("tab "):
+                    tab = line[4:].strip().lower()
+            mistake = None
+            for line in s.get("setup", []) + [l for l in s.get("task", {}).get("solution", [])]:
+                if line.startswith("set mistake "):
+                    mistake = int(line.split()[2])
+            wants = {"sqrt_dk": ["softmax of random scores against d_k", "largest weight in a row",
+                                 "entropy of a row"],
+                     "complexity": ["What one forward costs, stage by stage", "K/V cache"],
+                     "reshape": ["reshape of q"] + {1: ["mistake 1: no transpose"],
+                                                    2: ["Mistake 2, the merge", "RuntimeError: view size"],
+                                                    3: ["Mistake 3"]}.get(mistake, [])}.get(tab, [])
+            for want in wants:
+                if squash(want) not in text:
+                    fail("%s: page %d lacks its figure's %r" % (name, k + 2, want))
         if tasks:
             last = page_text(expected_pages)
             if "Answers" not in last:

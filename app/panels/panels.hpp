@@ -90,6 +90,8 @@ void draw_inspector(AppState& state);  // right column: one weight, term by term
 // Difference of two heads / before-after.
 void draw_compare(Panels& panels, AppState& state, Textures& tex);
 void draw_complexity(AppState& state);  // FLOPs and memory per stage, growth with L
+// Why divide by √d_k: a row's largest weight and entropy against d_k, with and without the scale.
+void draw_sqrt_dk(AppState& state);
 // Every head (and layer) at once; click opens one.
 void draw_overview(Panels& panels, AppState& state, Textures& tex);
 // BertViz head view: tokens joined by weighted lines.

@@ -167,7 +167,10 @@ std::vector<StepFigure> step_figures(const AppState& state, const std::string& f
     case ViewTab::heads:
     case ViewTab::overview:
     case ViewTab::token_lines:
-      stage(view.stage, std::string("The ") + studio::view_info(tab).name + " view");
+      // A choice that is no stage of the trace (the Heads view's scores without RoPE) is drawn as
+      // the weights, which every forward holds.
+      stage(find_stage(*fwd, view.stage, false) ? view.stage : std::string("attn_weights"),
+            std::string("The ") + studio::view_info(tab).name + " view");
       break;
     case ViewTab::pipeline: stage(view.pipeline_stage, "The Pipeline's stage below its graph"); break;
     case ViewTab::mask:

@@ -613,9 +613,8 @@ std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
   ImGui::TextDisabled("reads K/V head %d of %lld", h / std::max(1, H / int(f.dims.G)), (long long)f.dims.G);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped(
-      "RoPE turns q_i and k_j by angles i*theta and j*theta, so q_i . k_j depends on i - j. Left: q . k / "
-      "sqrt(d_k) before the rotation (no position at all); middle: after it, the model's; right: their mean by "
-      "distance.");
+      "RoPE turns q_i and k_j by i*theta and j*theta, so q_i . k_j depends on i - j. The scores before the "
+      "rotation (no position at all), after it (the model's), and their mean by distance.");
   ImGui::PopStyleColor();
 
   const Plane pw = head_plane(*with_stage, 0, h), pm = head_plane(*masked, 0, h);
@@ -626,11 +625,15 @@ std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
       if (!neg_inf(pm.at(i, j))) vr.add(pw.at(i, j)), vr.add(pn[i * C + j]);
   const Colormap cmap = render::stage_colormap("scores", state.window().colormap);
   const render::ColourRange range = render::auto_colour_range(vr, cmap, false);
-  // Three columns: the two maps and the distance plot, the maps as tall as the view leaves.
+  // Three columns: the two maps and the distance plot, the maps as tall as the view leaves; where
+  // a third of the width is too narrow for the plot (a presenter font beside the lesson), the plot
+  // goes under the two maps.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float spacing = ImGui::GetStyle().ItemSpacing.x;
-  const float col_w = (avail.x - 2 * spacing) / 3;
-  const float col_h = std::max(font * 6, avail.y - ImGui::GetTextLineHeightWithSpacing() - spacing);
+  const float spacing = ImGui::GetStyle().ItemSpacing.x, title_h = ImGui::GetTextLineHeightWithSpacing();
+  const bool stacked = (avail.x - 2 * spacing) / 3 < font * 14;
+  const float col_w = stacked ? (avail.x - spacing) / 2 : (avail.x - 2 * spacing) / 3;
+  const float plot_h = stacked ? std::max(font * 7, avail.y * 0.4f) : 0;
+  const float col_h = std::max(font * 6, avail.y - title_h - spacing - (stacked ? plot_h + title_h : 0));
   std::vector<float> with_copy(static_cast<std::size_t>(R) * std::size_t(C));
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < C; ++j) with_copy[std::size_t(i * C + j)] = pw.at(i, j);
@@ -663,11 +666,11 @@ std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
     events.push_back(ev);
     ImGui::EndGroup();
   }
-  ImGui::SameLine();
+  if (!stacked) ImGui::SameLine();
   ImGui::BeginGroup();
   ImGui::TextUnformatted("mean score by distance");
   offset_plot(mean_score_by_offset(pn, R, C), mean_score_by_offset(with_copy.data(), R, C),
-              ImVec2(col_w, std::min(col_h, col_w)));
+              stacked ? ImVec2(avail.x, plot_h) : ImVec2(col_w, std::min(col_h, col_w)));
   ImGui::EndGroup();
   return events;
 }

@@ -639,8 +639,10 @@ TEST_CASE("every preset in assets/presets loads and runs forward", "[scenario]")
     CHECK(s.query_tokens().size() == std::size_t(s.L()));
     CHECK(s.key_tokens().size() == std::size_t(s.S()));
   }
-  CHECK(count == 11);
+  CHECK(count == 12);
 
+  const Scenario llama = load("model_gqa_rope.json");  // the trained GQA model: 8 query heads, 2 K/V heads
+  CHECK((llama.model == "fortunes-llama-4x8" && llama.num_heads == 8 && llama.num_kv_heads == 2));
   const Scenario nb = load("course_notebook.json");
   CHECK((nb.batch == 3 && nb.L() == 4 && nb.S() == 4 && nb.embed_dim == 8 && nb.num_heads == 2));
   CHECK((!nb.bias && nb.seed == 42 && nb.sentence.empty() && nb.mask.preset == MaskPreset::none));

@@ -35,6 +35,9 @@ void linear_typed_columns(const float* x, const void* W, int type, float* y, std
 void gemv_typed_rows(const void* A, int type, const float* x, float* y, std::int64_t cols, std::int64_t r0,
                      std::int64_t r1, float* scratch, std::int64_t tile);
 void widen_elements(const void* src, int type, std::int64_t n, float* dst);
+// How many of n stored elements are NaN or infinite, counted on every hardware thread: a model's
+// open reads each weight once for this.
+std::int64_t count_nonfinite_elements(const void* src, int type, std::int64_t n);
 
 namespace detail {
 // For tests: forward() uses `name`'s kernels while this lives. Throws ConfigError for a name this

@@ -129,6 +129,21 @@ void widen_elements(const void* src, int type, std::int64_t n, float* dst) {
   active().widen(src, type, n, dst);
 }
 
+std::int64_t count_nonfinite_elements(const void* src, int type, std::int64_t n) {
+  const std::int64_t chunk = std::int64_t(1) << 22, chunks = (n + chunk - 1) / chunk;
+  const std::size_t width = type == detail::kernels::kWeightF32 ? 4 : 2;
+  const int threads = detail::thread_count(0, double(n));
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(std::max(threads, 1)), 0);
+  detail::parallel_ranges(threads, chunks, [&](int t, std::int64_t c0, std::int64_t c1) {
+    const std::int64_t begin = c0 * chunk, end = std::min(n, c1 * chunk);
+    counts[std::size_t(t)] = active().nonfinite(static_cast<const unsigned char*>(src) + begin * width, type,
+                                                end - begin);
+  });
+  std::int64_t total = 0;
+  for (std::int64_t c : counts) total += c;
+  return total;
+}
+
 detail::ScopedCpuKernels::ScopedCpuKernels(const std::string& name) : previous_(g_override.load()) {
   const kernels_t* k = find(name);
   if (!k) throw ConfigError("MHA_CPU", "kernels \"" + name + "\" are not supported by this CPU or build");

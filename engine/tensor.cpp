@@ -1,8 +1,13 @@
 // Shape helpers and conversions between file Arrays and compute Tensors.
 #include "tensor.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <limits>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "errors.hpp"
 
@@ -177,5 +182,30 @@ template Array to_array<float>(const Tensor<float>&);
 template Array to_array<double>(const Tensor<double>&);
 template Array to_bool_array<float>(const Tensor<float>&);
 template Array to_bool_array<double>(const Tensor<double>&);
+
+std::vector<float> zeroed_floats(std::size_t n) {
+  std::vector<float> v;
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
+  if (n * sizeof(float) >= 4 * kHuge) {
+    v.reserve(n);  // allocated, not yet touched
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    // Only the whole huge pages inside the block; the kernel refuses unaligned ranges.
+    const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
+    const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(v.data() + n)) & ~(kHuge - 1);
+    if (end > begin) {
+      void* p = reinterpret_cast<void*>(begin);
+      // Advice only: on failure (an older kernel, huge pages off) the pages fault in as written.
+      (void)madvise(p, end - begin, MADV_HUGEPAGE);
+#if defined(MADV_POPULATE_WRITE)
+      (void)madvise(p, end - begin, MADV_POPULATE_WRITE);
+#else
+      (void)madvise(p, end - begin, 23);  // MADV_POPULATE_WRITE (Linux 5.14), absent from older headers
+#endif
+    }
+#endif
+  }
+  v.resize(n);
+  return v;
+}
 
 }  // namespace mha

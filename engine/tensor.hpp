@@ -49,6 +49,12 @@ struct Tensor {
   }
 };
 
+// n zeros in memory that is mapped before it is written: where the system can, the pages come as
+// 2 MiB huge pages, faulted in by one call. A model's open fills hundreds of MB of these, and touching
+// fresh 4 KiB pages one fault at a time cost more than the filling itself (about 2 s for the 1B
+// model's attention on a virtual machine). Small sizes are a plain vector.
+std::vector<float> zeroed_floats(std::size_t n);
+
 // An array as a file holds it: dtype, shape and the raw little-endian bytes in C order.
 // Readers convert Fortran order on load, so `data` is always C order; f16/bf16 stay as stored
 // and are widened by to_tensor.

@@ -91,13 +91,13 @@ void check_weight(const TensorView& v, const std::string& name, const Shape& sto
 Tensor<float> take(const TensorView& v, const std::string& name, const Shape& want, bool transpose) {
   const Shape stored = transpose ? Shape{want[1], want[0]} : want;
   check_weight(v, name, stored, transpose);
-  Tensor<float> t(want);
+  Tensor<float> t(want, zeroed_floats(std::size_t(numel(want))));
   if (!transpose) {
     convert_elements(v.dtype, v.data, t.numel(), t.ptr());
     return t;
   }
   // Stored (in, out); the attention wants torch's (out, in).
-  std::vector<float> tmp(std::size_t(t.numel()));
+  std::vector<float> tmp = zeroed_floats(std::size_t(t.numel()));
   convert_elements(v.dtype, v.data, t.numel(), tmp.data());
   const std::int64_t rows = stored[0], cols = stored[1];
   for (std::int64_t i = 0; i < rows; ++i)
@@ -447,7 +447,7 @@ LoadedLlama load_llama(const std::string& folder, const LoadProgress& progress) 
                      numel(want), out);
   };
   auto load = [&](const std::string& name, const Shape& want) {
-    Tensor<float> t(want);
+    Tensor<float> t(want, zeroed_floats(std::size_t(numel(want))));
     load_into(name, want, t.ptr());
     return t;
   };
@@ -469,7 +469,8 @@ LoadedLlama load_llama(const std::string& folder, const LoadProgress& progress) 
     b.input_layernorm = load(p + "input_layernorm.weight", {C});
     // The attention in float, as mha::forward reads it: q, k and v widened straight into their rows
     // of in_proj_weight, torch.cat((q, k, v), 0).
-    b.attn.in_proj_weight = Tensor<float>({q_width + 2 * kv, C});
+    b.attn.in_proj_weight =
+        Tensor<float>({q_width + 2 * kv, C}, zeroed_floats(std::size_t((q_width + 2 * kv) * C)));
     float* in_proj = b.attn.in_proj_weight.ptr();
     load_into(p + "self_attn.q_proj.weight", {q_width, C}, in_proj);
     load_into(p + "self_attn.k_proj.weight", {kv, C}, in_proj + q_width * C);

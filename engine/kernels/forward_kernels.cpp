@@ -36,6 +36,8 @@ template <class T>
 using Map = Eigen::Map<RowMatrix<T>>;
 template <class T>
 using ConstMap = Eigen::Map<const RowMatrix<T>>;
+template <class T>
+using ColMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 // A column block of a row-major matrix, e.g. head h's d_k columns of q: (rows, cols), row stride given.
 template <class T>
 using StridedMap = Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>>;
@@ -899,6 +901,41 @@ void widen(const void* src, int type, std::int64_t n, float* dst) {
   }
 }
 
+// Stored elements that are NaN or infinite: those whose exponent is all ones.
+std::int64_t nonfinite(const void* src, int type, std::int64_t n) {
+  const unsigned char* s = static_cast<const unsigned char*>(src);
+  std::int64_t count = 0, i = 0;
+  if (type == kWeightF32) {
+#if defined(__AVX512F__)
+    const __m512i e = _mm512_set1_epi32(0x7F800000);
+    for (; i + 16 <= n; i += 16) {
+      const __m512i v = _mm512_and_si512(_mm512_loadu_si512(s + 4 * i), e);
+      count += __builtin_popcount(unsigned(_mm512_cmpeq_epi32_mask(v, e)));
+    }
+#endif
+    for (; i < n; ++i) {
+      std::uint32_t b;
+      std::memcpy(&b, s + 4 * i, 4);
+      count += (b & 0x7F800000u) == 0x7F800000u;
+    }
+    return count;
+  }
+  const std::uint16_t exponent = type == kWeightF16 ? 0x7C00u : 0x7F80u;
+#if defined(__AVX512BW__)
+  const __m512i e = _mm512_set1_epi16(short(exponent));
+  for (; i + 32 <= n; i += 32) {
+    const __m512i v = _mm512_and_si512(_mm512_loadu_si512(s + 2 * i), e);
+    count += __builtin_popcount(unsigned(_mm512_cmpeq_epi16_mask(v, e)));
+  }
+#endif
+  for (; i < n; ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, s + 2 * i, 2);
+    count += (b & exponent) == exponent;
+  }
+  return count;
+}
+
 void linear_typed(const float* x, const void* W, int type, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, std::int64_t c0, std::int64_t c1, float* scratch, std::int64_t tile) {
   if (c1 <= c0 || rows <= 0) return;
@@ -909,11 +946,15 @@ void linear_typed(const float* x, const void* W, int type, float* y, std::int64_
     return;
   }
   const unsigned char* w = static_cast<const unsigned char*>(W);
+  // Into column-major storage Eigen packs x (a few rows) and streams W's rows as they lie; straight
+  // into the row-major y it would pack each tile of W transposed, most of the work at a few rows.
+  ColMatrix<float> tile_out;
   for (std::int64_t t0 = c0; t0 < c1; t0 += tile) {
     const std::int64_t n = std::min(tile, c1 - t0);
     widen(w + 2 * t0 * in, type, n * in, scratch);
     StridedMap<float> Y(y + t0, rows, n, Eigen::OuterStride<>(out));
-    Y.noalias() = X * ConstMap<float>(scratch, n, in).transpose();
+    tile_out.noalias() = X * ConstMap<float>(scratch, n, in).transpose();
+    Y = tile_out;
   }
 }
 
@@ -946,7 +987,8 @@ const Variant kVariant = {
     &gemv,
     &widen,
     &linear_typed,
-    &gemv_typed};
+    &gemv_typed,
+    &nonfinite};
 
 }  // namespace
 

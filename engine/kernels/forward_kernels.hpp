@@ -133,6 +133,8 @@ struct Variant {
   // Rows [r0, r1) of y = A·x for A (·, cols) of `type`, widened as linear widens W.
   void (*gemv_typed)(const void* A, int type, const float* x, float* y, std::int64_t cols, std::int64_t r0,
                      std::int64_t r1, float* scratch, std::int64_t tile);
+  // How many of n stored elements of `type` are NaN or infinite.
+  std::int64_t (*nonfinite)(const void* src, int type, std::int64_t n);
 };
 
 // The stored weight types the typed kernels read.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cpu_dispatch.hpp"
+#include "forward_detail.hpp"
 #include "errors.hpp"
 #include "masks.hpp"
 #include "parallel.hpp"
@@ -259,9 +260,7 @@ double GPT2Model::forward_flops(std::int64_t T) const {
 
 std::int64_t GPT2Model::nonfinite_weights() const {
   std::int64_t n = 0;
-  auto count = [&](const Tensor<float>& t) {
-    for (float x : t.data) n += !std::isfinite(x);
-  };
+  auto count = [&](const Tensor<float>& t) { n += detail::count_nonfinite(t); };
   for (const Tensor<float>* t :
        {&weights.wte, &weights.wpe, &weights.ln_f_weight, &weights.ln_f_bias, &weights.lm_head})
     count(*t);

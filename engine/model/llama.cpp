@@ -12,6 +12,7 @@
 #include <string>
 
 #include "errors.hpp"
+#include "forward_detail.hpp"
 
 namespace mha {
 
@@ -340,9 +341,7 @@ double LlamaModel::forward_flops(std::int64_t T) const {
 
 std::int64_t LlamaModel::nonfinite_weights() const {
   std::int64_t n = 0;
-  auto count = [&](const Tensor<float>& t) {
-    for (float x : t.data) n += !std::isfinite(x);
-  };
+  auto count = [&](const Tensor<float>& t) { n += detail::count_nonfinite(t); };
   count(weights.norm);
   n += weights.embed_tokens.nonfinite() + weights.lm_head.nonfinite();
   for (const LlamaLayer& b : weights.layers) {

@@ -88,24 +88,7 @@ Tensor<float> WeightMatrix::to_tensor() const {
 }
 
 std::int64_t WeightMatrix::nonfinite() const {
-  std::int64_t n = 0;
-  const std::int64_t count = numel();
-  if (dtype == DType::f32) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      std::uint32_t b;
-      std::memcpy(&b, data + 4 * i, 4);
-      n += (b & 0x7F800000u) == 0x7F800000u;
-    }
-    return n;
-  }
-  // Half types: an all-ones exponent is an infinity or a NaN.
-  const std::uint16_t exponent = dtype == DType::f16 ? 0x7C00u : 0x7F80u;
-  for (std::int64_t i = 0; i < count; ++i) {
-    std::uint16_t b;
-    std::memcpy(&b, data + 2 * i, 2);
-    n += (b & exponent) == exponent;
-  }
-  return n;
+  return empty() ? 0 : count_nonfinite_elements(data, kernel_type(dtype), numel());
 }
 
 bool WeightMatrix::same_values(const WeightMatrix& o) const {

@@ -99,7 +99,8 @@ RopeFigure rope_figure(const ForwardResult<float>& r, const RopeSpec& spec, cons
   int right = 0;  // the figure's width: the rightmost thing drawn, and a margin
   std::string title = spec.title_prefix + "head " + std::to_string(h) + ": scores without and with RoPE";
   if (d.G > 0 && d.G < d.H)
-    title += " (reads K/V head " + std::to_string(h / std::max(1, H / int(d.G))) + " of " + std::to_string(d.G) + ")";
+    title += " (reads K/V head " + std::to_string(h / std::max(1, H / int(d.G))) + " of " +
+             std::to_string(d.G) + ")";
   right = std::max(right, pad + text(pad, pad, title, kInk, true));
   int y = pad + meter.line(true) + 2;
   right = std::max(
@@ -163,9 +164,8 @@ RopeFigure rope_figure(const ForwardResult<float>& r, const RopeSpec& spec, cons
   const double ticks[3] = {range.vmax, 0.5 * (range.vmin + range.vmax), range.vmin};
   for (int k = 0; k < 3; ++k) {
     const int ty = map_top + (k * (map_h - 1)) / 2;
-    right = std::max(right, bar_x + bar_w + pad / 2 + text(bar_x + bar_w + pad / 2, ty - line / 2,
-                                                            number(ticks[k]), kMuted) +
-                                pad);
+    right = std::max(right, bar_x + bar_w + pad / 2 +
+                                text(bar_x + bar_w + pad / 2, ty - line / 2, number(ticks[k]), kMuted) + pad);
   }
   y = map_top + map_h + 2 + 2 * line + pad;
   right = std::max(right, bar_x + bar_w + pad);
@@ -189,7 +189,8 @@ RopeFigure rope_figure(const ForwardResult<float>& r, const RopeSpec& spec, cons
   };
   for (double v : {lo, 0.0, hi}) {  // grid lines with their values on the left
     const float gy = py(v);
-    dr.lines.push_back({{{float(plot_left), gy}, {float(plot_right), gy}}, v == 0.0 ? kAxis : kGrid, 1, false});
+    dr.lines.push_back(
+        {{{float(plot_left), gy}, {float(plot_right), gy}}, v == 0.0 ? kAxis : kGrid, 1, false});
     const std::string lab = number(v);
     text(plot_left - pad / 2 - meter.width(lab), int(gy) - line / 2, lab, kMuted);
   }
@@ -222,8 +223,9 @@ RopeFigure rope_figure(const ForwardResult<float>& r, const RopeSpec& spec, cons
     const float my = float(y) + float(line) / 2;
     dr.lines.push_back({{{float(x), my}, {float(x + 2 * line), my}}, k == 0 ? kWithout : kWith, 3, false});
     x += 2 * line + pad / 2;
-    x += text(x, y, k == 0 ? "without RoPE: depends on the tokens alone" : "with RoPE: depends on i - j too") +
-         2 * pad;
+    x +=
+        text(x, y, k == 0 ? "without RoPE: depends on the tokens alone" : "with RoPE: depends on i - j too") +
+        2 * pad;
   }
   right = std::max({right, x, plot_right + pad});
   dr.width = right;

@@ -46,8 +46,8 @@ struct ExportArgs : ForwardArgs {
   // the rotation and their mean by distance (--stage scores_without_rope, the Heads view's choice,
   // picks it too).
   std::string figure = "heatmap";
-  ModelArgs model;                 // --model: a model layer's attention instead
-  std::string attention_file;      // --attention: a .npy of attention weights computed elsewhere
+  ModelArgs model;             // --model: a model layer's attention instead
+  std::string attention_file;  // --attention: a .npy of attention weights computed elsewhere
 };
 
 // Whitespace-separated labels; `count` of them, or a ConfigError naming the option.
@@ -257,7 +257,8 @@ int run(const ExportArgs& a) {
       throw ConfigError("--batch-index", "--figure rope draws one sequence: --batch-index 0");
     exporter::RopeSpec rs;
     rs.head = parse_head(a.head);
-    if (rs.head < 0) throw ConfigError("--head", "--figure rope draws one head: give --head I, not " + a.head);
+    if (rs.head < 0)
+      throw ConfigError("--head", "--figure rope draws one head: give --head I, not " + a.head);
     rs.query_labels = slice.query_labels;
     rs.title_prefix = title_prefix;
     rs.cell_px = a.scale;
@@ -443,7 +444,8 @@ std::function<int()> add_export(CLI::App& app) {
     if (a->model.model_dir.empty() && a->attention_file.empty()) check_forward_args(*a);
     if (a->stage == "scores_without_rope") {  // no trace stage: the figure that draws them
       if (a->figure == "reshape")
-        throw ConfigError("--stage", "--stage scores_without_rope is the RoPE figure: leave out --figure reshape");
+        throw ConfigError("--stage",
+                          "--stage scores_without_rope is the RoPE figure: leave out --figure reshape");
       a->figure = "rope";
     }
     check_colour_options(*a);

@@ -83,7 +83,7 @@ FigureRequest rope_request(const AppState& state, int head) {
 }
 
 FigureRequest stage_request(const AppState& state, const std::string& stage, int head) {
-  if (stage == kRopeChoice) return rope_request(state, head);
+  if (stage == exporter::kRopeStage) return rope_request(state, head);
   FigureRequest req;
   req.id = "heads";
   const int n = state.scenario().view.batch_index;

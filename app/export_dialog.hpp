@@ -46,9 +46,6 @@ std::string export_choice(const FigureChoice& choice, const ExportOptions& optio
 // A button that opens the dialog for `request`.
 void export_button(AppState& state, const FigureRequest& request);
 
-// The Heads view's choice that is no trace stage: a model with RoPE's scores without the rotation.
-constexpr const char* kRopeChoice = "scores_without_rope";
-
 // The RoPE figure (export/rope_export.hpp) of head `head` of the layer shown: its scores without and
 // with the rotation and their mean by distance, an image format only. Disabled without a model
 // with rotary positions.
@@ -56,7 +53,7 @@ FigureRequest rope_request(const AppState& state, int head);
 
 // Heads-style request for a per-head stage of the current result: head `head`, the head average, or
 // every head with the average as a grid, in the Heads view's colours (its colormap for the stage,
-// its row scaling, its colour range). kRopeChoice gives rope_request's.
+// its row scaling, its colour range). exporter::kRopeStage gives rope_request's.
 FigureRequest stage_request(const AppState& state, const std::string& stage, int head);
 inline void export_button(AppState& state, const std::string& stage, int head) {
   export_button(state, stage_request(state, stage, head));

@@ -13,6 +13,10 @@
 
 namespace mha::exporter {
 
+// The name this figure goes by where a stage is chosen: the Heads view's choice (ViewState::stage)
+// beside the trace's stages, and `mha export --stage`.
+constexpr const char* kRopeStage = "scores_without_rope";
+
 struct RopeSpec {
   int head = 0;                           // a query head, from 0
   std::vector<std::string> query_labels;  // the tokens; empty: 0, 1, 2, ...

@@ -161,8 +161,8 @@ TEST_CASE("export dialog: the Heads view's scores without RoPE export the RoPE f
   REQUIRE(state.result.valid());
   REQUIRE(state.result.model);
   REQUIRE(state.result.model->scores_without_rope);
-  CHECK(state.scenario().view.stage == kRopeChoice);
-  const FigureRequest req = stage_request(state, kRopeChoice, 5);
+  CHECK(state.scenario().view.stage == mha::exporter::kRopeStage);
+  const FigureRequest req = stage_request(state, mha::exporter::kRopeStage, 5);
   CHECK(req.disabled_reason.empty());
   REQUIRE(req.choices.size() == 1);
   const FigureChoice& c = req.choices[0];
@@ -191,7 +191,7 @@ TEST_CASE("export dialog: the Heads view's scores without RoPE export the RoPE f
   AppState plain;
   load_preset(plain, "cat_sat_mat");
   REQUIRE(plain.result.valid());
-  const FigureRequest off = stage_request(plain, kRopeChoice, 0);
+  const FigureRequest off = stage_request(plain, mha::exporter::kRopeStage, 0);
   CHECK(off.choices.empty());
   CHECK_THAT(off.disabled_reason, Catch::Contains("rotary"));
 }

@@ -442,7 +442,7 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_flag("--quiet", a->quiet, "No progress line on stderr (it is shown only on a terminal)");
   return [a, font]() -> int {
     if (a->model.model_dir.empty() && a->attention_file.empty()) check_forward_args(*a);
-    if (a->stage == "scores_without_rope") {  // no trace stage: the figure that draws them
+    if (a->stage == exporter::kRopeStage) {  // no trace stage: the figure that draws them
       if (a->figure == "reshape")
         throw ConfigError("--stage",
                           "--stage scores_without_rope is the RoPE figure: leave out --figure reshape");

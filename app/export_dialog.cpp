@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "clipboard_image.hpp"
 #include "colour_range.hpp"
@@ -54,7 +55,35 @@ std::string export_choice(const FigureChoice& choice, const ExportOptions& optio
   }
 }
 
+FigureRequest rope_request(const AppState& state, int head) {
+  FigureRequest req;
+  req.id = "heads";
+  req.caption = "scores without and with RoPE, head " + std::to_string(head) + ", and their mean by distance";
+  const std::optional<studio::ModelResult>& model = state.result.model;
+  if (!state.result.valid() || !model || !model->scores_without_rope) {
+    req.disabled_reason = "no result with rotary positions (a Llama-family model) to export yet";
+    return req;
+  }
+  const std::shared_ptr<const ForwardResult<float>> fwd = state.result.forward;
+  const std::shared_ptr<const Tensor<float>> without = model->scores_without_rope;  // (H, L, S)
+  exporter::RopeSpec spec;
+  spec.head = head;
+  spec.query_labels = state.result.query_tokens;
+  spec.title_prefix = "layer " + std::to_string(model->layer) + "  ";
+  spec.font_path = platform::default_font().path;
+  const std::string stem = "mha-rope-layer" + std::to_string(model->layer) + "-head" + std::to_string(head);
+  FigureChoice c{"head " + std::to_string(head), stem, nullptr};
+  c.drawing = [fwd, without, spec](bool transparent) {
+    exporter::RopeSpec s = spec;
+    s.transparent = transparent;
+    return exporter::rope_figure(*fwd, s, without.get()).drawing;
+  };
+  req.choices.push_back(std::move(c));
+  return req;
+}
+
 FigureRequest stage_request(const AppState& state, const std::string& stage, int head) {
+  if (stage == exporter::kRopeStage) return rope_request(state, head);
   FigureRequest req;
   req.id = "heads";
   const int n = state.scenario().view.batch_index;

@@ -11,6 +11,7 @@
 
 #include "app_state.hpp"
 #include "heatmap_export.hpp"
+#include "rope_export.hpp"
 #include "stage_export.hpp"
 #include "studio_names.hpp"
 
@@ -45,9 +46,14 @@ std::string export_choice(const FigureChoice& choice, const ExportOptions& optio
 // A button that opens the dialog for `request`.
 void export_button(AppState& state, const FigureRequest& request);
 
+// The RoPE figure (export/rope_export.hpp) of head `head` of the layer shown: its scores without and
+// with the rotation and their mean by distance, an image format only. Disabled without a model
+// with rotary positions.
+FigureRequest rope_request(const AppState& state, int head);
+
 // Heads-style request for a per-head stage of the current result: head `head`, the head average, or
 // every head with the average as a grid, in the Heads view's colours (its colormap for the stage,
-// its row scaling, its colour range).
+// its row scaling, its colour range). exporter::kRopeStage gives rope_request's.
 FigureRequest stage_request(const AppState& state, const std::string& stage, int head);
 inline void export_button(AppState& state, const std::string& stage, int head) {
   export_button(state, stage_request(state, stage, head));

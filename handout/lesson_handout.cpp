@@ -1,5 +1,6 @@
 #include "lesson_handout.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "errors.hpp"
 #include "io/file_io.hpp"
 #include "reshape_export.hpp"
+#include "rope_export.hpp"
 #include "saturation_export.hpp"
 #include "scenario.hpp"
 #include "views.hpp"
@@ -133,8 +135,11 @@ std::string heads_words(int heads) {
 }
 
 // The figure of the view a step leaves on screen; none for a view with no figure to draw. `mistake`:
-// the Reshape mistake the step is about (its task may be to choose it), -1: the one shown.
-std::vector<StepFigure> step_figures(const AppState& state, const std::string& font_path, int mistake) {
+// the Reshape mistake the step is about (its task may be to choose it), -1: the one shown. `stage`:
+// the Heads view's choice the step is about, where it draws a figure of its own (the scores without
+// RoPE); empty: the one shown.
+std::vector<StepFigure> step_figures(const AppState& state, const std::string& font_path, int mistake,
+                                     const std::string& stage_about = "") {
   std::vector<StepFigure> out;
   const studio::ViewState& view = state.view();
   const ViewTab tab = state.window().tab;
@@ -163,12 +168,31 @@ std::vector<StepFigure> step_figures(const AppState& state, const std::string& f
     out.push_back(std::move(f));
   };
 
+  // The Heads view's scores without RoPE (a model with rotary positions): its own figure, the maps
+  // before and after the rotation of the selected head and their mean by distance.
+  const std::string heads_stage = stage_about.empty() ? view.stage : stage_about;
+  if (tab == ViewTab::heads && heads_stage == exporter::kRopeStage && state.result.model &&
+      state.result.model->scores_without_rope) {
+    exporter::RopeSpec rs;
+    rs.head = std::clamp(view.sel_head, 0, int(fwd->dims.H) - 1);
+    rs.query_labels = state.result.query_tokens;
+    rs.title_prefix = "layer " + std::to_string(state.result.model->layer) + "  ";
+    rs.font_path = font_path;
+    StepFigure f;
+    f.forward = fwd;
+    f.drawing = std::make_unique<exporter::Drawing>(
+        exporter::rope_figure(*fwd, rs, state.result.model->scores_without_rope.get()).drawing);
+    f.caption = "The Heads view's scores of head " + std::to_string(rs.head) +
+                " without RoPE and with it, and their mean by distance" + layer;
+    out.push_back(std::move(f));
+    return out;
+  }
   switch (tab) {
     case ViewTab::heads:
     case ViewTab::overview:
     case ViewTab::token_lines:
-      // A choice that is no stage of the trace (the Heads view's scores without RoPE) is drawn as
-      // the weights, which every forward holds.
+      // A choice that is no stage of the trace (the scores without RoPE, where the result has none)
+      // is drawn as the weights, which every forward holds.
       stage(find_stage(*fwd, view.stage, false) ? view.stage : std::string("attn_weights"),
             std::string("The ") + studio::view_info(tab).name + " view");
       break;
@@ -303,13 +327,17 @@ Handout walk_lesson(const Lesson& lesson, const std::string& assets_dir, const s
       continue;
     }
     settle(state, step_where(lesson, k));
-    // A step whose task is to choose a Reshape mistake is about that mistake: its figure shows it.
+    // A step whose task is to choose a Reshape mistake, or the scores without RoPE, is about that
+    // choice: its figure shows it (the task's other stages are the trace's, drawn as shown).
     int mistake = -1;
+    std::string stage;
     if (step.has_task)
-      for (const studio::LessonCondition& c : step.task.check)
+      for (const studio::LessonCondition& c : step.task.check) {
         if (c.what == "mistake") mistake = std::atoi(c.value.c_str());
+        if (c.what == "stage" && c.value == exporter::kRopeStage) stage = c.value;
+      }
     try {
-      h.figures.push_back(step_figures(state, font_path, mistake));
+      h.figures.push_back(step_figures(state, font_path, mistake, stage));
     } catch (const Error& e) {
       throw LessonError(lesson.name, step_where(lesson, k) + ": its figure: " + e.what());
     }

@@ -132,7 +132,8 @@ for name in names:
             if "task" in s and squash(md_plain(s["task"]["instruction"]))[:40] not in text:
                 fail("%s: page %d lacks its task" % (name, k + 2))
             # The figures drawn from the view a step leaves shown (their text is the PDF's too): the
-            # √d_k plot, the Complexity view's cost bars, the Reshape mistake the step is about.
+            # √d_k plot, the Complexity view's cost bars, the Reshape mistake the step is about, the
+            # scores without RoPE.
             tab = None
             for line in s.get("setup", []):
                 if line.startswith("tab "):
@@ -147,6 +148,10 @@ for name in names:
                      "reshape": ["reshape of q"] + {1: ["mistake 1: no transpose"],
                                                     2: ["Mistake 2, the merge", "RuntimeError: view size"],
                                                     3: ["Mistake 3"]}.get(mistake, [])}.get(tab, [])
+            # A Heads step on the scores without RoPE, or whose task is to choose them: the RoPE figure.
+            if tab == "heads" and ("set stage scores_without_rope" in s.get("setup", []) or
+                                   s.get("task", {}).get("check", {}).get("stage") == "scores_without_rope"):
+                wants = ["scores without and with RoPE", "mean score by distance i - j"]
             for want in wants:
                 if squash(want) not in text:
                     fail("%s: page %d lacks its figure's %r" % (name, k + 2, want))

@@ -3,6 +3,7 @@
 // the SVG and PDF of the same drawing (well-formed, each cell a filled path of its colour where the
 // layout puts it); CSV and the stage slicing (heads, average, errors); the colours (the Heads view's
 // colormap and automatic range, row scaling); the merged mask, difference maps, the reshape figure,
+// the RoPE figure,
 // the formats' table and its one writer, labels that are not UTF-8, and font files that are not fonts.
 #include <stb_image.h>
 #include <sys/stat.h>
@@ -21,9 +22,13 @@
 #include "errors.hpp"
 #include "font.hpp"
 #include "head_colour.hpp"
+#include "io/hf_checkpoint.hpp"
 #include "labels.hpp"
 #include "masks.hpp"
+#include "model/llama.hpp"
+#include "model/rope.hpp"
 #include "reshape_export.hpp"
+#include "rope_export.hpp"
 #include "stage_export.hpp"
 #include "temp_dir.hpp"
 #include "torch_rng.hpp"
@@ -715,6 +720,87 @@ TEST_CASE("export reshape figure: q, its view and its transpose, cells in their 
   std::ifstream in(dir.file("reshape.svg"));
   const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(svg_rects(written).size() == rects.size());  // the same cells (cairo numbers glyphs per document)
+}
+
+TEST_CASE(
+    "export the RoPE figure: both maps' cells on one symmetric range, masked cells grey, the "
+    "distance plot's means",
+    "[export][rope]") {
+  const LlamaModel m = load_llama(MHA_FIXTURES_DIR "/llama/gqa").model;  // H = 4, G = 2
+  const std::vector<std::int32_t> ids = {5, 9, 2, 7, 3, 11, 5, 9};
+  const LlamaRun run = llama_forward(m, ids);
+  const ForwardResult<float>& f = run.attn[1];
+  const Tensor<float> without = scores_without_rope(f);              // (H, T, T)
+  const Tensor<float> with = f.trace["scores_scaled"].contiguous();  // (1, H, T, T)
+  const Stage<float>& masked = f.trace["scores_masked"];
+  const int T = 8, h = 3;
+  RopeSpec spec;
+  spec.head = h;
+  spec.query_labels = {"a", "b", "c", "d", "e", "f", "g", "h"};
+  spec.title_prefix = "layer 1  ";
+  spec.font_path = kFont;
+  const RopeFigure fig = rope_figure(f, spec);
+  CHECK(fig.vmin == -fig.vmax);
+  CHECK(fig.vmax > 0);
+  REQUIRE(fig.cell > 0);
+  CHECK(fig.without_map.w == T * fig.cell);
+  CHECK(fig.with_map.h == T * fig.cell);
+  CHECK(fig.with_map.x > fig.without_map.x + fig.without_map.w);
+  // The range covers every unmasked score of the head, before and after the rotation.
+  float maxabs = 0;
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j <= i; ++j)
+      maxabs = std::max({maxabs, std::fabs(without.ptr()[(h * T + i) * T + j]),
+                         std::fabs(with.ptr()[(h * T + i) * T + j])});
+  CHECK(fig.vmax == maxabs);
+  const Image im = decode(render_png(fig.drawing));
+  CHECK(im.w == fig.drawing.width);
+  CHECK(im.h == fig.drawing.height);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) {
+      INFO("query " << i << " key " << j);
+      const bool blocked = std::isinf(masked.at({0, h, i, j}));
+      CHECK(blocked == (j > i));  // the model's causal mask
+      const int cx = fig.cell * j + fig.cell / 2, cy = fig.cell * i + fig.cell / 2;
+      const std::uint32_t want0 =
+          blocked ? render::kMaskedColor
+                  : render::value_rgba(render::Colormap::diverging, without.ptr()[(h * T + i) * T + j],
+                                       fig.vmin, fig.vmax);
+      const std::uint32_t want1 =
+          blocked ? render::kMaskedColor
+                  : render::value_rgba(render::Colormap::diverging, with.ptr()[(h * T + i) * T + j], fig.vmin,
+                                       fig.vmax);
+      CHECK(near(im.at(fig.without_map.x + cx, fig.without_map.y + cy), want0));
+      CHECK(near(im.at(fig.with_map.x + cx, fig.with_map.y + cy), want1));
+    }
+  CHECK(fig.mean_without == mean_score_by_offset(without.ptr() + h * T * T, T, T));
+  CHECK(fig.mean_with == mean_score_by_offset(with.ptr() + h * T * T, T, T));
+  auto has_text = [&](const std::string& t) {
+    for (const Drawing::Text& x : fig.drawing.texts)
+      if (x.text == t) return true;
+    return false;
+  };
+  CHECK(has_text("layer 1  head 3: scores without and with RoPE (reads K/V head 1 of 2)"));
+  CHECK(has_text("without RoPE"));
+  CHECK(has_text("with RoPE (the model's)"));
+  CHECK(has_text("e  4"));  // a query row: its token and index
+  CHECK(has_text("distance i - j (query i, key j)"));
+  // The app passes the scores it already holds: the same figure.
+  CHECK(render_png(rope_figure(f, spec, &without).drawing) == render_png(fig.drawing));
+  const std::string svg = render_svg(fig.drawing);
+  CHECK(svg.rfind("<?xml", 0) == 0);
+  CHECK(balanced_tags(svg));
+  CHECK(render_pdf(fig.drawing).size() > 1000);
+  CHECK_THROWS_WITH(write_figure("csv", fig.drawing, "/tmp/x.csv"), Catch::Contains("not csv"));
+
+  spec.head = 4;
+  CHECK_THROWS_WITH(rope_figure(f, spec), Catch::Contains("--head 4") && Catch::Contains("0 to 3"));
+  Config c;  // no rotary positions: refused
+  c.embed_dim = 8;
+  c.num_heads = 2;
+  const SeededCase<float> sc = torch_seeded_case<float>(c, 1, 1, 4, 4);
+  spec.head = 0;
+  CHECK_THROWS_AS(rope_figure(forward(c, sc.weights, sc.inputs), spec), ConfigError);
 }
 
 TEST_CASE("export labels that are not UTF-8: U+FFFD in the figure, well-formed SVG and CSV", "[export]") {

@@ -1,11 +1,13 @@
-// The app's Export dialog: the figure requests the views build (Heads, Compare, Mask), written by
-// export_choice as the dialog's Export button does, in the Heads view's colours; errors come back as
-// messages and the scenario is untouched; the Export... button opens the dialog (headless ImGui, fake
+// The app's Export dialog: the figure requests the views build (Heads, its RoPE figure, Compare, Mask),
+// written by export_choice as the dialog's Export button does, in the Heads view's colours; errors come back
+// as messages and the scenario is untouched; the Export... button opens the dialog (headless ImGui, fake
 // mouse).
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "colour_range.hpp"
 #include "data_dir.hpp"
@@ -145,6 +147,53 @@ TEST_CASE("export dialog: a drawing choice (the reshape figure) writes PNG, SVG 
   CHECK(head_of(dir.file("r.pdf"), 5) == "%PDF-");
   CHECK_THAT(export_choice(c, {"csv", false, false}, dir.file("r.csv")),
              Catch::Contains("an image: png, svg, pdf, not csv"));
+}
+
+TEST_CASE("export dialog: the Heads view's scores without RoPE export the RoPE figure",
+          "[ui][export][rope]") {
+  mha::test::HeadlessUi ui;
+  AppState state;
+  load_preset(state, "model_gqa_rope");                      // the Llama-style model, layer 1, on that choice
+  for (int i = 0; i < 4000 && !state.result.valid(); ++i) {  // a model's forward takes longer
+    state.tick(double(i));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(state.result.valid());
+  REQUIRE(state.result.model);
+  REQUIRE(state.result.model->scores_without_rope);
+  CHECK(state.scenario().view.stage == mha::exporter::kRopeStage);
+  const FigureRequest req = stage_request(state, mha::exporter::kRopeStage, 5);
+  CHECK(req.disabled_reason.empty());
+  REQUIRE(req.choices.size() == 1);
+  const FigureChoice& c = req.choices[0];
+  REQUIRE(c.drawing);
+  CHECK(c.file_stem == "mha-rope-layer1-head5");
+  TempDir dir;
+  for (const char* format : {"png", "svg", "pdf"}) {
+    INFO(format);
+    const std::string path = dir.file(c.file_stem + "." + format);
+    CHECK(export_choice(c, {format, false, false}, path).empty());
+    CHECK(head_of(path, 4) == (std::string(format) == "png" ? "\x89PNG"
+                               : format[0] == 's'           ? "<?xm"
+                                                            : "%PDF"));
+  }
+  CHECK_THAT(export_choice(c, {"csv", false, false}, dir.file("r.csv")), Catch::Contains("not csv"));
+  // The figure of the scores the app holds is the exporter's own from the trace (what `mha export
+  // --figure rope` draws).
+  mha::exporter::RopeSpec spec;
+  spec.head = 5;
+  spec.query_labels = state.result.query_tokens;
+  spec.title_prefix = "layer 1  ";
+  spec.font_path = mha::platform::default_font().path;
+  CHECK(mha::exporter::render_png(c.drawing(false)) ==
+        mha::exporter::render_png(mha::exporter::rope_figure(*state.result.forward, spec).drawing));
+  // Without rotary positions there is nothing to draw: the button says why.
+  AppState plain;
+  load_preset(plain, "cat_sat_mat");
+  REQUIRE(plain.result.valid());
+  const FigureRequest off = stage_request(plain, mha::exporter::kRopeStage, 0);
+  CHECK(off.choices.empty());
+  CHECK_THAT(off.disabled_reason, Catch::Contains("rotary"));
 }
 
 TEST_CASE("export dialog: the Heads request draws in the view's colours, range and row scaling",

@@ -611,6 +611,8 @@ std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
   if (ImGui::SliderInt("head", &pick, 0, H - 1)) view.sel_head = pick;
   ImGui::SameLine();
   ImGui::TextDisabled("reads K/V head %d of %lld", h / std::max(1, H / int(f.dims.G)), (long long)f.dims.G);
+  same_line_if_fits(ImGui::CalcTextSize("Export...").x + font);
+  export_button(state, rope_request(state, h));
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped(
       "RoPE turns q_i and k_j by i*theta and j*theta, so q_i . k_j depends on i - j. The scores before the "

@@ -4,6 +4,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -114,22 +115,31 @@ void note(const char* text) {
   ImGui::PopTextWrapPos();
 }
 
-// Steppers for the selection: view state, so no undo step.
-void selection_controls(ViewState& v, const Dims& d) {
-  if (!ImGui::BeginTable("sel", 3, ImGuiTableFlags_SizingStretchSame)) return;
+// Steppers for the selection: view state, so no undo step. The result drawn can be an older one than
+// the scenario (a file just opened, its compute not landed yet), so the selection is clamped for
+// drawing only and written back only when a stepper changes it: an opened file keeps its saved head.
+// Returns the selection to draw, (head, query, key), each within the result's sizes.
+std::array<std::int64_t, 3> selection_controls(ViewState& v, const Dims& d) {
   const std::pair<const char*, int*> fields[] = {
       {"head", &v.sel_head}, {"query", &v.sel_query}, {"key", &v.sel_key}};
   const std::int64_t limits[] = {d.H, d.L, d.S_total};
+  std::array<std::int64_t, 3> shown{};
+  const bool table = ImGui::BeginTable("sel", 3, ImGuiTableFlags_SizingStretchSame);
   for (int k = 0; k < 3; ++k) {
-    ImGui::TableNextColumn();
-    ImGui::TextDisabled("%s", fields[k].first);
-    ImGui::SetNextItemWidth(-1);
-    ImGui::PushID(k);
-    ImGui::InputInt("##v", fields[k].second, 1, 1);
-    *fields[k].second = std::clamp(*fields[k].second, 0, int(limits[k]) - 1);
-    ImGui::PopID();
+    const int last = int(std::max<std::int64_t>(limits[k], 1)) - 1;
+    int pick = std::clamp(*fields[k].second, 0, last);
+    if (table) {
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", fields[k].first);
+      ImGui::SetNextItemWidth(-1);
+      ImGui::PushID(k);
+      if (ImGui::InputInt("##v", &pick, 1, 1)) *fields[k].second = pick = std::clamp(pick, 0, last);
+      ImGui::PopID();
+    }
+    shown[std::size_t(k)] = pick;
   }
-  ImGui::EndTable();
+  if (table) ImGui::EndTable();
+  return shown;
 }
 
 }  // namespace
@@ -184,8 +194,8 @@ void draw_inspector(AppState& state) {
       return;
     }
   const std::int64_t n = std::clamp<std::int64_t>(v.batch_index, 0, d.N - 1);
-  selection_controls(v, d);
-  const std::int64_t h = v.sel_head, i = v.sel_query, j = v.sel_key;
+  const std::array<std::int64_t, 3> sel = selection_controls(v, d);
+  const std::int64_t h = sel[0], i = sel[1], j = sel[2];
   static InspectedRow row;  // the UI thread's only
   const Stage<float>&q = t["q_heads"], &k = t["k_heads"], &vs = t["v_heads"];
   const Stage<float>&scores = stage_row(state.result, "scores", n, h, i, row),

@@ -341,14 +341,18 @@ void scope_controls(AppState& state, int N, int H) {
         std::string("mask scope: ") + kScopeNames[scope],
         [scope](MaskSpec& x) { x.scope = MaskScope(scope); }, fit_mask_to_sizes));
   // Which slice: the batch item and head are shared view state, so Heads and the inspector follow.
+  // Written only when a picker moves: the result can be older than a file just opened, whose saved
+  // head may be past this result's H.
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 5);
-  ImGui::SliderInt("batch item", &view.batch_index, 0, std::max(0, N - 1));
+  int n = std::clamp(view.batch_index, 0, std::max(0, N - 1));
+  if (ImGui::SliderInt("batch item", &n, 0, std::max(0, N - 1)))
+    view.batch_index = std::clamp(n, 0, std::max(0, N - 1));
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 5);
-  ImGui::SliderInt("head", &view.sel_head, 0, std::max(0, H - 1));
-  view.batch_index = std::clamp(view.batch_index, 0, std::max(0, N - 1));
-  view.sel_head = std::clamp(view.sel_head, 0, std::max(0, H - 1));
+  int h = std::clamp(view.sel_head, 0, std::max(0, H - 1));
+  if (ImGui::SliderInt("head", &h, 0, std::max(0, H - 1)))
+    view.sel_head = std::clamp(h, 0, std::max(0, H - 1));
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("%s", scope_text(m.scope));
   ImGui::PopTextWrapPos();

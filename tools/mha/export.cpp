@@ -1,7 +1,8 @@
 // `mha export`: one forward (inputs as `mha compute` takes them, a model's layer, or attention weights
 // computed elsewhere), then a stage's heatmap as PNG, SVG, PDF or CSV — one head, the head average, or all
 // heads as a grid; or, given a folder, every head and the average as separate files plus the grid,
-// listed in index.json.
+// listed in index.json. --figure reshape and --figure rope draw the Reshape view's and the RoPE
+// figure instead.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "problem.hpp"
 #include "progress.hpp"
 #include "reshape_export.hpp"
+#include "rope_export.hpp"
 #include "stage_export.hpp"
 
 namespace fs = std::filesystem;
@@ -40,9 +42,12 @@ struct ExportArgs : ForwardArgs {
   // A difference map: this head minus another head, or minus the same head from another backend or
   // another scenario file.
   std::string minus_head, minus_backend, minus_scenario;
-  std::string figure = "heatmap";  // or reshape: q -> view -> transpose, columns by head
-  ModelArgs model;                 // --model: a model layer's attention instead
-  std::string attention_file;      // --attention: a .npy of attention weights computed elsewhere
+  // Or reshape: q -> view -> transpose, columns by head; or rope: one head's scores without and with
+  // the rotation and their mean by distance (--stage scores_without_rope, the Heads view's choice,
+  // picks it too).
+  std::string figure = "heatmap";
+  ModelArgs model;             // --model: a model layer's attention instead
+  std::string attention_file;  // --attention: a .npy of attention weights computed elsewhere
 };
 
 // Whitespace-separated labels; `count` of them, or a ConfigError naming the option.
@@ -119,6 +124,12 @@ void check_colour_options(ExportArgs& a) {
                       : a.vmin    ? "--vmin"
                                   : "--vmax",
                       "--figure reshape colours q by head: --vmin, --vmax and --row-scale are for heatmaps");
+  if ((a.vmin || a.vmax || a.row_scale) && a.figure == "rope")
+    throw ConfigError(a.row_scale ? "--row-scale"
+                      : a.vmin    ? "--vmin"
+                                  : "--vmax",
+                      "--figure rope colours both maps on the Heads view's range, symmetric about 0: "
+                      "--vmin, --vmax and --row-scale are for heatmaps");
 }
 
 // --vmin / --vmax over the figure's automatic range: each one given replaces its end.
@@ -170,7 +181,7 @@ int run(const ExportArgs& a) {
     if (!a.model.text.empty() || !a.model.token_ids.empty())
       throw ConfigError("--attention",
                         "--text and --token-ids go with --model; label --attention with --tokens");
-    if (!a.minus_backend.empty() || !a.minus_scenario.empty() || a.figure == "reshape")
+    if (!a.minus_backend.empty() || !a.minus_scenario.empty() || a.figure != "heatmap")
       throw ConfigError("--attention",
                         "--attention holds the weights alone: draw a head, all heads, or a "
                         "difference between heads (--minus-head)");
@@ -237,6 +248,29 @@ int run(const ExportArgs& a) {
     fix_range(fig.spec, a);
   };
 
+  if (a.figure == "rope") {
+    if (!a.minus_head.empty() || !a.minus_backend.empty() || !a.minus_scenario.empty())
+      throw ConfigError("--figure",
+                        "--figure rope draws one head without and with RoPE; it has no difference map");
+    if (folder) throw ConfigError("--out", "the RoPE figure is one image: give --out FILE, not a folder");
+    if (a.batch_index != 0)
+      throw ConfigError("--batch-index", "--figure rope draws one sequence: --batch-index 0");
+    exporter::RopeSpec rs;
+    rs.head = parse_head(a.head);
+    if (rs.head < 0)
+      throw ConfigError("--head", "--figure rope draws one head: give --head I, not " + a.head);
+    rs.query_labels = slice.query_labels;
+    rs.title_prefix = title_prefix;
+    rs.cell_px = a.scale;
+    rs.transparent = a.transparent;
+    rs.font_path = a.font;
+    const exporter::RopeFigure fig = exporter::rope_figure(r, rs);
+    exporter::write_figure(format, fig.drawing, a.out);
+    std::printf("wrote %s (%s, RoPE figure %d×%d, head %d, colour range %g to %g)\n", a.out.c_str(),
+                format.c_str(), fig.drawing.width, fig.drawing.height, rs.head, double(fig.vmin),
+                double(fig.vmax));
+    return 0;
+  }
   if (a.figure == "reshape") {
     if (!a.minus_head.empty() || !a.minus_backend.empty() || !a.minus_scenario.empty())
       throw ConfigError("--figure",
@@ -356,7 +390,9 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_option("--attention", a->attention_file,
                   "A .npy of attention weights computed elsewhere (e.g. a Hugging Face model's "
                   "output_attentions, stacked): (T, T), (H, T, T), (N, H, T, T) or (layers, N, H, T, T)");
-  cmd->add_option("--stage", a->stage, "Trace stage to export (default attn_weights)");
+  cmd->add_option("--stage", a->stage,
+                  "Trace stage to export (default attn_weights); scores_without_rope, the Heads view's "
+                  "choice for a model with RoPE, is --figure rope");
   cmd->add_option("--batch-index", a->batch_index, "Batch item (default 0)");
   cmd->add_option("--head", a->head, "Head index, all (a grid with the average) or avg (default 0)");
   cmd->add_option("--format", a->format,
@@ -392,9 +428,11 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_option("--minus-scenario", a->minus_scenario,
                   "A difference map: the same head of this scenario file's forward subtracted");
   cmd->add_option("--figure", a->figure,
-                  "heatmap (default: --stage as a heatmap) or reshape (q of --batch-index: (N, L, E) -> "
-                  "view (N, L, H, d_k) -> transpose (N, H, L, d_k), columns coloured by head)")
-      ->check(CLI::IsMember({"heatmap", "reshape"}));
+                  "heatmap (default: --stage as a heatmap), reshape (q of --batch-index: (N, L, E) -> "
+                  "view (N, L, H, d_k) -> transpose (N, H, L, d_k), columns coloured by head) or rope (a "
+                  "model with RoPE, one --head: its scores before and after the rotation side by side, "
+                  "and their mean by distance i - j)")
+      ->check(CLI::IsMember({"heatmap", "reshape", "rope"}));
   CLI::Option* font = cmd->add_option(
       "--font", a->font, "TrueType or OpenType font for the text (default: the bundled DejaVu Sans)");
   cmd->add_option("--out", a->out,
@@ -404,6 +442,12 @@ std::function<int()> add_export(CLI::App& app) {
   cmd->add_flag("--quiet", a->quiet, "No progress line on stderr (it is shown only on a terminal)");
   return [a, font]() -> int {
     if (a->model.model_dir.empty() && a->attention_file.empty()) check_forward_args(*a);
+    if (a->stage == exporter::kRopeStage) {  // no trace stage: the figure that draws them
+      if (a->figure == "reshape")
+        throw ConfigError("--stage",
+                          "--stage scores_without_rope is the RoPE figure: leave out --figure reshape");
+      a->figure = "rope";
+    }
     check_colour_options(*a);
     if (font->count() && a->font.empty()) throw FileError("--font", "--font is empty: give a font file");
     if (a->font.empty()) {  // the shipped font, else fontconfig's match, said on stderr

@@ -85,20 +85,7 @@ void block_forward(const GPT2Model& m, GPT2Run& run, std::int64_t l, const GPT2O
   layer_norm(x, w.ln_1_weight, w.ln_1_bias, in.query.ptr(), T, C, c.layer_norm_epsilon);
   in.key = in.query;
   in.value = in.query;
-  const std::size_t li = std::size_t(l);
-  if (li < o.attn_masks.size() && o.attn_masks[li])
-    in.attn_mask = *o.attn_masks[li];
-  else
-    in.attn_mask = causal_mask<float>(T, T);
-  Options mo;
-  mo.backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
-  mo.threads = o.threads;
-  mo.count_nonfinite_weights = false;  // counted once for the whole model: GPT2Model::nonfinite_weights
-  if (li < o.score_divisors.size()) mo.score_divisor = o.score_divisors[li];
-  forward(attention_config(c), w.attn, in, mo, run.workspaces[li], run.attn[li]);
-  detail::knock_out_heads(attention_config(c), w.attn, l, o, run.attn[li]);
-
-  const Stage<float>& attn_out = run.attn[li].trace["output"];  // (1, T, C), contiguous
+  const Stage<float>& attn_out = detail::layer_attention(m, l, in, o, run);  // (1, T, C), contiguous
   float* mid = run.resid_mid.ptr() + l * T * C;
   for (std::int64_t k = 0; k < T * C; ++k)
     mid[k] = x[k] + (*attn_out.storage)[std::size_t(attn_out.offset + k)];

@@ -105,6 +105,23 @@ std::vector<PatternChange> pattern_changes(const ModelRun& before, const ModelRu
 
 namespace detail {
 
+const Stage<float>& layer_attention(const LanguageModel& m, std::int64_t l, Inputs<float>& in,
+                                    const ModelOptions& o, ModelRun& run) {
+  const std::size_t li = std::size_t(l);
+  const std::int64_t T = in.query.size(1);
+  in.attn_mask = li < o.attn_masks.size() && o.attn_masks[li] ? *o.attn_masks[li] : m.attention_mask(T);
+  Options mo;
+  mo.backend = o.backend == Backend::reference ? Backend::reference : Backend::eigen;
+  mo.threads = o.threads;
+  mo.count_nonfinite_weights = false;
+  if (li < o.score_divisors.size()) mo.score_divisor = o.score_divisors[li];
+  const Config attn = m.attention_config();
+  const Weights<float>& w = m.attention_weights(l);
+  forward(attn, w, in, mo, run.workspaces[li], run.attn[li]);
+  knock_out_heads(attn, w, l, o, run.attn[li]);
+  return run.attn[li].trace["output"];
+}
+
 void knock_out_heads(const Config& attn, const Weights<float>& w, std::int64_t l, const ModelOptions& o,
                      ForwardResult<float>& r) {
   const std::int64_t H = attn.num_heads, C = attn.embed_dim, dk = C / H, T = r.dims.L;

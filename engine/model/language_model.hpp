@@ -180,6 +180,13 @@ std::vector<PatternChange> pattern_changes(const ModelRun& before, const ModelRu
 constexpr double kPatternChanged = 1e-3;
 
 namespace detail {
+// Layer l's traced attention into run.attn[l] (reusing run.workspaces[l]): `in` holds the query (1,
+// T, C), with key and value the same tensor, and RoPE's tables where the model has them. Masked by
+// o.attn_masks[l] when set, else by the model's own attention_mask(T); o's backend, threads and score
+// divisor; the weights' NaN/Inf are not counted again (the loader counted them once); then the
+// layer's knock-outs. Returns the attention's output (1, T, C), contiguous.
+const Stage<float>& layer_attention(const LanguageModel& m, std::int64_t l, Inputs<float>& in,
+                                    const ModelOptions& o, ModelRun& run);
 // Layer l's knock-outs (o.knockouts at that layer) on its traced attention `r` (N = 1): the chosen
 // heads' context replaced, then concat and the out-projection (w.out_proj_*) recomputed from it. The
 // new values go into new buffers that the stages then point at, so the trace shows what the block used.

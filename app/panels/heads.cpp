@@ -564,8 +564,9 @@ std::pair<float, float> grid_area(const std::vector<std::string>& footer, bool c
   for (const std::string& line : footer)
     footer_h += (compact ? ImGui::GetTextLineHeight() : ImGui::CalcTextSize(line.c_str(), nullptr, false, avail.x).y) +
                 style.ItemSpacing.y;
+  // Compact, the grid takes what is left down to three text lines (the maps shrink, whole).
   return {std::max(font * 10, avail.x - font * 5.0f - style.ItemSpacing.x),
-          std::max(font * 8, avail.y - footer_h)};
+          std::max(font * (compact ? 3 : 8), avail.y - footer_h)};
 }
 
 // What follows the grid of maps: the colorbar beside it, then the footer's lines (compact: one line
@@ -1273,7 +1274,8 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       hm.col_labels = col_labels;
       hm.show_values = view.show_values;
       hm.max_cell = max_cell;
-      hm.size = ImVec2(w, map_room.y);
+      // The width planned (the table's column may be a little wider): the map is as tall as planned.
+      hm.size = ImVec2(map_room.x > 0 ? std::min(w, map_room.x) : w, map_room.y);
       // The colours in the version too: a mask edit's result redraws only its changed rows when they
       // are those of the texture it replaces.
       auto version_of = [&](std::uint64_t g) {

@@ -456,7 +456,8 @@ std::string widest_label(const std::vector<std::string>* labels, int n) {
 
 // The stage's formula and its note. Compact: one line (the shape, the name and the formula as far
 // as it fits) that opens to the whole formula and the note, both on hover too.
-void stage_formula(const std::string& head, const std::string& formula, const std::string& note, bool compact) {
+void stage_formula(const std::string& head, const std::string& formula, const std::string& note,
+                   bool compact) {
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   if (!compact) {
     ImGui::TextWrapped("%s = %s", head.c_str(), formula.c_str());
@@ -562,7 +563,8 @@ std::pair<float, float> grid_area(const std::vector<std::string>& footer, bool c
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   float footer_h = 0;
   for (const std::string& line : footer)
-    footer_h += (compact ? ImGui::GetTextLineHeight() : ImGui::CalcTextSize(line.c_str(), nullptr, false, avail.x).y) +
+    footer_h += (compact ? ImGui::GetTextLineHeight()
+                         : ImGui::CalcTextSize(line.c_str(), nullptr, false, avail.x).y) +
                 style.ItemSpacing.y;
   // Compact, the grid takes what is left down to three text lines (the maps shrink, whole).
   return {std::max(font * 10, avail.x - font * 5.0f - style.ItemSpacing.x),
@@ -621,9 +623,10 @@ void head_title(const Dims& d, const studio::ModelResult* model, int k, bool wei
   if (ImGui::IsItemHovered() && (d.G < d.H || !tag.empty() || shown != title)) {
     std::string tip = shown != title ? title : "";
     if (d.G < d.H)
-      tip += std::string(tip.empty() ? "" : "\n") + "grouped-query attention: query heads " + std::to_string(k / (d.H / d.G) * (d.H / d.G)) + " to " +
-            std::to_string((k / (d.H / d.G) + 1) * (d.H / d.G) - 1) + " read key/value head " +
-            std::to_string(k / (d.H / d.G)) + " of " + std::to_string(d.G);
+      tip += std::string(tip.empty() ? "" : "\n") + "grouped-query attention: query heads " +
+             std::to_string(k / (d.H / d.G) * (d.H / d.G)) + " to " +
+             std::to_string((k / (d.H / d.G) + 1) * (d.H / d.G) - 1) + " read key/value head " +
+             std::to_string(k / (d.H / d.G)) + " of " + std::to_string(d.G);
     if (!tag.empty()) tip += (tip.empty() ? "" : "\n") + studio::head_role_details(*model, model->layer, k);
     ImGui::SetTooltip("%s", tip.c_str());
   }
@@ -833,8 +836,9 @@ void draw_knocked_out(const HeatmapEvent& ev, Ablation ablation) {
 void row_check_line(const RowCheck& c) {
   const bool ok = c.max_err < 1e-4;
   const bool flagged = c.nan_rows > 0 || c.zero_rows > 0;
-  ImGui::TextColored(ok && !flagged ? ImGui::GetStyleColorVec4(ImGuiCol_Text) : ImVec4(1.0f, 0.55f, 0.2f, 1.0f),
-                     "H %.2f/%.2f bits", c.entropy, c.entropy_max);
+  ImGui::TextColored(
+      ok && !flagged ? ImGui::GetStyleColorVec4(ImGuiCol_Text) : ImVec4(1.0f, 0.55f, 0.2f, 1.0f),
+      "H %.2f/%.2f bits", c.entropy, c.entropy_max);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
         "entropy: the mean over the query rows of -sum p log2 p; %.2f bits (uniform over the keys a row "
@@ -1006,9 +1010,12 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   const bool rope_available = state.result.model && state.result.model->scores_without_rope;
   const bool rope = rope_available && view.stage == kRopeStage;
   // Compact, the combo shows the stage's name alone (the list keeps the formulas).
-  const char* preview = compact ? (rope ? kRopeStage : kStages[si].name) : rope ? kRopeLabel : kStages[si].label;
-  const float combo_w = compact ? ImGui::CalcTextSize(preview).x + ImGui::GetFrameHeight() + style.FramePadding.x * 2
-                                : font * 14;
+  const char* preview = compact ? (rope ? kRopeStage : kStages[si].name)
+                        : rope  ? kRopeLabel
+                                : kStages[si].label;
+  const float combo_w =
+      compact ? ImGui::CalcTextSize(preview).x + ImGui::GetFrameHeight() + style.FramePadding.x * 2
+              : font * 14;
   ImGui::SetNextItemWidth(std::min(combo_w, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
   if (ImGui::BeginCombo("stage", preview)) {
     for (int i = 0; i < kStageCount; ++i)
@@ -1091,7 +1098,8 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   }
   const Stage<float>& s = *sp;
   const Stage<float>* mask = f.trace.find("attn_mask");
-  const std::string note = s.note + (si == kContext ? ". Rows: query tokens; columns: the head's d_k features." : "");
+  const std::string note =
+      s.note + (si == kContext ? ". Rows: query tokens; columns: the head's d_k features." : "");
   stage_formula(shape_str(s.shape) + " " + s.name, s.formula, note, compact);
 
   const std::uint64_t gen = state.result.generation;
@@ -1138,7 +1146,8 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // checks, beside the title where the map is wide enough (check_beside).
   auto row_extra_for = [&](bool beside) {
     const int lines = 1 + (si != kWeights ? 0 : !compact ? 2 : beside ? 0 : 1);
-    return float(lines) * ImGui::GetTextLineHeightWithSpacing() + style.CellPadding.y * 2 + style.ItemSpacing.y * 2;
+    return float(lines) * ImGui::GetTextLineHeightWithSpacing() + style.CellPadding.y * 2 +
+           style.ItemSpacing.y * 2;
   };
   const LabelSpace labels = label_space(row_labels, R, col_labels, C);
   // A map column holds its title and its check line unwrapped (compact: side by side, the title
@@ -1150,11 +1159,11 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   const float min_w = std::max({font * 5, check_w, labels.row_w + font * 1.5f + float(C)});
   // Readable: cells of 0.4 of a text line (the labels then fit in lanes), or a map of six text
   // lines where the tokens are many; never under min_cell.
-  const float readable_cell =
-      std::max(min_cell, std::min(font * 0.4f, font * 6.0f / float(std::max(R, C))));
+  const float readable_cell = std::max(min_cell, std::min(font * 0.4f, font * 6.0f / float(std::max(R, C))));
   // What fit_heatmap reads of each map: the widest labels stand for all of them (it measures only
   // the widest), so each candidate grid costs no pass over the tokens.
-  const std::vector<std::string> widest_row{widest_label(row_labels, R)}, widest_col{widest_label(col_labels, C)};
+  const std::vector<std::string> widest_row{widest_label(row_labels, R)},
+      widest_col{widest_label(col_labels, C)};
   Heatmap proto;
   proto.rows = R, proto.cols = C, proto.row_labels = &widest_row, proto.col_labels = &widest_col;
   proto.max_cell = max_cell;

@@ -167,12 +167,15 @@ bool outline_visible_part() {
   ImRect item(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
   ImDrawList* window_list = ImGui::GetWindowDrawList();
   ImRect clip(window_list->GetClipRectMin(), window_list->GetClipRectMax());
-  if (const ImGuiTabBar* bar = GImGui->CurrentTabBar; bar && item.Min.y >= bar->BarRect.Min.y - 1 && item.Max.y <= bar->BarRect.Max.y + 1)
-    clip.ClipWith(ImRect(bar->ScrollingRectMinX, bar->BarRect.Min.y, bar->ScrollingRectMaxX, bar->BarRect.Max.y));
+  if (const ImGuiTabBar* bar = GImGui->CurrentTabBar;
+      bar && item.Min.y >= bar->BarRect.Min.y - 1 && item.Max.y <= bar->BarRect.Max.y + 1)
+    clip.ClipWith(
+        ImRect(bar->ScrollingRectMinX, bar->BarRect.Min.y, bar->ScrollingRectMaxX, bar->BarRect.Max.y));
   ImRect seen = item;
   seen.ClipWithFull(clip);
   const float area = std::max(1.0f, item.GetWidth() * item.GetHeight());
-  const bool shown = seen.GetWidth() > 0 && seen.GetHeight() > 0 && seen.GetWidth() * seen.GetHeight() >= 0.5f * area;
+  const bool shown =
+      seen.GetWidth() > 0 && seen.GetHeight() > 0 && seen.GetWidth() * seen.GetHeight() >= 0.5f * area;
   if (seen.GetWidth() <= 0 || seen.GetHeight() <= 0) return false;
   // Pulses once a second between the accent colour and half of it, so the eye finds it on a projector.
   const float t = float(ImGui::GetTime());
@@ -181,8 +184,10 @@ bool outline_visible_part() {
   ImDrawList* dl = ImGui::GetForegroundDrawList();
   // The outline stands out of the item by `pad`; where the item is cut off, so is its outline.
   const float out = pad + thick;
-  dl->PushClipRect(ImVec2(seen.Min.x - (seen.Min.x > item.Min.x ? 0 : out), seen.Min.y - (seen.Min.y > item.Min.y ? 0 : out)),
-                   ImVec2(seen.Max.x + (seen.Max.x < item.Max.x ? 0 : out), seen.Max.y + (seen.Max.y < item.Max.y ? 0 : out)));
+  dl->PushClipRect(ImVec2(seen.Min.x - (seen.Min.x > item.Min.x ? 0 : out),
+                          seen.Min.y - (seen.Min.y > item.Min.y ? 0 : out)),
+                   ImVec2(seen.Max.x + (seen.Max.x < item.Max.x ? 0 : out),
+                          seen.Max.y + (seen.Max.y < item.Max.y ? 0 : out)));
   dl->AddRect(ImVec2(item.Min.x - pad, item.Min.y - pad), ImVec2(item.Max.x + pad, item.Max.y + pad),
               ImGui::GetColorU32(ImVec4(1.0f, 0.55f, 0.0f, pulse)), pad, 0, thick);
   dl->PopClipRect();
@@ -324,7 +329,8 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
     ImGui::PopStyleColor();
     draw_marked_line((done ? "**Done:** " : "**Task:** ") + step.task.instruction, 0, presenter, &colour);
     for (int k = 0; k < p.hints_shown && k < int(step.task.hints.size()); ++k)
-      draw_marked_line("Hint " + std::to_string(k + 1) + ": " + step.task.hints[std::size_t(k)], 0, presenter);
+      draw_marked_line("Hint " + std::to_string(k + 1) + ": " + step.task.hints[std::size_t(k)], 0,
+                       presenter);
     for (const std::string& f : fields) control_field(state, f);
     if (p.hints_shown < int(step.task.hints.size())) {
       if (ImGui::Button("Hint")) state.apply(show_lesson_hint());
@@ -334,7 +340,8 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
     if (ImGui::Button("Show solution")) solve_lesson_step(state, env);
     ImGui::EndDisabled();
     // The box's height next frame: all it holds, its padding and border included.
-    store->SetFloat(task_key, ImGui::GetCursorPosY() - st.ItemSpacing.y + st.WindowPadding.y + st.ChildBorderSize);
+    store->SetFloat(task_key,
+                    ImGui::GetCursorPosY() - st.ItemSpacing.y + st.WindowPadding.y + st.ChildBorderSize);
     ImGui::EndChild();
   }
   const float task_end = ImGui::GetCursorPosY();

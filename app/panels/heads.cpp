@@ -1174,9 +1174,21 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   bool check_beside = false;
   {
     // Every grid: c maps a row, k rows of maps on screen (k below the rows of maps: the grid
-    // scrolls, its scrollbar taking width). One whole on screen counts; the best shows the most
-    // maps at a readable cell, then has the largest cell; on a tie, more columns.
-    int best_seen = -1;
+    // scrolls, its scrollbar taking width). One whole on screen counts. The best is readable at
+    // most: every token labelled and readable cells, else readable cells (large L: its labels are
+    // thinned at any size); then it shows the most maps, then has the largest cell; on a tie, more
+    // columns. The labels are planned as the widget plans them (draw_heatmap).
+    const float label_min = label_min_scale(font), lane_gap = font * 0.4f;
+    auto labels_whole = [&](const HeatmapFit& f) {
+      const bool rows =
+          plan_axis_labels(f.fit, font, f.widest_row, f.row_w - style.ItemSpacing.x, label_min, lane_gap)
+              .step == 1;
+      const bool cols_ok = !f.vertical || plan_axis_labels(f.fit, font, f.widest_col,
+                                                           f.col_w - style.ItemSpacing.y, label_min, lane_gap)
+                                                  .step == 1;
+      return rows && cols_ok;
+    };
+    int best_level = -1, best_seen = -1;
     float best_cell = 0;
     for (int c = 1; c <= n_maps; ++c) {
       const int total_rows = (n_maps + c - 1) / c;
@@ -1189,9 +1201,11 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
         const HeatmapFit fit = fit_heatmap(proto, room);
         const float h = fit.top + fit.fit * float(R) + 1.0f;
         if (h > room.y + 1.5f || fit.fit < min_cell) continue;  // not whole, or no colour
-        const int seen = fit.fit >= readable_cell ? std::min(n_maps, c * k) : 0;
-        if (seen > best_seen || (seen == best_seen && fit.fit >= best_cell - 0.25f)) {
-          best_seen = seen, best_cell = fit.fit;
+        const int level = fit.fit < readable_cell ? 0 : labels_whole(fit) ? 2 : 1;
+        const int seen = level > 0 ? std::min(n_maps, c * k) : 0;
+        if (level > best_level || (level == best_level && seen > best_seen) ||
+            (level == best_level && seen == best_seen && fit.fit >= best_cell - 0.25f)) {
+          best_level = level, best_seen = seen, best_cell = fit.fit;
           cols = c, rows_shown = k, cell = fit.fit, map_room = room, map_h = h, check_beside = beside;
         }
       }

@@ -40,8 +40,10 @@ bool lesson_task_done(const AppState& state);
 void draw_lesson_panel(AppState& state, UiEnv& env);
 // Whether the open lesson's step points at `what` (a view's name, any case, or a control id).
 bool lesson_points_at(const AppState& state, const std::string& what);
-// A pulsing outline around the last item drawn: where a lesson step points.
-void outline_last_item();
+// After a widget that stands for `what` (a view's tab, a control's field, in the panel or in a view):
+// where the step points at it, a pulsing outline around the part of it in sight. The panel says so
+// where it was drawn out of sight (scrolled away).
+void lesson_mark_item(const AppState& state, const std::string& what);
 // The menu bar's Lessons menu: every lesson file, Next / Previous step, Close.
 void lessons_menu(AppState& state, UiEnv& env);
 

@@ -569,6 +569,18 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
     if (before && after) c.update(stage_difference(*after, *before, v.stage));
     r["compare"] = c;
   }
+  if (win.tab == ViewTab::heads) {  // the Heads view's grid as the last frame drew it, in pixels
+    const HeadsInfo& h = heads_info(env.panels);
+    nlohmann::json maps = nlohmann::json::array();
+    for (const HeatmapEvent& m : h.maps)
+      maps.push_back({{"cells", {m.grid_min.x, m.grid_min.y, m.grid_max.x, m.grid_max.y}}, {"cell", m.cell}});
+    r["heads_layout"] = {{"view", {h.view.x, h.view.y, h.view.z, h.view.w}},
+                         {"font", ImGui::GetFontSize()},
+                         {"compact", h.compact},
+                         {"cols", h.cols},
+                         {"rows_shown", h.rows_shown},
+                         {"maps", maps}};
+  }
   if (const CheckStatus c = check_status(env.panels); !c.file.empty()) {
     nlohmann::json cases = nlohmann::json::array();
     for (const CheckStatus::Case& k : c.cases)

@@ -403,7 +403,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     for (const ViewInfo& v : views()) {
       const ImGuiTabItemFlags flags = following && v.id == want ? ImGuiTabItemFlags_SetSelected : 0;
       const bool open = ImGui::BeginTabItem(v.name, nullptr, flags);
-      if (lesson_points_at(state, v.name)) outline_last_item();
+      lesson_mark_item(state, v.name);
       if (open) {
         if (!following && v.id != want) state.apply(show_view(v.id));
         env.shown_tab = int(v.id);

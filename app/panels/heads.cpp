@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "../lessons.hpp"
 #include "colour_range.hpp"
 #include "export_dialog.hpp"
 #include "heatmap.hpp"
@@ -419,6 +420,70 @@ void verify_rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<flo
   }
 }
 
+// Under this many text lines of height the view is compact (HeadsPanel::draw).
+constexpr float kCompactLines = 24;
+// A compact weights map's one check line, at its widest.
+constexpr const char* kCheckLineShort = "H 0.00/0.00 bits";
+
+// `text` cut short at a word (else a letter) with "…" to fit `width` pixels; whole when it fits.
+std::string fit_line(const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
+  const std::string ellipsis = "\xE2\x80\xA6";
+  std::string cut = text;
+  while (!cut.empty()) {
+    const std::size_t space = cut.find_last_of(' ');
+    if (space != std::string::npos && space > 0) {
+      cut.resize(space);
+    } else {  // one word left: a letter at a time (a UTF-8 sequence whole)
+      std::size_t end = cut.size() - 1;
+      while (end > 0 && (static_cast<unsigned char>(cut[end]) & 0xC0) == 0x80) --end;
+      cut.resize(end);
+    }
+    if (ImGui::CalcTextSize((cut + ellipsis).c_str()).x <= width) return cut + ellipsis;
+  }
+  return ellipsis;
+}
+
+// The label that is widest on screen of the first n (none: "").
+std::string widest_label(const std::vector<std::string>* labels, int n) {
+  std::string widest;
+  float w = -1;
+  for (int i = 0; labels && i < n && i < int(labels->size()); ++i)
+    if (const float x = ImGui::CalcTextSize((*labels)[std::size_t(i)].c_str()).x; x > w)
+      w = x, widest = (*labels)[std::size_t(i)];
+  return widest;
+}
+
+// The stage's formula and its note. Compact: one line (the shape, the name and the formula as far
+// as it fits) that opens to the whole formula and the note, both on hover too.
+void stage_formula(const std::string& head, const std::string& formula, const std::string& note,
+                   bool compact) {
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  if (!compact) {
+    ImGui::TextWrapped("%s = %s", head.c_str(), formula.c_str());
+    ImGui::TextWrapped("%s", note.c_str());
+    ImGui::PopStyleColor();
+    return;
+  }
+  const std::string line = head + " = " + formula;
+  const bool was_open = ImGui::GetStateStorage()->GetBool(ImGui::GetID("formula"), false);
+  const float arrow = ImGui::GetTreeNodeToLabelSpacing();
+  // The line ends where the colorbar's column starts (its top label stands above the grid).
+  const float room = ImGui::GetContentRegionAvail().x - arrow - ImGui::GetFontSize() * 5.0f;
+  const std::string label = was_open ? head : fit_line(line, room);
+  const bool open = ImGui::TreeNodeEx("formula", ImGuiTreeNodeFlags_NoTreePushOnOpen, "%s", label.c_str());
+  if (ImGui::IsItemHovered() && !open) {
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30);
+    ImGui::SetTooltip("%s\n%s", line.c_str(), note.c_str());
+    ImGui::PopTextWrapPos();
+  }
+  if (open) {
+    ImGui::TextWrapped("= %s", formula.c_str());
+    ImGui::TextWrapped("%s", note.c_str());
+  }
+  ImGui::PopStyleColor();
+}
+
 // The heatmap widget's margins for one lane of whole labels (heatmap.cpp): how large a map will be
 // about, so the grid can pick its column count before fit_heatmap says exactly.
 struct LabelSpace {
@@ -491,36 +556,54 @@ std::vector<std::string> footer_lines(const ForwardResult<float>& f, bool blocks
 }
 
 // The room the grid of maps may take: what is left beside the colorbar (5 text heights wide) and
-// above the footer's lines, wrapped.
-std::pair<float, float> grid_area(const std::vector<std::string>& footer) {
+// above the footer's lines, wrapped (compact: one line each).
+std::pair<float, float> grid_area(const std::vector<std::string>& footer, bool compact) {
   const float font = ImGui::GetFontSize();
   const ImGuiStyle& style = ImGui::GetStyle();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   float footer_h = 0;
   for (const std::string& line : footer)
-    footer_h += ImGui::CalcTextSize(line.c_str(), nullptr, false, avail.x).y + style.ItemSpacing.y;
+    footer_h += (compact ? ImGui::GetTextLineHeight()
+                         : ImGui::CalcTextSize(line.c_str(), nullptr, false, avail.x).y) +
+                style.ItemSpacing.y;
+  // Compact, the grid takes what is left down to three text lines (the maps shrink, whole).
   return {std::max(font * 10, avail.x - font * 5.0f - style.ItemSpacing.x),
-          std::max(font * 8, avail.y - footer_h)};
+          std::max(font * (compact ? 3 : 8), avail.y - footer_h)};
 }
 
-// What follows the grid of maps: the colorbar beside it, then the footer's lines.
+// What follows the grid of maps: the colorbar beside it, then the footer's lines (compact: one line
+// each, cut short, the whole line on hover).
 void grid_end(Textures& tex, Colormap cmap, float vmin, float vmax, float grid_h, bool row_scale,
-              const std::vector<std::string>& footer) {
+              const std::vector<std::string>& footer, bool compact) {
   const float font = ImGui::GetFontSize();
   ImGui::SameLine();
   ImGui::BeginGroup();
   draw_colorbar(tex, cmap, vmin, vmax, std::clamp(grid_h - font * 2, font * 4, font * 16));
   if (row_scale) ImGui::TextDisabled("x row max");
   ImGui::EndGroup();
-  for (const std::string& line : footer) ImGui::TextWrapped("%s", line.c_str());
+  for (const std::string& line : footer) {
+    if (!compact) {
+      ImGui::TextWrapped("%s", line.c_str());
+      continue;
+    }
+    const std::string shown = fit_line(line, ImGui::GetContentRegionAvail().x);
+    ImGui::TextUnformatted(shown.c_str());
+    if (shown != line && ImGui::IsItemHovered()) {
+      ImGui::PushTextWrapPos(font * 30);
+      ImGui::SetTooltip("%s", line.c_str());
+      ImGui::PopTextWrapPos();
+    }
+  }
 }
 
 // A map's title: the head, its key/value head under GQA or its measured role (on this sentence, else
 // the probes'), or the average.
-void head_title(const Dims& d, const studio::ModelResult* model, int k, bool weights) {
+// room: the width it may take (0: the column's), cut short to fit.
+void head_title(const Dims& d, const studio::ModelResult* model, int k, bool weights, float room = 0) {
   const int H = int(d.H);
+  if (room <= 0) room = ImGui::GetContentRegionAvail().x;
   if (k == H) {
-    ImGui::TextUnformatted("head average");
+    ImGui::TextUnformatted(fit_line("head average", room).c_str());
     if (weights && ImGui::IsItemHovered())
       ImGui::SetTooltip(
           "attn_weights_avg = attn_weights.sum(dim=1) / num_heads:\nwhat torch returns by "
@@ -532,16 +615,18 @@ void head_title(const Dims& d, const studio::ModelResult* model, int k, bool wei
   if (d.G < d.H) title += " \xC2\xB7 kv " + std::to_string(k / (d.H / d.G));
   const std::string tag = model ? studio::head_role_label(*model, model->layer, k) : "";
   if (!tag.empty()) title += " \xC2\xB7 " + tag;
+  const std::string shown = fit_line(title, room);
   if (d.G < d.H)
-    ImGui::TextColored(kv_group_colour(k / (d.H / d.G), d.G), "%s", title.c_str());
+    ImGui::TextColored(kv_group_colour(k / (d.H / d.G), d.G), "%s", shown.c_str());
   else
-    ImGui::TextUnformatted(title.c_str());
-  if (ImGui::IsItemHovered() && (d.G < d.H || !tag.empty())) {
-    std::string tip;
+    ImGui::TextUnformatted(shown.c_str());
+  if (ImGui::IsItemHovered() && (d.G < d.H || !tag.empty() || shown != title)) {
+    std::string tip = shown != title ? title : "";
     if (d.G < d.H)
-      tip = "grouped-query attention: query heads " + std::to_string(k / (d.H / d.G) * (d.H / d.G)) + " to " +
-            std::to_string((k / (d.H / d.G) + 1) * (d.H / d.G) - 1) + " read key/value head " +
-            std::to_string(k / (d.H / d.G)) + " of " + std::to_string(d.G);
+      tip += std::string(tip.empty() ? "" : "\n") + "grouped-query attention: query heads " +
+             std::to_string(k / (d.H / d.G) * (d.H / d.G)) + " to " +
+             std::to_string((k / (d.H / d.G) + 1) * (d.H / d.G) - 1) + " read key/value head " +
+             std::to_string(k / (d.H / d.G)) + " of " + std::to_string(d.G);
     if (!tag.empty()) tip += (tip.empty() ? "" : "\n") + studio::head_role_details(*model, model->layer, k);
     ImGui::SetTooltip("%s", tip.c_str());
   }
@@ -591,8 +676,8 @@ void offset_plot(const std::vector<double>& without, const std::vector<double>& 
 
 // One head's scores without and with the rotation, side by side on one colour range, and their
 // mean by distance: where a student sees relative position appear. Returns the two maps' events
-// (without, with).
-std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
+// (without, with). Compact: the explanation one line (the rest on hover).
+std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex, bool compact) {
   const studio::ModelResult& m = *state.result.model;
   const ForwardResult<float>& f = *state.result.forward;
   const Tensor<float>& without = *m.scores_without_rope;  // (H, T, T)
@@ -613,10 +698,21 @@ std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
   ImGui::TextDisabled("reads K/V head %d of %lld", h / std::max(1, H / int(f.dims.G)), (long long)f.dims.G);
   same_line_if_fits(ImGui::CalcTextSize("Export...").x + font);
   export_button(state, rope_request(state, h));
-  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  ImGui::TextWrapped(
+  const char* about =
       "RoPE turns q_i and k_j by i*theta and j*theta, so q_i . k_j depends on i - j. The scores before the "
-      "rotation (no position at all), after it (the model's), and their mean by distance.");
+      "rotation (no position at all), after it (the model's), and their mean by distance.";
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  if (!compact) {
+    ImGui::TextWrapped("%s", about);
+  } else {
+    const std::string line = fit_line(about, ImGui::GetContentRegionAvail().x);
+    ImGui::TextUnformatted(line.c_str());
+    if (ImGui::IsItemHovered()) {
+      ImGui::PushTextWrapPos(font * 30);
+      ImGui::SetTooltip("%s", about);
+      ImGui::PopTextWrapPos();
+    }
+  }
   ImGui::PopStyleColor();
 
   const Plane pw = head_plane(*with_stage, 0, h), pm = head_plane(*masked, 0, h);
@@ -629,12 +725,15 @@ std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
   const render::ColourRange range = render::auto_colour_range(vr, cmap, false);
   // Three columns: the two maps and the distance plot, the maps as tall as the view leaves; where
   // a third of the width is too narrow for the plot (a presenter font beside the lesson), the plot
-  // goes under the two maps.
+  // goes under the two maps, and in a short view it is folded (a line that opens it) so the maps
+  // keep the height. The maps are whole in the height they get.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float spacing = ImGui::GetStyle().ItemSpacing.x, title_h = ImGui::GetTextLineHeightWithSpacing();
   const bool stacked = (avail.x - 2 * spacing) / 3 < font * 14;
+  const ImGuiID plot_open_id = ImGui::GetID("mean score by distance");
+  const bool folded = stacked && compact && !ImGui::GetStateStorage()->GetBool(plot_open_id, false);
   const float col_w = stacked ? (avail.x - spacing) / 2 : (avail.x - 2 * spacing) / 3;
-  const float plot_h = stacked ? std::max(font * 7, avail.y * 0.4f) : 0;
+  const float plot_h = !stacked ? 0 : folded ? 0 : std::max(font * 7, avail.y * 0.4f);
   const float col_h = std::max(font * 6, avail.y - title_h - spacing - (stacked ? plot_h + title_h : 0));
   std::vector<float> with_copy(static_cast<std::size_t>(R) * std::size_t(C));
   for (int i = 0; i < R; ++i)
@@ -670,9 +769,15 @@ std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex) {
   }
   if (!stacked) ImGui::SameLine();
   ImGui::BeginGroup();
-  ImGui::TextUnformatted("mean score by distance");
-  offset_plot(mean_score_by_offset(pn, R, C), mean_score_by_offset(with_copy.data(), R, C),
-              stacked ? ImVec2(avail.x, plot_h) : ImVec2(col_w, std::min(col_h, col_w)));
+  if (stacked && compact) {
+    if (ImGui::TreeNodeEx("mean score by distance", ImGuiTreeNodeFlags_NoTreePushOnOpen))
+      offset_plot(mean_score_by_offset(pn, R, C), mean_score_by_offset(with_copy.data(), R, C),
+                  ImVec2(avail.x, plot_h));
+  } else {
+    ImGui::TextUnformatted("mean score by distance");
+    offset_plot(mean_score_by_offset(pn, R, C), mean_score_by_offset(with_copy.data(), R, C),
+                stacked ? ImVec2(avail.x, plot_h) : ImVec2(col_w, std::min(col_h, col_w)));
+  }
   ImGui::EndGroup();
   return events;
 }
@@ -726,6 +831,24 @@ void draw_knocked_out(const HeatmapEvent& ev, Ablation ablation) {
   dl->AddRectFilled(ImVec2(at.x - 4, at.y - 2), ImVec2(at.x + size.x + 4, at.y + size.y + 2),
                     IM_COL32(255, 255, 255, 230));
   dl->AddText(ImGui::GetFont(), font, at, red, label);
+}
+
+// One line for a compact view: the entropy against its maximum, orange where a row sum is off; the
+// sums, and the rows with no visible key, on hover.
+void row_check_line(const RowCheck& c) {
+  const bool ok = c.max_err < 1e-4;
+  const bool flagged = c.nan_rows > 0 || c.zero_rows > 0;
+  ImGui::TextColored(
+      ok && !flagged ? ImGui::GetStyleColorVec4(ImGuiCol_Text) : ImVec4(1.0f, 0.55f, 0.2f, 1.0f),
+      "H %.2f/%.2f bits", c.entropy, c.entropy_max);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "entropy: the mean over the query rows of -sum p log2 p; %.2f bits (uniform over the keys a row "
+        "may see) at most\nrow sums 1 %s %.0e (max |row sum - 1| over the rows with a visible key)%s",
+        c.entropy_max, "\xC2\xB1", c.max_err,
+        c.nan_rows > 0    ? ("\n" + std::to_string(c.nan_rows) + " rows NaN: no visible key").c_str()
+        : c.zero_rows > 0 ? ("\n" + std::to_string(c.zero_rows) + " rows all 0: no visible key").c_str()
+                          : "");
 }
 
 // compact: two short lines for a narrow map (every head on screen at once).
@@ -845,7 +968,7 @@ void build_overview(OverviewCache& c, const std::shared_ptr<const ForwardResult<
 struct HeadsPanel {
   HeadsCache cache;
   OverviewCache overview;
-  void draw_overview(AppState& state, Textures& tex, const std::vector<int>& order);
+  void draw_overview(AppState& state, Textures& tex, const std::vector<int>& order, bool compact);
   std::vector<std::string> feature_labels;
   // The keys a mask edit blocks in this result's batch item (edited_keys), labelled on every map.
   std::weak_ptr<const ForwardResult<float>> marked_source;
@@ -876,6 +999,11 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   const Dims& d = f.dims;
   const float font = ImGui::GetFontSize();
   const ImGuiStyle& style = ImGui::GetStyle();
+  // A short view (a presenter font beside the lesson panel): the maps get the height. The controls
+  // take their short labels, the formula one line that opens to the rest, each weights map one
+  // line of checks, the notes under the grid one line each (the whole text on hover).
+  const bool compact = ImGui::GetContentRegionAvail().y < font * kCompactLines;
+  info.compact = compact;
 
   draw_what_if(panels, state);  // temperature and ÷√d_k: their effect shows here, stage by stage
   // Controls: stage and batch item (the colormap and "cell values" are in the left column).
@@ -883,15 +1011,23 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // A model with rotary positions adds one choice: its scores without the rotation.
   const bool rope_available = state.result.model && state.result.model->scores_without_rope;
   const bool rope = rope_available && view.stage == kRopeStage;
-  ImGui::SetNextItemWidth(std::min(font * 14, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
-  if (ImGui::BeginCombo("stage", rope ? kRopeLabel : kStages[si].label)) {
+  // Compact, the combo shows the stage's name alone (the list keeps the formulas).
+  const char* preview = compact ? (rope ? kRopeStage : kStages[si].name)
+                        : rope  ? kRopeLabel
+                                : kStages[si].label;
+  const float combo_w =
+      compact ? ImGui::CalcTextSize(preview).x + ImGui::GetFrameHeight() + style.FramePadding.x * 2
+              : font * 14;
+  ImGui::SetNextItemWidth(std::min(combo_w, ImGui::GetContentRegionAvail().x - labelled("stage", 0)));
+  if (ImGui::BeginCombo("stage", preview)) {
     for (int i = 0; i < kStageCount; ++i)
       if (ImGui::Selectable(kStages[i].label, !rope && i == si)) view.stage = kStages[i].name;
     if (rope_available && ImGui::Selectable(kRopeLabel, rope)) view.stage = kRopeStage;
     ImGui::EndCombo();
   }
+  lesson_mark_item(state, "stage");
   if (rope) {
-    info.maps = draw_rope(state, tex);
+    info.maps = draw_rope(state, tex, compact);
     return;
   }
   const int N = int(d.N), H = int(d.H);
@@ -901,10 +1037,16 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
     int pick = b;
     ImGui::SetNextItemWidth(font * 6);
     if (ImGui::SliderInt("batch item", &pick, 0, N - 1)) view.batch_index = pick;
+    lesson_mark_item(state, "batch_index");
   }
+  // A checkbox's or a combo's width with its label (the text before any "##").
+  auto with_label = [&](const char* label, float w) {
+    return w + style.ItemInnerSpacing.x + ImGui::CalcTextSize(label, nullptr, true).x;
+  };
   if (si == kWeights) {
-    same_line_if_fits(labelled("colour each row to its max", font));
-    ImGui::Checkbox("colour each row to its max", &view.weights_row_scale);
+    const char* row_max = compact ? "row max###row_scale" : "colour each row to its max###row_scale";
+    same_line_if_fits(with_label(row_max, ImGui::GetFrameHeight()));
+    ImGui::Checkbox(row_max, &view.weights_row_scale);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip(
           "Each row's colours run from 0 to that row's largest weight, so rows that spread their\n"
@@ -918,9 +1060,10 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
           : nullptr;
   const std::int64_t layer = state.result.model ? state.result.model->layer : 0;
   if (roles) {
-    same_line_if_fits(labelled("order heads by", font * 8));
+    const char* order_label = compact ? "order###order_heads" : "order heads by###order_heads";
+    same_line_if_fits(with_label(order_label, font * 8));
     ImGui::SetNextItemWidth(font * 8);
-    ImGui::Combo("order heads by", &view.head_order, kHeadOrderNames);
+    ImGui::Combo(order_label, &view.head_order, kHeadOrderNames);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip(
           "Scores measured on fixed probes (mha model-info --roles):\n"
@@ -940,7 +1083,7 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
 
   // At the largest sizes the result keeps no weights, only their overview: every head zoomed out.
   if (si == kWeights && f.overview.valid() && !f.trace.has("attn_weights")) {
-    draw_overview(state, tex, order);
+    draw_overview(state, tex, order, compact);
     return;
   }
   // A stage the forward left out (large sizes) is computed once per result, off the UI thread.
@@ -957,11 +1100,9 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   }
   const Stage<float>& s = *sp;
   const Stage<float>* mask = f.trace.find("attn_mask");
-  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-  ImGui::TextWrapped("%s %s = %s", shape_str(s.shape).c_str(), s.name.c_str(), s.formula.c_str());
-  ImGui::TextWrapped("%s%s", s.note.c_str(),
-                     si == kContext ? ". Rows: query tokens; columns: the head's d_k features." : "");
-  ImGui::PopStyleColor();
+  const std::string note =
+      s.note + (si == kContext ? ". Rows: query tokens; columns: the head's d_k features." : "");
+  stage_formula(shape_str(s.shape) + " " + s.name, s.formula, note, compact);
 
   const std::uint64_t gen = state.result.generation;
   if (!same_owner(cache.source, state.result.forward) || cache.stage != si || cache.batch != b) {
@@ -992,66 +1133,104 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
   // The footer is measured first so the grid knows the height it may use.
   const bool blocks = mask && (si == kMasked || si == kWeights);
   const std::vector<std::string> footer = footer_lines(f, blocks, cache.nan_rows, cache.masked_rows);
-  // Grid geometry, the colorbar to its right. Whole maps come first: every map on screen at the
-  // largest cell that fits; if that is below a cell that still shows its colour (min_cell), the grid
-  // scrolls by rows of maps, each row of maps whole on screen (every query row of a head in view);
-  // only when not even that fits (large L) do the maps scroll at cells of 0.7 of a text line.
+  // Grid geometry, the colorbar to its right. Every map is whole on screen, at the largest cell
+  // that fits: all of them where their cells stay readable (readable_cell); else the grid scrolls
+  // by rows of maps, as many rows on screen as keep the cells readable, each whole; only when not
+  // even one row of maps fits at a cell that shows its colour (large L) do the maps themselves
+  // scroll, at cells of 0.7 of a text line.
   // Named, not bound: lambdas below capture them.
-  const std::pair<float, float> area = grid_area(footer);
+  const std::pair<float, float> area = grid_area(footer, compact);
   const float grid_w = area.first, grid_h = area.second;
   const int n_maps = H + 1;
   const float max_cell = font * 4.0f, pad = style.CellPadding.x * 2;
   const float min_cell = 3.0f;  // pixels: a cell still shows its colour
-  const float text_h = float(si == kWeights ? 3 : 1) * ImGui::GetTextLineHeightWithSpacing();
-  const float row_extra = text_h + style.CellPadding.y * 2 + style.ItemSpacing.y * 2;
-  const LabelSpace labels = label_space(row_labels, R, col_labels, C);
-  // The widget draws cells of at least a pixel, so a map is never narrower than its columns.
-  const float min_w = std::max(font * 10, labels.row_w + font * 1.5f + float(C));
-  // The cell of c columns of maps, `rows` rows of them on screen, in a grid `width` wide.
-  auto cell_of = [&](const LabelSpace& l, float width, int c, int rows) {
-    return std::min(cell_for_width(l, width / float(c) - pad, C, max_cell),
-                    (grid_h / float(rows) - row_extra - l.col_w) / float(R));
+  // Text with each map: its title, and under a weights map its row checks; compact, one line of
+  // checks, beside the title where the map is wide enough (check_beside).
+  auto row_extra_for = [&](bool beside) {
+    const int lines = 1 + (si != kWeights ? 0 : !compact ? 2 : beside ? 0 : 1);
+    return float(lines) * ImGui::GetTextLineHeightWithSpacing() + style.CellPadding.y * 2 +
+           style.ItemSpacing.y * 2;
   };
-  // The column count with the largest cells when `rows_shown` rows of maps share the height
-  // (0: all of them), then the cell the widget makes of that room, its labels' margins (lanes, where
-  // a cell is shorter than a line of text) taken.
-  Heatmap proto;  // what fit_heatmap reads of each map
-  proto.rows = R, proto.cols = C, proto.row_labels = row_labels, proto.col_labels = col_labels;
+  const LabelSpace labels = label_space(row_labels, R, col_labels, C);
+  // A map column holds its title and its check line unwrapped (compact: side by side, the title
+  // three text heights at least), and cells of at least a pixel.
+  const float check_w = si != kWeights ? 0.0f
+                        : compact      ? ImGui::CalcTextSize(kCheckLineShort).x
+                                       : ImGui::CalcTextSize("H 0.00 / 0.00 bits").x;
+  const float beside_w = check_w + style.ItemSpacing.x + font * 3;
+  const float min_w = std::max({font * 5, check_w, labels.row_w + font * 1.5f + float(C)});
+  // Readable: cells of 0.4 of a text line (the labels then fit in lanes), or a map of six text
+  // lines where the tokens are many; never under min_cell.
+  const float readable_cell = std::max(min_cell, std::min(font * 0.4f, font * 6.0f / float(std::max(R, C))));
+  // What fit_heatmap reads of each map: the widest labels stand for all of them (it measures only
+  // the widest), so each candidate grid costs no pass over the tokens.
+  const std::vector<std::string> widest_row{widest_label(row_labels, R)},
+      widest_col{widest_label(col_labels, C)};
+  Heatmap proto;
+  proto.rows = R, proto.cols = C, proto.row_labels = &widest_row, proto.col_labels = &widest_col;
   proto.max_cell = max_cell;
   ImVec2 map_room(0, 0);  // each map's room in the grid: its width, and height down to its check lines
   float map_h = 0;        // the height of a map as drawn
-  auto best_grid = [&](float width, int rows_shown, int* cols_out) {
-    float best = -1;
+  int cols = 1, rows_shown = (n_maps + cols - 1) / cols;
+  float cell = 0;
+  bool check_beside = false;
+  {
+    // Every grid: c maps a row, k rows of maps on screen (k below the rows of maps: the grid
+    // scrolls, its scrollbar taking width). One whole on screen counts. The best is readable at
+    // most: every token labelled and readable cells, else readable cells (large L: its labels are
+    // thinned at any size); then it shows the most maps, then has the largest cell; on a tie, more
+    // columns. The labels are planned as the widget plans them (draw_heatmap).
+    const float label_min = label_min_scale(font), lane_gap = font * 0.4f;
+    auto labels_whole = [&](const HeatmapFit& f) {
+      const bool rows =
+          plan_axis_labels(f.fit, font, f.widest_row, f.row_w - style.ItemSpacing.x, label_min, lane_gap)
+              .step == 1;
+      const bool cols_ok = !f.vertical || plan_axis_labels(f.fit, font, f.widest_col,
+                                                           f.col_w - style.ItemSpacing.y, label_min, lane_gap)
+                                                  .step == 1;
+      return rows && cols_ok;
+    };
+    int best_level = -1, best_seen = -1;
+    float best_cell = 0;
     for (int c = 1; c <= n_maps; ++c) {
-      if (c > 1 && width / float(c) - pad < min_w) break;
-      const float fit = cell_of(labels, width, c, rows_shown > 0 ? rows_shown : (n_maps + c - 1) / c);
-      if (fit >= best - 0.5f) {  // on a tie, more columns: a more compact grid
-        *cols_out = c;
-        best = fit;
+      const int total_rows = (n_maps + c - 1) / c;
+      for (int k = total_rows; k >= 1; --k) {
+        const float width = k < total_rows ? grid_w - style.ScrollbarSize : grid_w;
+        // The map's own room: its height less the pixel the widget draws under the cells.
+        const bool beside = compact && si == kWeights && width / float(c) - pad >= beside_w;
+        const ImVec2 room(width / float(c) - pad, grid_h / float(k) - row_extra_for(beside) - 1.0f);
+        if ((c > 1 && room.x < min_w) || room.y < 1) continue;
+        const HeatmapFit fit = fit_heatmap(proto, room);
+        const float h = fit.top + fit.fit * float(R) + 1.0f;
+        if (h > room.y + 1.5f || fit.fit < min_cell) continue;  // not whole, or no colour
+        const int level = fit.fit < readable_cell ? 0 : labels_whole(fit) ? 2 : 1;
+        const int seen = level > 0 ? std::min(n_maps, c * k) : 0;
+        if (level > best_level || (level == best_level && seen > best_seen) ||
+            (level == best_level && seen == best_seen && fit.fit >= best_cell - 0.25f)) {
+          best_level = level, best_seen = seen, best_cell = fit.fit;
+          cols = c, rows_shown = k, cell = fit.fit, map_room = room, map_h = h, check_beside = beside;
+        }
       }
     }
-    const int rows = rows_shown > 0 ? rows_shown : (n_maps + *cols_out - 1) / *cols_out;
-    map_room = ImVec2(width / float(*cols_out) - pad, std::max(1.0f, grid_h / float(rows) - row_extra));
-    const HeatmapFit f = fit_heatmap(proto, map_room);
-    map_h = f.top + f.fit * float(R) + 1.0f;
-    return best < 0 ? best : f.fit;
-  };
-  int cols = 1;
-  float cell = best_grid(grid_w, 0, &cols);
-  if (cell < min_cell) cell = best_grid(grid_w - style.ScrollbarSize, 1, &cols);
+  }
   if (cell < min_cell) {
-    // Scrolling: the widest grid whose maps are >= min_w wide with cells >= 0.7 of a text line
-    // (every other label fits), else (large L) the widest at min_w alone.
-    const float usable = grid_w - style.ScrollbarSize;
+    // Scrolling: the widest grid whose maps are >= ten text heights wide with cells >= 0.7 of a
+    // text line (every other label fits), else (large L) the widest at that width alone.
+    const float usable = grid_w - style.ScrollbarSize, wide = std::max(font * 10, min_w);
     auto cell_at = [&](int c) { return cell_for_width(labels, usable / float(c) - pad, C, max_cell); };
-    const int widest = std::clamp(int(usable / (min_w + pad)), 1, n_maps);
+    const int widest = std::clamp(int(usable / (wide + pad)), 1, n_maps);
     cols = widest;
     while (cols > 1 && cell_at(cols) < font * 0.7f) --cols;
     if (cell_at(cols) < font * 0.7f) cols = widest;
     cell = cell_at(cols);
     map_h = map_height(labels, cell, R);
     map_room = ImVec2(0, map_h);
+    rows_shown = 0;
+    check_beside = false;
   }
+  const float row_extra = row_extra_for(check_beside);
+  info.cols = cols;
+  info.rows_shown = rows_shown;
   info.cell = cell;
   if (!same_owner(marked_source, state.result.forward) || marked_batch != b) {
     marked_source = state.result.forward;
@@ -1061,8 +1240,11 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
     if (mask && double(mask->strides[1] == 0 ? 1 : H) * R * C <= double(1 << 22))
       marked_keys = edited_keys(*mask, b);
   }
+  // Where the grid scrolls by rows of maps, it is as tall as the rows it shows whole: no next row
+  // peeks in cut off.
   const float total = float((n_maps + cols - 1) / cols) * (map_h + row_extra);
-  const float child_h = std::min(grid_h, total);
+  const float child_h =
+      std::min(rows_shown > 0 ? float(rows_shown) * (map_h + row_extra) : grid_h, std::min(grid_h, total));
   ImGui::BeginChild("heads_grid", ImVec2(grid_w, child_h), false);
   {  // the grid's part on screen: within the view's
     const ImVec4 g = window_rect();
@@ -1075,8 +1257,25 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       const bool avg = slot == H;
       const int k = avg ? H : order[std::size_t(slot)];  // the head drawn in this slot
       const float w = ImGui::GetContentRegionAvail().x;
-      head_title(d, state.result.model ? &*state.result.model : nullptr, k, si == kWeights);
+      // Compact, a wide weights map's check line follows its title on the same line.
+      const float cell_x = ImGui::GetCursorPosX();
+      head_title(d, state.result.model ? &*state.result.model : nullptr, k, si == kWeights,
+                 check_beside ? w - check_w - style.ItemSpacing.x : 0);
       const bool knocked = !avg && knockout_menu(state, layer, k);
+      if (check_beside) {
+        ImGui::SameLine();  // at the column's right edge
+        ImGui::SetCursorPosX(std::max(ImGui::GetCursorPosX(), cell_x + w - check_w));
+        const ImVec2 at = ImGui::GetCursorScreenPos();
+        if (ImGui::IsRectVisible(at, ImVec2(at.x + check_w, at.y + ImGui::GetTextLineHeight())))
+          ensure_checks(cache, k);
+        if (cache.due[std::size_t(k)]) {
+          ImGui::TextDisabled("checks: when shown");
+          info.entropy_max.push_back(-1);
+        } else {
+          row_check_line(cache.checks[std::size_t(k)]);
+          info.entropy_max.push_back(cache.checks[std::size_t(k)].entropy_max);
+        }
+      }
 
       Heatmap hm;
       hm.id = std::string("heads/") + kStages[si].name + "/" + std::to_string(k);
@@ -1100,7 +1299,8 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
       hm.col_labels = col_labels;
       hm.show_values = view.show_values;
       hm.max_cell = max_cell;
-      hm.size = ImVec2(w, map_room.y);
+      // The width planned (the table's column may be a little wider): the map is as tall as planned.
+      hm.size = ImVec2(map_room.x > 0 ? std::min(w, map_room.x) : w, map_room.y);
       // The colours in the version too: a mask edit's result redraws only its changed rows when they
       // are those of the texture it replaces.
       auto version_of = [&](std::uint64_t g) {
@@ -1151,31 +1351,34 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
         if (si != kContext) view.sel_key = ev.col;
         if (!avg) view.sel_head = k;
       }
-      if (si == kWeights) {  // a map's row checks are made when they come on screen
+      if (si == kWeights && !check_beside) {  // a map's row checks are made when they come on screen
         const ImVec2 at = ImGui::GetCursorScreenPos();
         if (ImGui::IsRectVisible(at, ImVec2(at.x + w, at.y + ImGui::GetTextLineHeightWithSpacing() * 2)))
           ensure_checks(cache, k);
         if (cache.due[std::size_t(k)]) {
-          ImGui::TextDisabled("entropy: when shown");
-          ImGui::TextDisabled("row sums: when shown");
+          ImGui::TextDisabled(compact ? "checks: when shown" : "entropy: when shown");
+          if (!compact) ImGui::TextDisabled("row sums: when shown");
           info.entropy_max.push_back(-1);
+        } else if (compact) {
+          row_check_line(cache.checks[std::size_t(k)]);
+          info.entropy_max.push_back(cache.checks[std::size_t(k)].entropy_max);
         } else {
           // Narrow maps (a large font) get the short form, so the lines do not wrap under the grid.
           row_check_lines(cache.checks[std::size_t(k)],
                           w < ImGui::CalcTextSize("entropy 0.00 bits (max 0.00)").x);
           info.entropy_max.push_back(cache.checks[std::size_t(k)].entropy_max);
         }
-      } else {
+      } else if (!check_beside) {
         info.entropy_max.push_back(-1);
       }
     }
     ImGui::EndTable();
   }
   ImGui::EndChild();
-  grid_end(tex, cmap, vmin, vmax, child_h, row_scale, footer);
+  grid_end(tex, cmap, vmin, vmax, child_h, row_scale, footer, compact);
 }
 
-void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector<int>& order) {
+void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector<int>& order, bool compact) {
   ViewState& view = state.view();
   const ForwardResult<float>& f = *state.result.forward;
   const Dims& d = f.dims;
@@ -1210,7 +1413,7 @@ void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector
   // Every map on screen: the column count that gives the largest cells, then texels of a pixel or
   // more (k overview columns to a texel).
   // Named, not bound: lambdas below capture them.
-  const std::pair<float, float> area = grid_area(footer);
+  const std::pair<float, float> area = grid_area(footer, compact);
   const float grid_w = area.first, grid_h = area.second;
   const float pad = style.CellPadding.x * 2;
   const float text_h = 3.0f * ImGui::GetTextLineHeightWithSpacing();  // title, then two check lines
@@ -1292,7 +1495,7 @@ void HeadsPanel::draw_overview(AppState& state, Textures& tex, const std::vector
     ImGui::EndTable();
   }
   ImGui::EndChild();
-  grid_end(tex, cmap, vmin, vmax, child_h, row_scale, footer);
+  grid_end(tex, cmap, vmin, vmax, child_h, row_scale, footer, compact);
 }
 
 }  // namespace mha::app

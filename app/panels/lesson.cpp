@@ -1,6 +1,7 @@
 // The Lesson panel: the open lesson's step beside the view (narration, what to look at, the task
 // with its hints and solution, Back / Next), and the Lessons menu that opens one.
 #include <imgui.h>
+#include <imgui_internal.h>  // the tab bar's scrolling rectangle: a tab scrolled under its arrows
 
 #include <algorithm>
 #include <cmath>
@@ -112,11 +113,92 @@ void draw_narration(const std::string& text, bool presenter) {
   }
 }
 
+// `text` cut short at a word with "…" to fit `width` pixels; whole when it fits.
+std::string fit_text(const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
+  const std::string ellipsis = "\xE2\x80\xA6";
+  std::string cut = text;
+  while (!cut.empty()) {
+    const std::size_t space = cut.find_last_of(' ');
+    cut.resize(space == std::string::npos ? 0 : space);
+    if (ImGui::CalcTextSize((cut + ellipsis).c_str()).x <= width) return cut + ellipsis;
+  }
+  return ellipsis;
+}
+
+// Where the thing a step points at was drawn, frame by frame: each widget that stands for it (a
+// view's tab, a control's field, here or in a view) is outlined after it is drawn and noted here;
+// the panel reads the last frame's note, and this frame's so far (its own fields come before).
+struct PointerSeen {
+  std::string what;  // the step's point_at
+  int frame = -1;
+  bool drawn = false, shown = false;
+};
+PointerSeen g_seen_now, g_seen_before;  // this frame's, the frame before's (UI thread only)
+
+void note_pointer(const std::string& what, bool shown) {
+  const int frame = ImGui::GetFrameCount();
+  if (g_seen_now.frame != frame) {
+    g_seen_before = g_seen_now.frame == frame - 1 ? g_seen_now : PointerSeen{};
+    g_seen_now = PointerSeen{what, frame, false, false};
+  }
+  if (g_seen_now.what != what) g_seen_now = PointerSeen{what, frame, false, false};
+  g_seen_now.drawn = true;
+  g_seen_now.shown = g_seen_now.shown || shown;
+}
+
+// Whether `what` was drawn in this frame or the one before, and in sight (shown) in either.
+std::pair<bool, bool> pointer_seen(const std::string& what) {
+  const int frame = ImGui::GetFrameCount();
+  bool drawn = false, shown = false;
+  for (const PointerSeen* p : {&g_seen_now, &g_seen_before})
+    if (p->what == what && p->frame >= frame - 1 && p->frame <= frame) {
+      drawn = drawn || p->drawn;
+      shown = shown || p->shown;
+    }
+  return {drawn, shown};
+}
+
+// The outline around the part of the last item on screen (its window's visible region, and a tab
+// bar's scrolling region for a tab); returns whether most of the item is in sight. A field
+// scrolled out of its panel, or a tab scrolled under the tab bar's arrows, is not outlined where it
+// would be: there is nothing there to see.
+bool outline_visible_part() {
+  ImRect item(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+  ImDrawList* window_list = ImGui::GetWindowDrawList();
+  ImRect clip(window_list->GetClipRectMin(), window_list->GetClipRectMax());
+  if (const ImGuiTabBar* bar = GImGui->CurrentTabBar;
+      bar && item.Min.y >= bar->BarRect.Min.y - 1 && item.Max.y <= bar->BarRect.Max.y + 1)
+    clip.ClipWith(
+        ImRect(bar->ScrollingRectMinX, bar->BarRect.Min.y, bar->ScrollingRectMaxX, bar->BarRect.Max.y));
+  ImRect seen = item;
+  seen.ClipWithFull(clip);
+  const float area = std::max(1.0f, item.GetWidth() * item.GetHeight());
+  const bool shown =
+      seen.GetWidth() > 0 && seen.GetHeight() > 0 && seen.GetWidth() * seen.GetHeight() >= 0.5f * area;
+  if (seen.GetWidth() <= 0 || seen.GetHeight() <= 0) return false;
+  // Pulses once a second between the accent colour and half of it, so the eye finds it on a projector.
+  const float t = float(ImGui::GetTime());
+  const float pulse = 0.6f + 0.4f * std::sin(t * 6.2831853f);
+  const float pad = ImGui::GetStyle().FramePadding.y, thick = std::max(2.0f, ImGui::GetFontSize() / 6);
+  ImDrawList* dl = ImGui::GetForegroundDrawList();
+  // The outline stands out of the item by `pad`; where the item is cut off, so is its outline.
+  const float out = pad + thick;
+  dl->PushClipRect(ImVec2(seen.Min.x - (seen.Min.x > item.Min.x ? 0 : out),
+                          seen.Min.y - (seen.Min.y > item.Min.y ? 0 : out)),
+                   ImVec2(seen.Max.x + (seen.Max.x < item.Max.x ? 0 : out),
+                          seen.Max.y + (seen.Max.y < item.Max.y ? 0 : out)));
+  dl->AddRect(ImVec2(item.Min.x - pad, item.Min.y - pad), ImVec2(item.Max.x + pad, item.Max.y + pad),
+              ImGui::GetColorU32(ImVec4(1.0f, 0.55f, 0.0f, pulse)), pad, 0, thick);
+  dl->PopClipRect();
+  return shown;
+}
+
 // What a step points at, in words: a view's name or a control's label.
 std::string pointed_at(const std::string& what) {
   if (const ViewInfo* v = find_view(what)) return std::string("the ") + v->name + " view";
   for (const ControlInfo& c : controls())
-    if (what == c.id) return std::string("\"") + c.label + "\" (below)";  // its field is drawn here
+    if (what == c.id) return std::string("\"") + c.label + "\"";
   return what;
 }
 
@@ -142,7 +224,7 @@ void control_field(AppState& state, const std::string& id) {
       state.errors["lesson"] = e.what();
     }
   }
-  if (lesson_points_at(state, id)) outline_last_item();
+  lesson_mark_item(state, id);
   ImGui::PopID();
 }
 
@@ -161,15 +243,10 @@ bool lesson_points_at(const AppState& state, const std::string& what) {
   return at == what || (a && a == b);
 }
 
-void outline_last_item() {
-  // Pulses once a second between the accent colour and half of it, so the eye finds it on a projector.
-  const float t = float(ImGui::GetTime());
-  const float pulse = 0.6f + 0.4f * std::sin(t * 6.2831853f);
-  const float pad = ImGui::GetStyle().FramePadding.y;
-  const ImVec2 lo(ImGui::GetItemRectMin().x - pad, ImGui::GetItemRectMin().y - pad);
-  const ImVec2 hi(ImGui::GetItemRectMax().x + pad, ImGui::GetItemRectMax().y + pad);
-  ImGui::GetForegroundDrawList()->AddRect(lo, hi, ImGui::GetColorU32(ImVec4(1.0f, 0.55f, 0.0f, pulse)), pad,
-                                          0, std::max(2.0f, ImGui::GetFontSize() / 6));
+void lesson_mark_item(const AppState& state, const std::string& what) {
+  if (!lesson_points_at(state, what)) return;
+  const LessonPlace& p = state.window().lesson;
+  note_pointer(p.lesson->steps[std::size_t(p.step)].point_at, outline_visible_part());
 }
 
 void draw_lesson_panel(AppState& state, UiEnv& env) {
@@ -180,7 +257,13 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
   const LessonStep& step = lesson.steps[std::size_t(p.step)];
   const bool presenter = state.window().presenter;
   ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextDisabled("%s: step %d of %d", lesson.title.c_str(), p.step + 1, n);
+  {  // One line: the lesson's title cut short where it must (whole on hover), the step whole.
+    const std::string place = ": step " + std::to_string(p.step + 1) + " of " + std::to_string(n);
+    const float room = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize(place.c_str()).x;
+    const std::string title = fit_text(lesson.title, room);
+    ImGui::TextDisabled("%s%s", title.c_str(), place.c_str());
+    if (title != lesson.title && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", lesson.title.c_str());
+  }
   ImGui::PushStyleColor(ImGuiCol_Text, style_colour(Style::bold, presenter));
   ImGui::TextUnformatted(step.title.c_str());
   ImGui::PopStyleColor();
@@ -191,40 +274,53 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
   if (step.has_task)
     for (const LessonCondition& c : step.task.check)
       if (std::find(fields.begin(), fields.end(), c.what) == fields.end()) fields.push_back(c.what);
-  int field_count = 0;
-  for (const std::string& f : fields)
-    for (const ControlInfo& c : controls()) field_count += f == c.id;
+  bool point_is_control = false;
+  for (const ControlInfo& c : controls()) point_is_control = point_is_control || step.point_at == c.id;
+  const bool point_in_task = std::find(fields.begin(), fields.end(), step.point_at) != fields.end();
 
-  // The buttons stay at the bottom with the task above them, in sight while the narration scrolls.
+  // The narration scrolls; under it, always in sight, what to look at (a control's field with it),
+  // the task with its fields and buttons, and Back / Next. Their heights are the last frame's, as
+  // drawn: the narration takes the rest, and the task box scrolls only where it would leave the
+  // narration less than four lines.
   const ImGuiStyle& st = ImGui::GetStyle();
-  const float frame = ImGui::GetFrameHeightWithSpacing();
-  const float buttons_h = frame + st.ItemSpacing.y * 2;  // the separator above them and their row
-  float task_h = 0;
-  if (step.has_task) {
-    const float wrap = ImGui::GetContentRegionAvail().x - st.WindowPadding.x * 2;
-    std::string plain = "Task: " + step.task.instruction;  // as drawn, without its marks
-    plain.erase(std::remove(plain.begin(), plain.end(), '`'), plain.end());
-    task_h = ImGui::CalcTextSize(plain.c_str(), nullptr, false, wrap).y + st.ItemSpacing.y +
-             float(field_count + 1) * frame + st.WindowPadding.y * 2 + st.ItemSpacing.y * 2;
-    task_h = std::min(task_h, (ImGui::GetContentRegionAvail().y - buttons_h) * 0.6f);
-  }
-  ImGui::BeginChild("lesson-text", ImVec2(0, -(buttons_h + task_h)));
+  const float frame = ImGui::GetFrameHeightWithSpacing(), line = ImGui::GetTextLineHeightWithSpacing();
+  ImGuiStorage* store = ImGui::GetStateStorage();
+  const ImGuiID below_key = ImGui::GetID("##below-h"), task_key = ImGui::GetID("##task-h");
+  const float avail_h = ImGui::GetContentRegionAvail().y;
+  const float below_h = store->GetFloat(below_key, frame * 2 + st.ItemSpacing.y * 2);
+  const float task_content = store->GetFloat(task_key, frame * 4);
+  const float narration_min = std::min(line * 4, avail_h * 0.3f);
+  const float task_h =
+      step.has_task ? std::max(frame * 2, std::min(task_content, avail_h - below_h - narration_min)) : 0;
+  ImGui::BeginChild("lesson-text", ImVec2(0, -(below_h + task_h + st.ItemSpacing.y)));
   draw_narration(step.narration, presenter);
-  ImGui::PushTextWrapPos(0.0f);
-  if (!step.point_at.empty()) {
-    ImGui::Spacing();
-    ImGui::TextDisabled("Look at: %s", pointed_at(step.point_at).c_str());
-    if (std::find(fields.begin(), fields.end(), step.point_at) == fields.end())
-      control_field(state, step.point_at);
-  }
-  if (step.has_task)
-    for (int k = 0; k < p.hints_shown && k < int(step.task.hints.size()); ++k)
-      ImGui::Text("Hint %d: %s", k + 1, step.task.hints[std::size_t(k)].c_str());
-  if (state.errors.count("lesson"))
-    ImGui::TextColored(ImVec4(1.0f, 0.38f, 0.38f, 1.0f), "%s", state.errors["lesson"].c_str());
-  ImGui::PopTextWrapPos();
   ImGui::EndChild();
+  const float below_top = ImGui::GetCursorPosY();
 
+  if (state.errors.count("lesson")) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImVec4(1.0f, 0.38f, 0.38f, 1.0f), "%s", state.errors["lesson"].c_str());
+    ImGui::PopTextWrapPos();
+  }
+
+  if (!step.point_at.empty()) {
+    // A control not in the task: its field on this line. Out of sight where it is drawn (a tab
+    // scrolled away, the task box scrolled): said here.
+    if (point_is_control && !point_in_task) {
+      ImGui::AlignTextToFramePadding();
+      ImGui::TextDisabled("Look at:");
+      ImGui::SameLine();
+      control_field(state, step.point_at);
+    } else if (const auto [drawn, shown] = pointer_seen(step.point_at); !point_in_task || (drawn && !shown)) {
+      // A field of the task is outlined there: named here only when the task box hides it.
+      const std::string where = point_in_task ? " in the task" : "";
+      const std::string sight = drawn && !shown ? ", out of sight: scroll to it" : "";
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextDisabled("Look at: %s%s%s", pointed_at(step.point_at).c_str(), where.c_str(), sight.c_str());
+      ImGui::PopTextWrapPos();
+    }
+  }
+  const float task_top = ImGui::GetCursorPosY();
   if (step.has_task) {
     const bool done = task_done(step, state.scenario(), state.window());
     const ImVec4 colour = done ? (presenter ? kDoneDark : kDone) : style_colour(Style::bold, presenter);
@@ -232,6 +328,9 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
     ImGui::BeginChild("lesson-task", ImVec2(0, task_h), true);
     ImGui::PopStyleColor();
     draw_marked_line((done ? "**Done:** " : "**Task:** ") + step.task.instruction, 0, presenter, &colour);
+    for (int k = 0; k < p.hints_shown && k < int(step.task.hints.size()); ++k)
+      draw_marked_line("Hint " + std::to_string(k + 1) + ": " + step.task.hints[std::size_t(k)], 0,
+                       presenter);
     for (const std::string& f : fields) control_field(state, f);
     if (p.hints_shown < int(step.task.hints.size())) {
       if (ImGui::Button("Hint")) state.apply(show_lesson_hint());
@@ -240,8 +339,12 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
     ImGui::BeginDisabled(done);
     if (ImGui::Button("Show solution")) solve_lesson_step(state, env);
     ImGui::EndDisabled();
+    // The box's height next frame: all it holds, its padding and border included.
+    store->SetFloat(task_key,
+                    ImGui::GetCursorPosY() - st.ItemSpacing.y + st.WindowPadding.y + st.ChildBorderSize);
     ImGui::EndChild();
   }
+  const float task_end = ImGui::GetCursorPosY();
 
   ImGui::Separator();
   ImGui::BeginDisabled(p.step == 0);
@@ -253,6 +356,9 @@ void draw_lesson_panel(AppState& state, UiEnv& env) {
   ImGui::EndDisabled();
   ImGui::SameLine();
   if (ImGui::Button("Close")) state.apply(close_lesson());
+  // What is under the narration, the task box aside, as drawn (the last line's spacing left out).
+  store->SetFloat(below_key, ImGui::GetCursorPosY() - st.ItemSpacing.y - below_top - (task_end - task_top) +
+                                 (step.has_task ? st.ItemSpacing.y : 0));
 }
 
 void lessons_menu(AppState& state, UiEnv& env) {

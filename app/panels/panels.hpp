@@ -130,6 +130,9 @@ void draw_presenter_strip(const std::vector<StripLine>& lines, bool light_theme)
 struct HeadsInfo {
   ImVec4 view;
   float cell = 0;                   // cell size in pixels, as the grid planned it
+  int cols = 0;                     // maps a row of the grid
+  int rows_shown = 0;               // rows of maps whole on screen at once (0: the maps scroll)
+  bool compact = false;             // a short view: one-line header and checks
   std::vector<HeatmapEvent> maps;   // each map's, slot order (the average last)
   std::vector<double> entropy_max;  // each map's "max" entropy, bits (weights; -1: not shown)
 };

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The Heads view beside the lesson panel at 1280x720 with the presenter font 2x: on every lesson step
+# that shows it (and on the RoPE step's solution, the maps without and with RoPE), each map on
+# screen is whole inside the view, with cells of 6 px or more, and either at least 2.5 text heights
+# on its longer side or cells of half a text height (a map of few tokens). Reads the
+# grid as drawn from dump-state's heads_layout.
+#   usage: app_heads_fit_test.sh MHA_STUDIO SOURCE_DIR OUT_DIR
+set -euo pipefail
+app=$1 src=$2 out=$3
+rm -rf "$out" && mkdir -p "$out"
+cd "$src"
+export XDG_CONFIG_HOME="$out/config" XDG_STATE_HOME="$out/state"
+python3 - "$out" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+lines = ["set presenter true", "set font_scale 2"]
+for path in sorted(glob.glob("assets/lessons/*.json")):
+    name = os.path.splitext(os.path.basename(path))[0]
+    for k, step in enumerate(json.load(open(path))["steps"]):
+        lines += [f"lesson {name} {k}", f"dump-state {out}/{name}_{k}.json"]
+        solution = step.get("task", {}).get("solution", [])
+        if any("scores_without_rope" in s for s in solution):
+            lines += ["lesson-solve", f"dump-state {out}/{name}_{k}_rope.json"]
+open(f"{out}/walk.txt", "w").write("\n".join(lines) + "\n")
+PY
+xvfb-run -a -s '-screen 0 1280x720x24' "$app" --width 1280 --height 720 --no-autosave --script "$out/walk.txt" \
+  >"$out/walk.log" 2>&1 || { cat "$out/walk.log"; exit 1; }
+python3 - "$out" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+checked = rope = 0
+for f in sorted(glob.glob(f"{out}/*.json")):
+    r = json.load(open(f))["result"]
+    h = r.get("heads_layout")
+    if h is None:
+        continue
+    where = os.path.basename(f)
+    assert h["compact"], (where, "a 1280x720 view at 2x is a short one")
+    font = h["font"]
+    x0, y0, x1, y1 = h["view"]
+    maps = h["maps"]
+    # The maps on screen at once: every map, or the rows of maps the grid shows whole.
+    shown = maps if h["rows_shown"] == 0 and h["cols"] == 0 else maps[: h["cols"] * h["rows_shown"]]
+    assert shown, (where, "no map on screen", h)
+    for i, m in enumerate(shown):
+        a, b, c, d = m["cells"]
+        assert a >= x0 - 1 and c <= x1 + 1 and b >= y0 - 1 and d <= y1 + 1, (where, i, "cut off", m, h["view"])
+        side = max(c - a, d - b)
+        assert m["cell"] >= 6 and (side >= 2.5 * font or m["cell"] >= 0.5 * font), (
+            where, i, f"a map {side:.0f} px on its longer side (2.5 text heights: {2.5 * font:.0f}), cells of {m['cell']:.1f} px")
+    checked += 1
+    rope += where.endswith("_rope.json")
+assert checked >= 15 and rope >= 1, (checked, rope)
+print(f"heads fit: {checked} lesson steps with the Heads view, every map on screen whole and readable")
+PY

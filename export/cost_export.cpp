@@ -5,15 +5,15 @@
 #include <cstdio>
 
 #include "cost.hpp"
+#include "figure_colours.hpp"
 
 namespace mha::exporter {
 
 namespace {
 
+using colours::kInk, colours::kMuted;
 constexpr int kPad = 10;
-constexpr int kBarMax = 300;                // the longest bar, pixels
-constexpr std::uint32_t kInk = 0xFF202020;  // RGBA, R in the low byte
-constexpr std::uint32_t kMuted = 0xFF606060;
+constexpr int kBarMax = 300;                       // the longest bar, pixels
 constexpr std::uint32_t kProjection = 0xFFE0A05A;  // blue, as the Complexity view
 constexpr std::uint32_t kAttention = 0xFF3C96F0;   // orange
 constexpr std::uint32_t kOther = 0xFFB4B4B4;

@@ -6,18 +6,16 @@
 
 #include "colour_range.hpp"
 #include "errors.hpp"
+#include "figure_colours.hpp"
 #include "model/rope.hpp"
 
 namespace mha::exporter {
 
 namespace {
 
-constexpr std::uint32_t kInk = 0xFF202020;  // RGBA, R in the low byte
-constexpr std::uint32_t kMuted = 0xFF606060;
-constexpr std::uint32_t kGrid = 0xFFE4E4E4;
-constexpr std::uint32_t kAxis = 0xFF909090;
-constexpr std::uint32_t kWithout = 0xFFB4641E;  // blue, as the Heads view's "without RoPE" line
-constexpr std::uint32_t kWith = 0xFF1E6EE6;     // orange: the model's scores
+using colours::kAxis, colours::kGrid, colours::kInk, colours::kMuted;
+constexpr std::uint32_t kWithout = colours::kBlue;  // as the Heads view's "without RoPE" line
+constexpr std::uint32_t kWith = colours::kOrange;   // the model's scores
 
 std::string number(double v) {
   char s[32];

@@ -5,18 +5,16 @@
 #include <cstdio>
 
 #include "errors.hpp"
+#include "figure_colours.hpp"
 
 namespace mha::exporter {
 
 namespace {
 
-constexpr std::uint32_t kInk = 0xFF202020;  // RGBA, R in the low byte
-constexpr std::uint32_t kMuted = 0xFF606060;
-constexpr std::uint32_t kGrid = 0xFFE4E4E4;
-constexpr std::uint32_t kAxis = 0xFF909090;
-constexpr std::uint32_t kScaled = 0xFFB4641E;    // blue: what torch computes
-constexpr std::uint32_t kUnscaled = 0xFF1E6EE6;  // orange: the what-if without the scale
-constexpr std::uint32_t kMark = 0xFF3C8C3C;      // green: the d_k of the work shown
+using colours::kAxis, colours::kGrid, colours::kInk, colours::kMuted;
+constexpr std::uint32_t kScaled = colours::kBlue;      // what torch computes
+constexpr std::uint32_t kUnscaled = colours::kOrange;  // the what-if without the scale
+constexpr std::uint32_t kMark = 0xFF3C8C3C;            // green: the d_k of the work shown
 
 std::string fixed(double v, int digits) {
   char s[32];

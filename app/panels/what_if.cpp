@@ -47,21 +47,21 @@ void WhatIfPanel::draw(AppState& state) {
                                                  : "What-if: temperature, scale (not torch's computation)");
   if (w.active()) ImGui::PopStyleColor();
   if (!open) return;
-  ImGui::PushTextWrapPos(0);
-  ImGui::TextDisabled(
+  // A short view (a presenter font beside the lesson panel) gets the explanation on one line, whole
+  // on hover, so the controls stay in sight above the maps.
+  panel::long_text(
       "torch computes softmax(q.k / sqrt(d_k) + mask). Here: softmax(q.k / (s * T) + mask) with s = "
-      "sqrt(d_k) or "
-      "1. Without the scale, scores grow like sqrt(d_k) and the softmax saturates to one key per row: raise "
-      "E/H "
-      "to see it.");
-  ImGui::PopTextWrapPos();
+      "sqrt(d_k) or 1. Without the scale, scores grow like sqrt(d_k) and the softmax saturates to one key "
+      "per row: raise E/H to see it.",
+      panel::compact_view(), true);
   // Both controls send the actions `set` sends (studio/actions.cpp), so a script reaches them too.
   bool scale = w.scale_by_sqrt_dk;
   if (ImGui::Checkbox("divide by sqrt(d_k)", &scale))
     state.apply(set_control("scale_by_sqrt_dk", scale ? "true" : "false"));
-  ImGui::SameLine();
+  const float slider_w = font * 9;
+  panel::same_line_if_fits(panel::labelled("temperature T", slider_w));
   float t = w.temperature;
-  ImGui::SetNextItemWidth(font * 9);
+  ImGui::SetNextItemWidth(slider_w);
   const bool changed =
       ImGui::SliderFloat("temperature T", &t, 0.1f, 10.0f, "%.2f", ImGuiSliderFlags_Logarithmic);
   if (ImGui::IsItemActivated()) temperature_gesture = new_gesture();  // a drag is one undo step
@@ -73,7 +73,7 @@ void WhatIfPanel::draw(AppState& state) {
     state.apply(a);
   }
   if (w.active()) {
-    ImGui::SameLine();
+    panel::same_line_if_fits(ImGui::CalcTextSize("back to torch").x + ImGui::GetStyle().FramePadding.x * 2);
     if (ImGui::SmallButton("back to torch")) {
       Action a;
       a.what = "what-if: back to torch";

@@ -341,20 +341,27 @@ void scope_controls(AppState& state, int N, int H, bool compact) {
     state.apply(mask_edit(
         std::string("mask scope: ") + kScopeNames[scope],
         [scope](MaskSpec& x) { x.scope = MaskScope(scope); }, fit_mask_to_sizes));
+  const bool scope_hovered = ImGui::IsItemHovered();
   // Which slice: the batch item and head are shared view state, so Heads and the inspector follow.
   // Written only when a picker moves: the result can be older than a file just opened, whose saved
   // head may be past this result's H.
-  panel::same_line_if_fits(panel::labelled("batch item", font * 5));
-  ImGui::SetNextItemWidth(font * 5);
+  const float picker_w = font * (compact ? 3 : 5);  // a short view: narrow, to share the scope's line
+  panel::same_line_if_fits(panel::labelled("batch item", picker_w));
+  ImGui::SetNextItemWidth(picker_w);
   int n = std::clamp(view.batch_index, 0, std::max(0, N - 1));
   if (ImGui::SliderInt("batch item", &n, 0, std::max(0, N - 1)))
     view.batch_index = std::clamp(n, 0, std::max(0, N - 1));
-  panel::same_line_if_fits(panel::labelled("head", font * 5));
-  ImGui::SetNextItemWidth(font * 5);
+  panel::same_line_if_fits(panel::labelled("head", picker_w));
+  ImGui::SetNextItemWidth(picker_w);
   int h = std::clamp(view.sel_head, 0, std::max(0, H - 1));
   if (ImGui::SliderInt("head", &h, 0, std::max(0, H - 1)))
     view.sel_head = std::clamp(h, 0, std::max(0, H - 1));
-  panel::long_text(scope_text(m.scope), compact, true);
+  // A short view: what the scope means on hovering its picker, not a line of its own.
+  if (compact) {
+    if (scope_hovered) panel::text_tooltip(scope_text(m.scope));
+  } else {
+    panel::long_text(scope_text(m.scope), false, true);
+  }
 
   ImGui::SetNextItemWidth(ImGui::CalcTextSize(kConventionNames[0]).x + ImGui::GetFrameHeight() * 1.5f);
   int conv = int(m.convention);
@@ -476,9 +483,10 @@ void cell_grid(MaskEditorPanel& p, AppState& state, Textures& tex, float width, 
   };
   h.show_values = false;
   h.max_cell = font * 3;
-  const float below = ImGui::GetTextLineHeightWithSpacing() * (!additive && biases > 0 ? 2 : 1);
+  const float below =
+      ImGui::GetTextLineHeightWithSpacing() * (!additive && biases > 0 ? 2 : 1) + ImGui::GetStyle().ItemSpacing.y;
   h.size = ImVec2(width - font * kScaleFonts,
-                  compact ? std::clamp(ImGui::GetContentRegionAvail().y - below, font * 8, grid_height(L, h.max_cell))
+                  compact ? std::clamp(ImGui::GetContentRegionAvail().y - below, font * 5, grid_height(L, h.max_cell))
                           : std::min(grid_height(L, h.max_cell), std::max(font * 12, width)));
   h.version = fingerprint_floats({h.vmin, h.vmax}, fp);
   h.selected_row = sc.view.sel_query;

@@ -296,6 +296,12 @@ void preset_controls(AppState& state, std::uint64_t& gesture_of_slider) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 7);
   MaskSpec edit = m;  // the widgets edit a copy; the action carries the new value
+  // The preset's note, cut short at the view's edge (whole on hover).
+  auto note = [](const char* text) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    panel::folded_text(text);
+    ImGui::PopStyleColor();
+  };
   switch (m.preset) {
     case MaskPreset::sliding_window:
       slider(ImGui::SliderInt("window w", &edit.window, 1, S), "mask: sliding window w",
@@ -322,10 +328,10 @@ void preset_controls(AppState& state, std::uint64_t& gesture_of_slider) {
             apply_mask_preset));
       break;
     }
-    case MaskPreset::padding: ImGui::TextDisabled("valid lengths: under key_padding_mask below"); break;
-    case MaskPreset::none: ImGui::TextDisabled("no attn_mask"); break;
-    case MaskPreset::causal: ImGui::TextDisabled("query i sees keys j <= i"); break;
-    case MaskPreset::custom: ImGui::TextDisabled("edited by hand"); break;
+    case MaskPreset::padding: note("valid lengths: under key_padding_mask below"); break;
+    case MaskPreset::none: note("no attn_mask"); break;
+    case MaskPreset::causal: note("query i sees keys j <= i"); break;
+    case MaskPreset::custom: note("edited by hand"); break;
   }
 }
 

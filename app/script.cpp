@@ -569,6 +569,9 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
     if (before && after) c.update(stage_difference(*after, *before, v.stage));
     r["compare"] = c;
   }
+  // How far the view's items reached past its right edge (a cut line) and below its bottom (it
+  // scrolls), last frame, in pixels.
+  r["view_fit"] = {{"overflow_right", env.view_overflow_right}, {"overflow_bottom", env.view_overflow_bottom}};
   if (win.tab == ViewTab::heads) {  // the Heads view's grid as the last frame drew it, in pixels
     const HeadsInfo& h = heads_info(env.panels);
     nlohmann::json maps = nlohmann::json::array();

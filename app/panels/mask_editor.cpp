@@ -777,7 +777,9 @@ void pytorch_box(MaskEditorPanel& p, AppState& state) {
     state.status = "copied the mask as PyTorch to the clipboard";
   }
   ImGui::SameLine();
-  ImGui::TextDisabled("both masks as torch code");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  panel::folded_text("both masks as torch code");
+  ImGui::PopStyleColor();
   // Lines as copied, scrolled sideways rather than wrapped: a wrapped Python line would read as two.
   const float lines = float(std::min<std::ptrdiff_t>(14, std::count(text.begin(), text.end(), '\n') + 1));
   ImGui::BeginChild("pytorch", ImVec2(-1, ImGui::GetTextLineHeightWithSpacing() * (lines + 1.5f)), true,

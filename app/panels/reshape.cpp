@@ -842,9 +842,10 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 6);
   ImGui::SliderInt("##step", &view.reshape_step, 0, kLastStep, "step %d of 5");
-  ImGui::SameLine();
   static const char* mistakes[] = {"none", "1. split without transpose", "2. .view() without .contiguous()",
                                    "3. no output projection"};
+  // On the buttons' line while the picker and its label fit there (a presenter font: the next line).
+  panel::same_line_if_fits(panel::labelled("mistake", font * 8));
   ImGui::SetNextItemWidth(std::max(font * 8, ImGui::GetContentRegionAvail().x - font * 6));
   ImGui::Combo("mistake", &view.mistake, mistakes, 4);
 

@@ -522,6 +522,7 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
                            "mha-" + s.name + "-batch" + ns + (sl.head >= 0 ? "-head" + hs : ""),
                            [fwd, one] { return exporter::stage_figure(*fwd, one); }});
     export_button(state, req);
+    info.export_button = panel::rect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
   };
   // A short view: Export... ends the pickers' line, so it stays in sight above the map.
   if (compact) {

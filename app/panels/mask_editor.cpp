@@ -489,11 +489,12 @@ void cell_grid(MaskEditorPanel& p, AppState& state, Textures& tex, float width, 
   };
   h.show_values = false;
   h.max_cell = font * 3;
-  const float below =
-      ImGui::GetTextLineHeightWithSpacing() * (!additive && biases > 0 ? 2 : 1) + ImGui::GetStyle().ItemSpacing.y;
-  h.size = ImVec2(width - font * kScaleFonts,
-                  compact ? std::clamp(ImGui::GetContentRegionAvail().y - below, font * 5, grid_height(L, h.max_cell))
-                          : std::min(grid_height(L, h.max_cell), std::max(font * 12, width)));
+  const float below = ImGui::GetTextLineHeightWithSpacing() * (!additive && biases > 0 ? 2 : 1) +
+                      ImGui::GetStyle().ItemSpacing.y;
+  h.size = ImVec2(
+      width - font * kScaleFonts,
+      compact ? std::clamp(ImGui::GetContentRegionAvail().y - below, font * 5, grid_height(L, h.max_cell))
+              : std::min(grid_height(L, h.max_cell), std::max(font * 12, width)));
   h.version = fingerprint_floats({h.vmin, h.vmax}, fp);
   h.selected_row = sc.view.sel_query;
   h.selected_col = sc.view.sel_key;
@@ -537,8 +538,9 @@ void cell_grid(MaskEditorPanel& p, AppState& state, Textures& tex, float width, 
         p.drag, state, "cells", ev, [&state](int r, int c) { return shown_cell_blocked(state, r, c); },
         paint_mask_cells);
   }
-  panel::long_text(additive ? "Click a cell to type a value (-inf blocks); right-click resets it to 0."
-                            : "The first cell pressed decides: the drag blocks or unblocks. Right-click: attend.",
+  panel::long_text(additive
+                       ? "Click a cell to type a value (-inf blocks); right-click resets it to 0."
+                       : "The first cell pressed decides: the drag blocks or unblocks. Right-click: attend.",
                    compact, true);
   if (!additive && biases > 0) {
     ImGui::PushStyleColor(ImGuiCol_Text, kWarn);

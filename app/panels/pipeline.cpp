@@ -527,7 +527,8 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
   // A short view: Export... ends the pickers' line, so it stays in sight above the map.
   if (compact) {
     ImGui::SameLine(0, ImGui::GetFontSize());
-    if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize("Export...").x + ImGui::GetStyle().FramePadding.x * 2)
+    if (ImGui::GetContentRegionAvail().x <
+        ImGui::CalcTextSize("Export...").x + ImGui::GetStyle().FramePadding.x * 2)
       ImGui::NewLine();
     export_slice();
   }

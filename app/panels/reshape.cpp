@@ -632,7 +632,7 @@ void draw_mistake_no_transpose(WrongRun& no_transpose, AppState& state, Textures
         "and L >= 2.",
         d.H == 1 ? "H = 1" : "L = 1");
   ImGui::TextWrapped("max |wrong concat - right concat| = %.4g (whole batch, N = %lld)", double(run.max_diff),
-              (long long)d.N);
+                     (long long)d.N);
   ImGui::TextWrapped(
       "The output projection is linear (output = concat W_o^T + b), so it cannot repair this: the "
       "output is wrong too, for every token.");

@@ -77,7 +77,8 @@ void draw_sqrt_dk(AppState& state) {
       "d_k keeps the spread about 1 at every d_k.";
   std::string work;
   if (d_k > 0)
-    work = "The work shown: d_k = " + std::to_string(d_k) + ", S = " + std::to_string(keys) + " keys, scores " +
+    work = "The work shown: d_k = " + std::to_string(d_k) + ", S = " + std::to_string(keys) +
+           " keys, scores " +
            (scaled ? "divided by \xE2\x88\x9A"
                      "d_k"
                    : "not divided (what-if)") +

@@ -179,7 +179,9 @@ const std::vector<std::string>& Script::result_fields() {
                                                   "weights_overview",
                                                   "window",
                                                   "check",
-                                                  "lesson"};
+                                                  "lesson",
+                                                  "view_fit",
+                                                  "pipeline_layout"};
   return fields;
 }
 
@@ -568,6 +570,16 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
     nlohmann::json c = {{"mode", int(v.compare_mode)}};
     if (before && after) c.update(stage_difference(*after, *before, v.stage));
     r["compare"] = c;
+  }
+  // How far the view's items reached past its right edge (a cut line) and below its bottom (it
+  // scrolls), last frame, in pixels.
+  r["view_fit"] = {{"overflow_right", env.view_overflow_right},
+                   {"overflow_bottom", env.view_overflow_bottom}};
+  if (win.tab == ViewTab::pipeline) {  // the Pipeline view and its Export... button on screen, in pixels
+    const PipelineInfo& p = pipeline_info(env.panels);
+    r["pipeline_layout"] = {
+        {"view", {p.view.x, p.view.y, p.view.z, p.view.w}},
+        {"export", {p.export_button.x, p.export_button.y, p.export_button.z, p.export_button.w}}};
   }
   if (win.tab == ViewTab::heads) {  // the Heads view's grid as the last frame drew it, in pixels
     const HeadsInfo& h = heads_info(env.panels);

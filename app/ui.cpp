@@ -2,6 +2,7 @@
 #include "ui.hpp"
 
 #include <imgui.h>
+#include <imgui_internal.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -251,6 +252,13 @@ void status_bar(AppState& state, const std::string& hint, const std::vector<Stri
   }
 }
 
+// What the view drawn in the current child window reached beyond its edges (UiEnv::view_overflow_*).
+void record_view_fit(UiEnv& env) {
+  const ImGuiWindow* w = ImGui::GetCurrentWindow();
+  env.view_overflow_right = std::max(0.0f, w->DC.CursorMaxPos.x - w->WorkRect.Max.x);
+  env.view_overflow_bottom = std::max(0.0f, w->DC.CursorMaxPos.y - w->InnerRect.Max.y);
+}
+
 // The view's body: what its descriptor says it reads, drawn by its panel.
 void draw_view(ViewTab id, AppState& state, Textures& textures, UiEnv& env) {
   if (view_info(id).reads != ViewReads::own && !state.result.valid()) {
@@ -392,6 +400,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
   if (w.focus) {  // the view alone: no tab bar, no side panels
     ImGui::BeginChild("view-body");
     draw_view(w.tab, state, textures, env);
+    record_view_fit(env);
     ImGui::EndChild();
     env.shown_tab = int(w.tab);
   } else if (ImGui::BeginTabBar("views-tabs", ImGuiTabBarFlags_FittingPolicyScroll)) {
@@ -409,6 +418,7 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
         env.shown_tab = int(v.id);
         ImGui::BeginChild("view-body");
         draw_view(v.id, state, textures, env);
+        record_view_fit(env);
         ImGui::EndChild();
         ImGui::EndTabItem();
       }

@@ -24,6 +24,9 @@ struct UiEnv {
   std::string scenario_path;         // the file Save writes to ("" = ask)
   bool quit_requested = false;
   int shown_tab = -1;  // the view the tab bar showed last frame (it follows the window's tab)
+  // How far the shown view's items reached past its right edge and below its bottom (where it
+  // scrolls) last frame, in pixels: a line cut at the right shows as overflow_right > 0.
+  float view_overflow_right = 0, view_overflow_bottom = 0;
   // Large L view: its GPU backend on a context of its own (main.cpp; null: none) and its L = S.
   gpu::GpuBackend* large_gpu = nullptr;
   std::int64_t large_len = 1024;

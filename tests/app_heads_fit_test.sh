@@ -3,7 +3,8 @@
 # that shows it (and on the RoPE step's solution, the maps without and with RoPE), each map on
 # screen is whole inside the view, with cells of 6 px or more, and either at least 2.5 text heights
 # on its longer side or cells of half a text height (a map of few tokens). Reads the
-# grid as drawn from dump-state's heads_layout.
+# grid as drawn from dump-state's heads_layout. Then the Pipeline, Reshape and √d_k views on the same
+# walk: no line past the view's right edge, the √d_k text and the Pipeline's Export... on screen.
 #   usage: app_heads_fit_test.sh MHA_STUDIO SOURCE_DIR OUT_DIR
 set -euo pipefail
 app=$1 src=$2 out=$3
@@ -52,4 +53,28 @@ for f in sorted(glob.glob(f"{out}/*.json")):
     rope += where.endswith("_rope.json")
 assert checked >= 15 and rope >= 1, (checked, rope)
 print(f"heads fit: {checked} lesson steps with the Heads view, every map on screen whole and readable")
+PY
+# The other views the lessons show fit beside the lesson panel too: no line of Pipeline, Reshape or
+# √d_k runs past the view's right edge (dump-state's view_fit), the √d_k view's text ends inside
+# it, and the Pipeline's Export... button stays on screen above its map.
+python3 - "$out" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+seen = set()
+for f in sorted(glob.glob(f"{out}/*.json")):
+    r = json.load(open(f))["result"]
+    tab, fit = r["tab"], r["view_fit"]
+    where = os.path.basename(f)
+    if tab in ("Pipeline", "Reshape", "\u221ad_k", "Heads"):
+        assert fit["overflow_right"] <= 1, (where, tab, "a line cut at the right edge", fit)
+        seen.add(tab)
+    if tab == "\u221ad_k":
+        assert fit["overflow_bottom"] <= 1, (where, "the text under the plot is cut", fit)
+    if tab == "Pipeline":
+        p = r["pipeline_layout"]
+        x0, y0, x1, y1 = p["view"]
+        a, b, c, d = p["export"]
+        assert a >= x0 and c <= x1 + 1 and b >= y0 and d <= y1 + 1, (where, "Export... off screen", p)
+assert {"Pipeline", "Reshape", "\u221ad_k", "Heads"} <= seen, seen
+print(f"views fit: {sorted(seen)} on every lesson step that shows them, no line past the right edge")
 PY

@@ -420,29 +420,11 @@ void verify_rebuild(HeadsCache& c, const std::shared_ptr<const ForwardResult<flo
   }
 }
 
-// Under this many text lines of height the view is compact (HeadsPanel::draw).
-constexpr float kCompactLines = 24;
 // A compact weights map's one check line, at its widest.
 constexpr const char* kCheckLineShort = "H 0.00/0.00 bits";
 
-// `text` cut short at a word (else a letter) with "…" to fit `width` pixels; whole when it fits.
-std::string fit_line(const std::string& text, float width) {
-  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
-  const std::string ellipsis = "\xE2\x80\xA6";
-  std::string cut = text;
-  while (!cut.empty()) {
-    const std::size_t space = cut.find_last_of(' ');
-    if (space != std::string::npos && space > 0) {
-      cut.resize(space);
-    } else {  // one word left: a letter at a time (a UTF-8 sequence whole)
-      std::size_t end = cut.size() - 1;
-      while (end > 0 && (static_cast<unsigned char>(cut[end]) & 0xC0) == 0x80) --end;
-      cut.resize(end);
-    }
-    if (ImGui::CalcTextSize((cut + ellipsis).c_str()).x <= width) return cut + ellipsis;
-  }
-  return ellipsis;
-}
+using panel::fit_line;
+using panel::kCompactLines;
 
 // The label that is widest on screen of the first n (none: "").
 std::string widest_label(const std::vector<std::string>* labels, int n) {
@@ -586,13 +568,7 @@ void grid_end(Textures& tex, Colormap cmap, float vmin, float vmax, float grid_h
       ImGui::TextWrapped("%s", line.c_str());
       continue;
     }
-    const std::string shown = fit_line(line, ImGui::GetContentRegionAvail().x);
-    ImGui::TextUnformatted(shown.c_str());
-    if (shown != line && ImGui::IsItemHovered()) {
-      ImGui::PushTextWrapPos(font * 30);
-      ImGui::SetTooltip("%s", line.c_str());
-      ImGui::PopTextWrapPos();
-    }
+    panel::folded_text(line);
   }
 }
 
@@ -705,13 +681,7 @@ std::vector<HeatmapEvent> draw_rope(AppState& state, Textures& tex, bool compact
   if (!compact) {
     ImGui::TextWrapped("%s", about);
   } else {
-    const std::string line = fit_line(about, ImGui::GetContentRegionAvail().x);
-    ImGui::TextUnformatted(line.c_str());
-    if (ImGui::IsItemHovered()) {
-      ImGui::PushTextWrapPos(font * 30);
-      ImGui::SetTooltip("%s", about);
-      ImGui::PopTextWrapPos();
-    }
+    panel::folded_text(about);
   }
   ImGui::PopStyleColor();
 

@@ -296,6 +296,12 @@ void preset_controls(AppState& state, std::uint64_t& gesture_of_slider) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 7);
   MaskSpec edit = m;  // the widgets edit a copy; the action carries the new value
+  // The preset's note, cut short at the view's edge (whole on hover).
+  auto note = [](const char* text) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    panel::folded_text(text);
+    ImGui::PopStyleColor();
+  };
   switch (m.preset) {
     case MaskPreset::sliding_window:
       slider(ImGui::SliderInt("window w", &edit.window, 1, S), "mask: sliding window w",
@@ -322,15 +328,16 @@ void preset_controls(AppState& state, std::uint64_t& gesture_of_slider) {
             apply_mask_preset));
       break;
     }
-    case MaskPreset::padding: ImGui::TextDisabled("valid lengths: under key_padding_mask below"); break;
-    case MaskPreset::none: ImGui::TextDisabled("no attn_mask"); break;
-    case MaskPreset::causal: ImGui::TextDisabled("query i sees keys j <= i"); break;
-    case MaskPreset::custom: ImGui::TextDisabled("edited by hand"); break;
+    case MaskPreset::padding: note("valid lengths: under key_padding_mask below"); break;
+    case MaskPreset::none: note("no attn_mask"); break;
+    case MaskPreset::causal: note("query i sees keys j <= i"); break;
+    case MaskPreset::custom: note("edited by hand"); break;
   }
 }
 
 // Scope, the batch item / head pickers (clamped to the result's N and H) and the convention.
-void scope_controls(AppState& state, int N, int H) {
+// compact: a short view, whose explanations fold to a line each.
+void scope_controls(AppState& state, int N, int H, bool compact) {
   const MaskSpec& m = state.scenario().mask;
   ViewState& view = state.view();
   const float font = ImGui::GetFontSize();
@@ -340,22 +347,27 @@ void scope_controls(AppState& state, int N, int H) {
     state.apply(mask_edit(
         std::string("mask scope: ") + kScopeNames[scope],
         [scope](MaskSpec& x) { x.scope = MaskScope(scope); }, fit_mask_to_sizes));
+  const bool scope_hovered = ImGui::IsItemHovered();
   // Which slice: the batch item and head are shared view state, so Heads and the inspector follow.
   // Written only when a picker moves: the result can be older than a file just opened, whose saved
   // head may be past this result's H.
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(font * 5);
+  const float picker_w = font * (compact ? 3 : 5);  // a short view: narrow, to share the scope's line
+  panel::same_line_if_fits(panel::labelled("batch item", picker_w));
+  ImGui::SetNextItemWidth(picker_w);
   int n = std::clamp(view.batch_index, 0, std::max(0, N - 1));
   if (ImGui::SliderInt("batch item", &n, 0, std::max(0, N - 1)))
     view.batch_index = std::clamp(n, 0, std::max(0, N - 1));
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(font * 5);
+  panel::same_line_if_fits(panel::labelled("head", picker_w));
+  ImGui::SetNextItemWidth(picker_w);
   int h = std::clamp(view.sel_head, 0, std::max(0, H - 1));
   if (ImGui::SliderInt("head", &h, 0, std::max(0, H - 1)))
     view.sel_head = std::clamp(h, 0, std::max(0, H - 1));
-  ImGui::PushTextWrapPos(0);
-  ImGui::TextDisabled("%s", scope_text(m.scope));
-  ImGui::PopTextWrapPos();
+  // A short view: what the scope means on hovering its picker, not a line of its own.
+  if (compact) {
+    if (scope_hovered) panel::text_tooltip(scope_text(m.scope));
+  } else {
+    panel::long_text(scope_text(m.scope), false, true);
+  }
 
   ImGui::SetNextItemWidth(ImGui::CalcTextSize(kConventionNames[0]).x + ImGui::GetFrameHeight() * 1.5f);
   int conv = int(m.convention);
@@ -363,9 +375,7 @@ void scope_controls(AppState& state, int N, int H) {
     state.apply(mask_edit(
         std::string("mask convention: ") + kConventionNames[conv],
         [conv](MaskSpec& x) { x.convention = MaskConvention(conv); }, nullptr));
-  ImGui::PushTextWrapPos(0);
-  ImGui::TextDisabled("%s", convention_text(m.convention));
-  ImGui::PopTextWrapPos();
+  panel::long_text(convention_text(m.convention), compact, true);
 }
 
 void value_popup(ValuePopup& popup, AppState& state, const std::vector<std::string>& rows,
@@ -402,7 +412,8 @@ void value_popup(ValuePopup& popup, AppState& state, const std::vector<std::stri
 }
 
 // The cells of the slice being edited, painted or typed into.
-void cell_grid(MaskEditorPanel& p, AppState& state, Textures& tex, float width) {
+// compact: a short view, where the grid takes the height left above its one hint line.
+void cell_grid(MaskEditorPanel& p, AppState& state, Textures& tex, float width, bool compact) {
   const Scenario& sc = state.scenario();
   const MaskSpec& m = sc.mask;
   const float font = ImGui::GetFontSize();
@@ -478,8 +489,12 @@ void cell_grid(MaskEditorPanel& p, AppState& state, Textures& tex, float width) 
   };
   h.show_values = false;
   h.max_cell = font * 3;
-  h.size =
-      ImVec2(width - font * kScaleFonts, std::min(grid_height(L, h.max_cell), std::max(font * 12, width)));
+  const float below = ImGui::GetTextLineHeightWithSpacing() * (!additive && biases > 0 ? 2 : 1) +
+                      ImGui::GetStyle().ItemSpacing.y;
+  h.size = ImVec2(
+      width - font * kScaleFonts,
+      compact ? std::clamp(ImGui::GetContentRegionAvail().y - below, font * 5, grid_height(L, h.max_cell))
+              : std::min(grid_height(L, h.max_cell), std::max(font * 12, width)));
   h.version = fingerprint_floats({h.vmin, h.vmax}, fp);
   h.selected_row = sc.view.sel_query;
   h.selected_col = sc.view.sel_key;
@@ -523,16 +538,18 @@ void cell_grid(MaskEditorPanel& p, AppState& state, Textures& tex, float width) 
         p.drag, state, "cells", ev, [&state](int r, int c) { return shown_cell_blocked(state, r, c); },
         paint_mask_cells);
   }
-  ImGui::PushTextWrapPos(0);
-  ImGui::TextDisabled(
-      additive ? "Click a cell to type a value (-inf blocks); right-click resets it to 0."
-               : "The first cell pressed decides: the drag blocks or unblocks. Right-click: attend.");
-  if (!additive && biases > 0)
-    ImGui::TextColored(kWarn,
-                       "%d cells hold additive values that this convention ignores (it reads only -inf as "
-                       "blocked); switch to additive float to see them.",
-                       biases);
-  ImGui::PopTextWrapPos();
+  panel::long_text(additive
+                       ? "Click a cell to type a value (-inf blocks); right-click resets it to 0."
+                       : "The first cell pressed decides: the drag blocks or unblocks. Right-click: attend.",
+                   compact, true);
+  if (!additive && biases > 0) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kWarn);
+    panel::long_text(std::to_string(biases) +
+                         " cells hold additive values that this convention ignores (it reads only -inf as "
+                         "blocked); switch to additive float to see them.",
+                     compact);
+    ImGui::PopStyleColor();
+  }
 }
 
 // The additive mask torch adds to the scores: attn_mask merged with key_padding_mask (the trace's
@@ -762,7 +779,9 @@ void pytorch_box(MaskEditorPanel& p, AppState& state) {
     state.status = "copied the mask as PyTorch to the clipboard";
   }
   ImGui::SameLine();
-  ImGui::TextDisabled("both masks as torch code");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  panel::folded_text("both masks as torch code");
+  ImGui::PopStyleColor();
   // Lines as copied, scrolled sideways rather than wrapped: a wrapped Python line would read as two.
   const float lines = float(std::min<std::ptrdiff_t>(14, std::count(text.begin(), text.end(), '\n') + 1));
   ImGui::BeginChild("pytorch", ImVec2(-1, ImGui::GetTextLineHeightWithSpacing() * (lines + 1.5f)), true,
@@ -805,7 +824,10 @@ void MaskEditorPanel::draw(AppState& state, Textures& tex) {
   const Dims d = state.result.forward->dims;
   const float font = ImGui::GetFontSize();
   preset_controls(state, slider_gesture);
-  scope_controls(state, int(d.N), int(d.H));
+  // A short view (a presenter font beside the lesson panel): the explanations fold to a line each
+  // and the grids take the height left.
+  const bool compact = panel::compact_view();
+  scope_controls(state, int(d.N), int(d.H), compact);
   auto err = state.errors.find("mask");
   if (err != state.errors.end()) {
     ImGui::PushTextWrapPos(0);
@@ -823,12 +845,12 @@ void MaskEditorPanel::draw(AppState& state, Textures& tex) {
     ImGui::TableSetupColumn("cells", ImGuiTableColumnFlags_WidthStretch, 1.4f);
     ImGui::TableSetupColumn("merged", ImGuiTableColumnFlags_WidthStretch, 1.0f);
     ImGui::TableNextColumn();
-    cell_grid(*this, state, tex, ImGui::GetContentRegionAvail().x);
+    cell_grid(*this, state, tex, ImGui::GetContentRegionAvail().x, false);
     ImGui::TableNextColumn();
     merged_grid(*this, state, tex, ImGui::GetContentRegionAvail().x);
     ImGui::EndTable();
   } else {
-    cell_grid(*this, state, tex, avail);
+    cell_grid(*this, state, tex, avail, compact);
     merged_grid(*this, state, tex, avail);
   }
   ImGui::Separator();

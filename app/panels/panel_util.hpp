@@ -184,4 +184,64 @@ inline void same_line_if_fits(float w) {
   if (ImGui::GetContentRegionAvail().x < w) ImGui::NewLine();
 }
 
+// Under this many text lines of height a view is short (a presenter font beside the lesson panel):
+// it folds its long lines into one each and gives the rest of the height to its grid or plot.
+inline constexpr float kCompactLines = 24;
+inline bool compact_view() {
+  return ImGui::GetContentRegionAvail().y < ImGui::GetFontSize() * kCompactLines;
+}
+
+// `text` cut short at a word (else a letter) with "…" to fit `width` pixels; whole when it fits.
+inline std::string fit_line(const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
+  const std::string ellipsis = "\xE2\x80\xA6";
+  std::string cut = text;
+  while (!cut.empty()) {
+    const std::size_t space = cut.find_last_of(' ');
+    if (space != std::string::npos && space > 0) {
+      cut.resize(space);
+    } else {  // one word left: a letter at a time (a UTF-8 sequence whole)
+      std::size_t end = cut.size() - 1;
+      while (end > 0 && (static_cast<unsigned char>(cut[end]) & 0xC0) == 0x80) --end;
+      cut.resize(end);
+    }
+    if (ImGui::CalcTextSize((cut + ellipsis).c_str()).x <= width) return cut + ellipsis;
+  }
+  return ellipsis;
+}
+
+// The whole text on hover, wrapped at 30 font sizes.
+inline void text_tooltip(const std::string& text) {
+  ImGui::BeginTooltip();
+  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30);
+  ImGui::TextUnformatted(text.c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::EndTooltip();
+}
+
+// `text` on one line, cut short to `width` (<= 0: to the edge of the content region), the whole
+// text on hover when it was cut. Returns whether it was.
+inline bool folded_text(const std::string& text, float width = 0) {
+  if (width <= 0) width = ImGui::GetContentRegionAvail().x;
+  const std::string shown = fit_line(text, width);
+  ImGui::TextUnformatted(shown.c_str());
+  const bool cut = shown != text;
+  if (cut && ImGui::IsItemHovered()) text_tooltip(text);
+  return cut;
+}
+
+// A long line in a view: wrapped at the content region's edge, or in a short view (`fold`) one line
+// cut short, the whole text on hover. `disabled`: in the dimmed text colour.
+inline void long_text(const std::string& text, bool fold, bool disabled = false) {
+  if (disabled) ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  if (fold) {
+    folded_text(text);
+  } else {
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextUnformatted(text.c_str());
+    ImGui::PopTextWrapPos();
+  }
+  if (disabled) ImGui::PopStyleColor();
+}
+
 }  // namespace mha::app::panel

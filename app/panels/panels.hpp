@@ -143,6 +143,7 @@ struct PipelineInfo {
   ImVec4 graph;                    // the boxes and arrows
   float zoom = 1;                  // the graph's text and boxes, to the view's font
   ImVec4 head_label, head_slider;  // the detail's head picker: its label, its slider
+  ImVec4 export_button;            // the detail's Export... button
 };
 const PipelineInfo& pipeline_info(const Panels& panels);
 struct ReshapeInfo {

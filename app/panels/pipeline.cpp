@@ -440,7 +440,7 @@ struct RangeCache {
 };
 
 void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
-                 const std::string& selected_stage, RangeCache& range, PipelineInfo& info) {
+                 const std::string& selected_stage, RangeCache& range, PipelineInfo& info, bool compact) {
   const ForwardResult<float>& f = *state.result.forward;
   const Trace<float>& tr = f.trace;
   int index = -1;
@@ -459,15 +459,27 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
   ViewState& view = state.view();
   const int n = std::clamp(view.batch_index, 0, int(std::max<std::int64_t>(1, f.dims.N)) - 1);
 
-  ImGui::PushTextWrapPos(0);
-  ImGui::Text("%s = %s", s.name.c_str(), s.formula.c_str());
-  ImGui::Text("shape %s   strides %s   contiguous: %s", shape_str(s.shape).c_str(),
-              shape_str(s.strides).c_str(), boxes[std::size_t(index)].contiguous ? "yes" : "no");
+  const std::string formula = s.name + " = " + s.formula;
+  const std::string facts = "shape " + shape_str(s.shape) + "   strides " + shape_str(s.strides) +
+                            "   contiguous: " + (boxes[std::size_t(index)].contiguous ? "yes" : "no");
   std::string note = s.note;
   if (!s.view_of.empty())
     note += " (reads " + s.view_of + "'s memory through these strides: nothing was copied)";
-  if (!note.empty()) ImGui::TextDisabled("%s", note.c_str());
-  ImGui::PopTextWrapPos();
+  if (compact) {
+    // A short view: the formula and the facts a line each, the note with them on hover.
+    const std::string whole = formula + "\n" + facts + (note.empty() ? "" : "\n" + note);
+    for (const std::string* line : {&formula, &facts}) {
+      const std::string shown = panel::fit_line(*line, ImGui::GetContentRegionAvail().x);
+      ImGui::TextUnformatted(shown.c_str());
+      if (ImGui::IsItemHovered() && (shown != *line || !note.empty())) panel::text_tooltip(whole);
+    }
+  } else {
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextUnformatted(formula.c_str());
+    ImGui::TextUnformatted(facts.c_str());
+    if (!note.empty()) ImGui::TextDisabled("%s", note.c_str());
+    ImGui::PopTextWrapPos();
+  }
 
   Slice sl = make_slice(s, f.dims, n, view.sel_head);
   if (!sl.values || sl.rows <= 0 || sl.cols <= 0) {
@@ -493,20 +505,9 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
     }
     sl = make_slice(s, f.dims, n, view.sel_head);
   }
-
-  // First values of the first row, indexed as torch would index them.
   const std::string ns = std::to_string(n), hs = std::to_string(sl.head);
-  std::string first = sl.head < 0         ? "[" + ns + ", 0, :]"
-                      : head_axis(s) == 2 ? "[" + ns + ", 0, " + hs + ", :]"
-                                          : "[" + ns + ", " + hs + ", 0, :]";
-  char buf[32];
-  for (int c = 0; c < std::min(sl.cols, 8); ++c) {
-    std::snprintf(buf, sizeof buf, " %.4g", double(sl.values[std::int64_t(c) * sl.col_stride]));
-    first += buf;
-  }
-  if (sl.cols > 8) first += " ...";
   // Export: the stage's slice at this batch item and head, drawn by the GL-free exporter.
-  {
+  auto export_slice = [&] {
     FigureRequest req;
     req.id = "pipeline";
     req.caption = s.name + ", batch item " + std::to_string(n) + (sl.head >= 0 ? ", head " + hs : "");
@@ -521,10 +522,37 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
                            "mha-" + s.name + "-batch" + ns + (sl.head >= 0 ? "-head" + hs : ""),
                            [fwd, one] { return exporter::stage_figure(*fwd, one); }});
     export_button(state, req);
+    info.export_button = panel::rect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+  };
+  // A short view: Export... ends the pickers' line, so it stays in sight above the map.
+  if (compact) {
+    ImGui::SameLine(0, ImGui::GetFontSize());
+    if (ImGui::GetContentRegionAvail().x <
+        ImGui::CalcTextSize("Export...").x + ImGui::GetStyle().FramePadding.x * 2)
+      ImGui::NewLine();
+    export_slice();
   }
-  ImGui::SameLine(0, ImGui::GetFontSize());
-  if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(first.c_str()).x) ImGui::NewLine();
-  ImGui::TextDisabled("%s", first.c_str());
+
+  // First values of the first row, indexed as torch would index them.
+  std::string first = sl.head < 0         ? "[" + ns + ", 0, :]"
+                      : head_axis(s) == 2 ? "[" + ns + ", 0, " + hs + ", :]"
+                                          : "[" + ns + ", " + hs + ", 0, :]";
+  char buf[32];
+  for (int c = 0; c < std::min(sl.cols, 8); ++c) {
+    std::snprintf(buf, sizeof buf, " %.4g", double(sl.values[std::int64_t(c) * sl.col_stride]));
+    first += buf;
+  }
+  if (sl.cols > 8) first += " ...";
+  if (compact) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    panel::folded_text(first);
+    ImGui::PopStyleColor();
+  } else {
+    export_slice();
+    ImGui::SameLine(0, ImGui::GetFontSize());
+    if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(first.c_str()).x) ImGui::NewLine();
+    ImGui::TextDisabled("%s", first.c_str());
+  }
 
   const bool weights = s.name == "attn_weights" || s.name == "attn_weights_avg";
   const std::uint64_t version =
@@ -618,6 +646,8 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
   }
   const ForwardResult<float>& f = *state.result.forward;
   const std::vector<Box> boxes = make_boxes(f);
+  // A short view (a presenter font beside the lesson panel) folds the detail's text to a line each.
+  const bool compact = panel::compact_view();
 
   double total = 0;
   for (const Box& b : boxes) total += b.cost.flops;
@@ -679,7 +709,7 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
     }
   }
 
-  draw_detail(state, tex, boxes, state.view().pipeline_stage, range, info);
+  draw_detail(state, tex, boxes, state.view().pipeline_stage, range, info, compact);
 }
 
 }  // namespace mha::app

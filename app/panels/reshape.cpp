@@ -500,12 +500,25 @@ void draw_step_facts(const F& f, const StepView& s) {
     strides = contiguous_strides(shape);
   }
   const bool contiguous = mha::is_contiguous(shape, strides);
-  ImGui::Text("shape %s   strides %s   contiguous:", shape_str(shape).c_str(), shape_str(strides).c_str());
-  ImGui::SameLine();
+  // Three facts a line while they fit, else each part on a line of its own (a narrow view).
+  const std::string facts[] = {"shape " + shape_str(shape), "strides " + shape_str(strides), "contiguous:"};
+  const float gap = ImGui::CalcTextSize("   ").x, space = ImGui::CalcTextSize(" ").x;
+  const float answer = ImGui::CalcTextSize(contiguous ? " yes" : " no").x;
+  for (int i = 0; i < 3; ++i) {
+    const std::string& part = facts[i];
+    if (i > 0) {
+      ImGui::SameLine(0, gap);
+      // "contiguous:" stays with its answer.
+      if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(part.c_str()).x + (i == 2 ? answer : 0))
+        ImGui::NewLine();
+    }
+    ImGui::TextUnformatted(part.c_str());
+  }
+  ImGui::SameLine(0, space);
   ImGui::TextColored(contiguous ? ImVec4(0.45f, 0.85f, 0.5f, 1) : ImVec4(1, 0.5f, 0.4f, 1), "%s",
                      contiguous ? "yes" : "no");
   if (!st.stage) {
-    ImGui::SameLine();
+    panel::same_line_if_fits(ImGui::CalcTextSize("(not in the trace)").x);
     ImGui::TextDisabled("(not in the trace)");
   }
 }
@@ -618,8 +631,8 @@ void draw_mistake_no_transpose(WrongRun& no_transpose, AppState& state, Textures
         "With %s the two orders coincide, so the mistake is invisible here; it shows with H >= 2 "
         "and L >= 2.",
         d.H == 1 ? "H = 1" : "L = 1");
-  ImGui::Text("max |wrong concat - right concat| = %.4g (whole batch, N = %lld)", double(run.max_diff),
-              (long long)d.N);
+  ImGui::TextWrapped("max |wrong concat - right concat| = %.4g (whole batch, N = %lld)", double(run.max_diff),
+                     (long long)d.N);
   ImGui::TextWrapped(
       "The output projection is linear (output = concat W_o^T + b), so it cannot repair this: the "
       "output is wrong too, for every token.");
@@ -648,7 +661,7 @@ void draw_mistake_no_transpose(WrongRun& no_transpose, AppState& state, Textures
 void draw_mistake_view(const F& f) {
   const Dims& d = f.dims;
   const Stage<float>& ct = f.trace["context_transposed"];
-  ImGui::TextUnformatted("context.transpose(1, 2).view(N, L, E)   # forgot .contiguous()");
+  ImGui::TextWrapped("context.transpose(1, 2).view(N, L, E)   # forgot .contiguous()");
   const bool fails = !mha::is_contiguous(ct.shape, ct.strides);
   if (fails) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1));
@@ -829,9 +842,10 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 6);
   ImGui::SliderInt("##step", &view.reshape_step, 0, kLastStep, "step %d of 5");
-  ImGui::SameLine();
   static const char* mistakes[] = {"none", "1. split without transpose", "2. .view() without .contiguous()",
                                    "3. no output projection"};
+  // On the buttons' line while the picker and its label fit there (a presenter font: the next line).
+  panel::same_line_if_fits(panel::labelled("mistake", font * 8));
   ImGui::SetNextItemWidth(std::max(font * 8, ImGui::GetContentRegionAvail().x - font * 6));
   ImGui::Combo("mistake", &view.mistake, mistakes, 4);
 
@@ -873,11 +887,16 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
   }
   ImGui::Text("%d.", view.reshape_step);
   ImGui::SameLine();
+  // The torch code wraps at the view's edge rather than run off it (a presenter font, a narrow view).
+  ImGui::PushTextWrapPos(0);
   if (view_fails) {
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "context.transpose(1, 2).view(N, L, E)  ->  RuntimeError");
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.4f, 1));
+    ImGui::TextUnformatted("context.transpose(1, 2).view(N, L, E)  ->  RuntimeError");
+    ImGui::PopStyleColor();
   } else {
     ImGui::TextUnformatted(st.code);
   }
+  ImGui::PopTextWrapPos();
   draw_step_facts(f, target);
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled("%s", step_reason(f, target).c_str());

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "errors.hpp"
+#include "panel_util.hpp"
 #include "panels.hpp"
 #include "saturation_export.hpp"
 
@@ -68,13 +69,36 @@ void draw_sqrt_dk(AppState& state) {
 
   const SaturationCurves& c = curves_for(keys);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
+  // The text under the plot.
+  const std::string why =
+      "A score q\xC2\xB7k is a sum of d_k products: with entries of size about 1 its spread grows like "
+      "\xE2\x88\x9A"
+      "d_k, and softmax turns a wide spread into one weight near 1. Dividing by \xE2\x88\x9A"
+      "d_k keeps the spread about 1 at every d_k.";
+  std::string work;
+  if (d_k > 0)
+    work = "The work shown: d_k = " + std::to_string(d_k) + ", S = " + std::to_string(keys) +
+           " keys, scores " +
+           (scaled ? "divided by \xE2\x88\x9A"
+                     "d_k"
+                   : "not divided (what-if)") +
+           " (the green line).";
   // The figure's text: the view's font where it fits, smaller in a narrow view at presenter size
   // (two panels of nine ticks need about 40 characters across).
   const float fig_font = std::min(font, std::max(12.0f, avail.x / 40));
+  const float spacing = ImGui::GetStyle().ItemSpacing.y, line = ImGui::GetTextLineHeightWithSpacing();
+  auto wrapped_h = [&](const std::string& s) {
+    return s.empty() ? 0.0f : ImGui::CalcTextSize(s.c_str(), nullptr, false, avail.x).y + spacing;
+  };
+  // The plot leaves room for the text wrapped (three lines at least); where that would squeeze it
+  // under 16 of its lines (a short view), the text folds to a line each, whole on hover.
+  const float text_h = std::max(3 * line, wrapped_h(why) + wrapped_h(work));
+  const bool fold = avail.y - 2 - text_h < fig_font * 16;
+  const float below = fold ? 2 * line : text_h;
+  const float fig_min = fold ? fig_font * 12 : fig_font * 16;
   exporter::SaturationSpec spec;
   spec.width = int(std::max(avail.x - 2, fig_font * 30));
-  spec.height = int(std::clamp(avail.y - 2 - 3 * ImGui::GetTextLineHeightWithSpacing(), fig_font * 16,
-                               std::max(fig_font * 16, spec.width * 0.62f)));
+  spec.height = int(std::clamp(avail.y - 2 - below, fig_min, std::max(fig_min, spec.width * 0.62f)));
   spec.mark_d_k = d_k;
   spec.mark_scaled = scaled;
   exporter::TextMetrics m;
@@ -94,18 +118,8 @@ void draw_sqrt_dk(AppState& state) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   draw_with_imgui(d, origin, fig_font);
   ImGui::Dummy(ImVec2(float(d.width), float(d.height)));
-  ImGui::PushTextWrapPos(0);
-  ImGui::TextUnformatted(
-      "A score q\xC2\xB7k is a sum of d_k products: with entries of size about 1 its spread grows like "
-      "\xE2\x88\x9A"
-      "d_k, and softmax turns a wide spread into one weight near 1. Dividing by \xE2\x88\x9A"
-      "d_k keeps the spread about 1 at every d_k.");
-  if (d_k > 0)
-    ImGui::TextDisabled("The work shown: d_k = %d, S = %d keys, scores %s (the green line).", d_k, keys,
-                        scaled ? "divided by \xE2\x88\x9A"
-                                 "d_k"
-                               : "not divided (what-if)");
-  ImGui::PopTextWrapPos();
+  panel::long_text(why, fold);
+  if (!work.empty()) panel::long_text(work, fold, true);
 }
 
 }  // namespace mha::app

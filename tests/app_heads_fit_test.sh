@@ -54,8 +54,8 @@ for f in sorted(glob.glob(f"{out}/*.json")):
 assert checked >= 15 and rope >= 1, (checked, rope)
 print(f"heads fit: {checked} lesson steps with the Heads view, every map on screen whole and readable")
 PY
-# The other views the lessons show fit beside the lesson panel too: no line of Pipeline, Reshape or
-# √d_k runs past the view's right edge (dump-state's view_fit), the √d_k view's text ends inside
+# The other views the lessons show fit beside the lesson panel too: no line of Pipeline, Reshape,
+# Complexity or √d_k runs past the view's right edge (dump-state's view_fit), the √d_k text ends inside
 # it, and the Pipeline's Export... button stays on screen above its map.
 python3 - "$out" <<'PY'
 import glob, json, os, sys
@@ -65,7 +65,7 @@ for f in sorted(glob.glob(f"{out}/*.json")):
     r = json.load(open(f))["result"]
     tab, fit = r["tab"], r["view_fit"]
     where = os.path.basename(f)
-    if tab in ("Pipeline", "Reshape", "\u221ad_k", "Heads"):
+    if tab in ("Pipeline", "Reshape", "\u221ad_k", "Heads", "Complexity"):
         assert fit["overflow_right"] <= 1, (where, tab, "a line cut at the right edge", fit)
         seen.add(tab)
     if tab == "\u221ad_k":
@@ -75,6 +75,6 @@ for f in sorted(glob.glob(f"{out}/*.json")):
         x0, y0, x1, y1 = p["view"]
         a, b, c, d = p["export"]
         assert a >= x0 and c <= x1 + 1 and b >= y0 and d <= y1 + 1, (where, "Export... off screen", p)
-assert {"Pipeline", "Reshape", "\u221ad_k", "Heads"} <= seen, seen
+assert {"Pipeline", "Reshape", "\u221ad_k", "Heads", "Complexity"} <= seen, seen
 print(f"views fit: {sorted(seen)} on every lesson step that shows them, no line past the right edge")
 PY

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cost.hpp"
+#include "panel_util.hpp"
 #include "panels.hpp"
 
 namespace mha::app {
@@ -264,9 +265,20 @@ void draw_complexity(AppState& state) {
 
   const ImGuiTableFlags flags =
       ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
-  if (ImGui::BeginTable("##cost", 5, flags)) {
+  // Where the five columns do not fit (a presenter font beside the lesson panel) the formulas leave
+  // the table for a tooltip on their stage.
+  float widest_formula = ImGui::CalcTextSize("FLOPs formula").x, widest_stage = 0;
+  for (const Row& r : rows) {
+    widest_formula = std::max(widest_formula, ImGui::CalcTextSize(r.formula.c_str()).x);
+    widest_stage = std::max(widest_stage, ImGui::CalcTextSize(r.stage).x);
+  }
+  const float font = ImGui::GetFontSize();
+  const bool formulas =
+      widest_stage + widest_formula + ImGui::CalcTextSize("1.54 k 100% no copy").x + font * 3 <=
+      ImGui::GetContentRegionAvail().x;
+  if (ImGui::BeginTable("##cost", formulas ? 5 : 4, flags)) {
     ImGui::TableSetupColumn("stage", ImGuiTableColumnFlags_WidthStretch);
-    ImGui::TableSetupColumn("FLOPs formula");
+    if (formulas) ImGui::TableSetupColumn("FLOPs formula");
     ImGui::TableSetupColumn("FLOPs");
     ImGui::TableSetupColumn("share");
     ImGui::TableSetupColumn("memory");
@@ -279,8 +291,12 @@ void draw_complexity(AppState& state) {
         ImGui::TextUnformatted(r.stage);
       else
         ImGui::TextColored(r.part == Part::projection ? blue : orange, "%s", r.stage);
-      ImGui::TableNextColumn();
-      ImGui::TextDisabled("%s", r.formula.c_str());
+      if (formulas) {
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("%s", r.formula.c_str());
+      } else if (ImGui::IsItemHovered()) {
+        ImGui::SetTooltip("%s FLOPs", r.formula.c_str());
+      }
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(count_str(r.flops).c_str());
       ImGui::TableNextColumn();
@@ -291,7 +307,7 @@ void draw_complexity(AppState& state) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     ImGui::TextUnformatted("total");
-    ImGui::TableNextColumn();
+    if (formulas) ImGui::TableNextColumn();
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(count_str(total).c_str());
     ImGui::TableNextColumn();
@@ -311,9 +327,10 @@ void draw_complexity(AppState& state) {
   const double cross = crossover(d, self);
   ImGui::TextColored(ImVec4(0.45f, 0.65f, 1, 1), "projections O(L·E²): %s (%s)", count_str(proj).c_str(),
                      pct(proj, total).c_str());
-  ImGui::SameLine();
-  ImGui::TextColored(ImVec4(1, 0.65f, 0.3f, 1), "  attention %s: %s (%s)", self ? "O(L²·E)" : "O(L·S·E)",
-                     count_str(att).c_str(), pct(att, total).c_str());
+  const std::string attention = std::string("attention ") + (self ? "O(L²·E)" : "O(L·S·E)") + ": " +
+                                count_str(att) + " (" + pct(att, total) + ")";
+  panel::same_line_if_fits(ImGui::CalcTextSize(attention.c_str()).x);
+  ImGui::TextColored(ImVec4(1, 0.65f, 0.3f, 1), "%s", attention.c_str());
   ImGui::PushTextWrapPos(0);
   if (self) {
     ImGui::TextWrapped(
@@ -364,7 +381,7 @@ void draw_complexity(AppState& state) {
     ml.y.push_back(ls);
     me.y.push_back(by - ls);
   }
-  const float font = ImGui::GetFontSize();
+
   const float w = (ImGui::GetContentRegionAvail().x - ImGui::GetStyle().ItemSpacing.x) / 2;
   const float h = std::clamp(w * 0.6f, font * 9, font * 16);
   ImGui::Text("FLOPs as L grows%s", self ? " (S = L)" : " (S fixed)");

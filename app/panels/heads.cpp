@@ -1122,12 +1122,14 @@ void HeadsPanel::draw(Panels& panels, AppState& state, Textures& tex) {
            style.ItemSpacing.y * 2;
   };
   const LabelSpace labels = label_space(row_labels, R, col_labels, C);
-  // A map column holds its title and its check line unwrapped (compact: side by side, the title
-  // three text heights at least), and cells of at least a pixel.
+  // A map column holds its title and its check line unwrapped (compact: side by side), and cells of
+  // at least a pixel.
   const float check_w = si != kWeights ? 0.0f
                         : compact      ? ImGui::CalcTextSize(kCheckLineShort).x
                                        : ImGui::CalcTextSize("H 0.00 / 0.00 bits").x;
-  const float beside_w = check_w + style.ItemSpacing.x + font * 3;
+  // Beside the check, the title keeps at least its head and, under GQA, its key/value head.
+  const float title_min = ImGui::CalcTextSize(d.G < d.H ? "head 00 \xC2\xB7 kv 0" : "head 00").x;
+  const float beside_w = check_w + style.ItemSpacing.x + title_min;
   const float min_w = std::max({font * 5, check_w, labels.row_w + font * 1.5f + float(C)});
   // Readable: cells of 0.4 of a text line (the labels then fit in lanes), or a map of six text
   // lines where the tokens are many; never under min_cell.

@@ -49,7 +49,8 @@ void validate(const Config& c) {
   if (c.num_kv_heads < 0) positive("num_kv_heads", c.num_kv_heads);
   if (c.kdim < 0) positive("kdim", c.kdim);
   if (c.vdim < 0) positive("vdim", c.vdim);
-  if (c.embed_dim % c.num_heads != 0)
+  if (c.explicit_head_dim < 0) positive("explicit_head_dim", c.explicit_head_dim);
+  if (c.explicit_head_dim == 0 && c.embed_dim % c.num_heads != 0)
     throw ConfigError("num_heads", "embed_dim " + std::to_string(c.embed_dim) +
                                        " not divisible by num_heads " + std::to_string(c.num_heads) +
                                        ": each head gets d_k = embed_dim / num_heads columns");
@@ -218,7 +219,7 @@ Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, con
                                   "), got " + shape_str(in.value.shape));
 
   // Parameters, under torch's names.
-  const std::int64_t E = d.E, kv = d.G * d.d_k;
+  const std::int64_t E = d.E, Q = d.qdim(), kv = d.G * d.d_k;
   const bool packed = !w.in_proj_weight.empty();
   if (packed) {
     if (!c.qkv_same_embed_dim())
@@ -227,17 +228,23 @@ Dims check_inputs(const Config& c, const Weights<T>& w, const Inputs<T>& in, con
                        "with kdim " +
                            std::to_string(d.kdim) + " and vdim " + std::to_string(d.vdim) +
                            " give q_proj_weight, k_proj_weight and v_proj_weight");
-    expect_shape("in_proj_weight", w.in_proj_weight, {E + 2 * kv, E},
-                 kv == E ? "(3·embed_dim, embed_dim)" : "(embed_dim + 2·num_kv_heads·d_k, embed_dim)");
+    expect_shape("in_proj_weight", w.in_proj_weight, {Q + 2 * kv, E},
+                 Q != E    ? "(num_heads·head_dim + 2·num_kv_heads·head_dim, embed_dim)"
+                 : kv == E ? "(3·embed_dim, embed_dim)"
+                           : "(embed_dim + 2·num_kv_heads·d_k, embed_dim)");
     expect_absent("q_proj_weight", w.q_proj_weight, "in_proj_weight is given too");
   } else {
-    expect_shape("q_proj_weight", w.q_proj_weight, {E, E}, "(embed_dim, embed_dim)");
+    expect_shape("q_proj_weight", w.q_proj_weight, {Q, E},
+                 Q != E ? "(num_heads·head_dim, embed_dim)" : "(embed_dim, embed_dim)");
     expect_shape("k_proj_weight", w.k_proj_weight, {kv, d.kdim}, "(num_kv_heads·d_k, kdim)");
     expect_shape("v_proj_weight", w.v_proj_weight, {kv, d.vdim}, "(num_kv_heads·d_k, vdim)");
   }
-  expect_shape("out_proj.weight", w.out_proj_weight, {E, E}, "(embed_dim, embed_dim)");
+  expect_shape("out_proj.weight", w.out_proj_weight, {E, Q},
+               Q != E ? "(embed_dim, num_heads·head_dim)" : "(embed_dim, embed_dim)");
   if (c.bias) {
-    expect_shape("in_proj_bias", w.in_proj_bias, {E + 2 * kv}, "(embed_dim + 2·num_kv_heads·d_k,)");
+    expect_shape(
+        "in_proj_bias", w.in_proj_bias, {Q + 2 * kv},
+        Q != E ? "(num_heads·head_dim + 2·num_kv_heads·head_dim,)" : "(embed_dim + 2·num_kv_heads·d_k,)");
     expect_shape("out_proj.bias", w.out_proj_bias, {E}, "(embed_dim,)");
   } else {
     expect_absent("in_proj_bias", w.in_proj_bias, "bias=False");

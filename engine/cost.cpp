@@ -17,27 +17,28 @@ Shape shape(const Dims& d, bool bias, bool has_mask) {
 
 Table stages(const Shape& s) {
   const double N = s.N, L = s.L, S = s.S, Sp = s.S_total, E = s.E, H = s.H, dk = s.d_k, kv = s.kv;
+  const double Q = H * dk;  // the width of q and of the heads side by side: E unless head_dim is explicit
   const double b = s.bias ? 1 : 0, m = s.has_mask ? 1 : 0;
   const double scores = N * H * L * Sp;  // one per (item, head, query, key)
   using P = Part;
   // stage, name, part, multiply-adds, other FLOPs, exps, written, traced
   return Table{{
       {Stage::inputs, "inputs", P::other, 0, 0, 0, 0, N * L * E + N * S * (s.kdim + s.vdim)},
-      {Stage::q_proj, "q_proj", P::projection, N * L * E * E, b * N * L * E, 0, N * L * E, N * L * E},
+      {Stage::q_proj, "q_proj", P::projection, N * L * E * Q, b * N * L * Q, 0, N * L * Q, N * L * Q},
       // The S inputs are projected; the bias_k / zero rows are appended after (S' rows kept).
       {Stage::k_proj, "k_proj", P::projection, N * S * s.kdim * kv, b * N * S * kv, 0, N * Sp * kv,
        N * Sp * kv},
       {Stage::v_proj, "v_proj", P::projection, N * S * s.vdim * kv, b * N * S * kv, 0, N * Sp * kv,
        N * Sp * kv},
       {Stage::scores, "scores", P::attention, scores * dk, 0, 0, scores, scores},
-      // torch scales q (N·L·E values) before the product; the trace also keeps the scaled scores.
-      {Stage::scale, "scale", P::other, 0, N * L * E, 0, N * L * E, scores},
+      // torch scales q (N·L·H·d_k values) before the product; the trace also keeps the scaled scores.
+      {Stage::scale, "scale", P::other, 0, N * L * Q, 0, N * L * Q, scores},
       // Fused into baddbmm: no tensor of its own; the trace keeps scores_masked, and the mask if any.
       {Stage::mask_add, "mask_add", P::attention, 0, m * scores, 0, 0, scores + m * scores},
       {Stage::softmax, "softmax", P::attention, 0, 5 * scores, scores, scores, scores},
       {Stage::context, "context", P::attention, scores * dk, 0, 0, N * H * L * dk, N * H * L * dk},
-      {Stage::concat, "concat", P::other, 0, 0, 0, N * L * E, N * L * E},
-      {Stage::out_proj, "out_proj", P::projection, N * L * E * E, b * N * L * E, 0, N * L * E, N * L * E},
+      {Stage::concat, "concat", P::other, 0, 0, 0, N * L * Q, N * L * Q},
+      {Stage::out_proj, "out_proj", P::projection, N * L * Q * E, b * N * L * E, 0, N * L * E, N * L * E},
       {Stage::average, "average", P::attention, 0, scores, 0, N * L * Sp, N * L * Sp},
   }};
 }

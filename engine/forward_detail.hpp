@@ -22,14 +22,15 @@ struct Problem {
   Dims d;
   FullyMasked fully_masked = FullyMasked::nan;
   Buffer<T> query, key, value;  // (N, L, E), (N, S, kdim), (N, S, vdim): batch-first copies
+  // Q below is H·d_k (Dims::qdim): E unless Config::explicit_head_dim.
   // Projection weights, row-major, torch's (out_features, in_features).
-  const T* w_q = nullptr;             // (E, E)
+  const T* w_q = nullptr;             // (Q, E)
   const T* w_k = nullptr;             // (G·d_k, kdim)
   const T* w_v = nullptr;             // (G·d_k, vdim)
-  const T* b_q = nullptr;             // (E,) or nullptr when bias=False
+  const T* b_q = nullptr;             // (Q,) or nullptr when bias=False
   const T* b_k = nullptr;             // (G·d_k,)
   const T* b_v = nullptr;             // (G·d_k,)
-  const T* w_o = nullptr;             // (E, E)
+  const T* w_o = nullptr;             // (E, Q)
   const T* b_o = nullptr;             // (E,)
   const T* bias_k = nullptr;          // (G·d_k,) appended as key row S when add_bias_kv
   const T* bias_v = nullptr;          // (G·d_k,)
@@ -39,7 +40,7 @@ struct Problem {
   const T* rope_cos = nullptr;        // (P, d_k) Inputs::rotary: null without RoPE
   const T* rope_sin = nullptr;        // (P, d_k)
   // The in-projections of an earlier forward of the same module on inputs that differ in some rows
-  // (forward_inputs_edit): q (N, L, E), k and v (N, S', G·d_k) start as copies of these, and only
+  // (forward_inputs_edit): q (N, L, Q), k and v (N, S', G·d_k) start as copies of these, and only
   // the rows flagged are projected again (q_rows: (N·L) flags; k_rows, v_rows: (N·S); null: none).
   // given_q null: every row is projected.
   const T *given_q = nullptr, *given_k = nullptr, *given_v = nullptr;
@@ -63,19 +64,19 @@ struct Problem {
 // What the forward paths write. Shapes with S' = S_total:
 template <class T>
 struct Buffers {
-  Buffer<T> q;              // (N, L, E)      what the heads read: with RoPE, the rotated q
+  Buffer<T> q;              // (N, L, Q)      what the heads read: with RoPE, the rotated q (Q = H·d_k)
   Buffer<T> k, v;           // (N, S', G·d_k) k likewise
-  Buffer<T> q_proj;         // (N, L, E)      with RoPE: the in-projection before the rotation (null without)
+  Buffer<T> q_proj;         // (N, L, Q)      with RoPE: the in-projection before the rotation (null without)
   Buffer<T> k_proj;         // (N, S', G·d_k)
   Buffer<T> scores;         // (N, H, L, S')  q·kᵀ per head
   Buffer<T> scores_scaled;  // (N, H, L, S')  (q / √d_k)·kᵀ, torch's order
   Buffer<T> scores_masked;  // (N, H, L, S')  + merged mask
   Buffer<T> weights;        // (N, H, L, S')  softmax over keys
   Buffer<T> context;        // (N, H, L, d_k) weights·v
-  Buffer<T> concat;         // (N, L, E)      heads side by side
+  Buffer<T> concat;         // (N, L, Q)      heads side by side
   Buffer<T> output;         // (N, L, E)      out projection
   Buffer<T> weights_avg;    // (N, L, S')     sum over heads / H
-  Buffer<T> q_scaled;       // (N, L, E)      q / √d_k: scratch of the Eigen path, not in the trace
+  Buffer<T> q_scaled;       // (N, L, Q)      q / √d_k: scratch of the Eigen path, not in the trace
   Buffer<T> scratch;        // the Eigen path's per-thread blocks, sized (and kept) by forward_eigen
   // Options::weights_overview's (WeightsOverview; null without one): C = ceil(S' / overview_block)
   Buffer<T> overview_weights;  // (N, H, L, C)

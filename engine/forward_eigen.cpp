@@ -328,7 +328,7 @@ void project(const Problem<T>& p, const kernels::Table<T>& kernel, const kernels
 template <class T>
 void project_given(const Problem<T>& p, const kernels::Table<T>& kernel, const kernels::Args<T>& a) {
   const Dims& d = p.d;
-  const std::int64_t q_count = d.N * d.L * d.E, kv_count = d.N * d.S_total * d.G * d.d_k;
+  const std::int64_t q_count = d.N * d.L * d.qdim(), kv_count = d.N * d.S_total * d.G * d.d_k;
   parallel_ranges(a.threads, q_count + 2 * kv_count, [&](int, std::int64_t x0, std::int64_t x1) {
     auto copy = [&](const T* from, T* to, std::int64_t begin, std::int64_t count) {
       const std::int64_t lo = std::max(x0, begin), hi = std::min(x1, begin + count);
@@ -342,7 +342,8 @@ void project_given(const Problem<T>& p, const kernels::Table<T>& kernel, const k
   parallel_ranges(a.threads, a.threads, [&](int, std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t) {
       kernel.in_projection_rows(a, int(t), p.q_rows, p.k_rows, p.v_rows);
-      const std::int64_t q0 = d.N * d.L * t / a.threads * d.E, q1 = d.N * d.L * (t + 1) / a.threads * d.E;
+      const std::int64_t q0 = d.N * d.L * t / a.threads * d.qdim(),
+                         q1 = d.N * d.L * (t + 1) / a.threads * d.qdim();
       for (std::int64_t x = q0; x < q1; ++x) a.q_scaled[x] = a.q[x] / scale;
     }
   });
@@ -402,7 +403,8 @@ bool blocked_key_ends(const Problem<T>& p, const kernels::Args<T>& a, int thread
     return m;
   };
   const std::int64_t kv_count = a.N * a.Sp * a.kv;
-  const T q = largest(a.q_scaled, a.N * a.L * a.E), k = largest(a.k, kv_count), v = largest(a.v, kv_count);
+  const T q = largest(a.q_scaled, a.N * a.L * a.H * a.dk), k = largest(a.k, kv_count),
+          v = largest(a.v, kv_count);
   if (!(std::isfinite(q) && std::isfinite(k) && std::isfinite(v) &&
         T(a.dk) * q * k < std::numeric_limits<T>::max() / 4))
     return false;
@@ -459,7 +461,7 @@ void forward_eigen(const Problem<T>& p, Buffers<T>& b, int threads_requested, St
     const T scale = p.scale();
     parallel_ranges(threads, N * (d.L + d.S), [&](int, std::int64_t r0, std::int64_t r1) {
       rotate_rows(p, b, r0, r1);
-      const std::int64_t q0 = std::min(r0, N * d.L) * d.E, q1 = std::min(r1, N * d.L) * d.E;
+      const std::int64_t q0 = std::min(r0, N * d.L) * d.qdim(), q1 = std::min(r1, N * d.L) * d.qdim();
       for (std::int64_t x = q0; x < q1; ++x) a.q_scaled[x] = a.q[x] / scale;
     });
   }
@@ -536,7 +538,7 @@ struct ChangedTasks {
   ChangedTasks(const Problem<T>& p, Buffers<T>& b, const std::vector<char>& rows_changed,
                int threads_requested) {
     const Dims& d = p.d;
-    const std::int64_t L = d.L, E = d.E;
+    const std::int64_t L = d.L, Q = d.qdim();
     // The same threads as forward_eigen (not that the digits depend on them).
     threads = thread_count(threads_requested, forward_flops<T>(d));
     a = make_args(p, b);
@@ -558,8 +560,8 @@ struct ChangedTasks {
     const T scale = p.scale();
     q_scaled.resize(tasks.size());
     for (std::size_t k = 0; k < tasks.size(); ++k) {
-      const T* q = b.q->data() + (tasks[k].n * L + tasks[k].i0) * E;
-      q_scaled[k].resize(std::size_t(rows(k) * E));
+      const T* q = b.q->data() + (tasks[k].n * L + tasks[k].i0) * Q;
+      q_scaled[k].resize(std::size_t(rows(k) * Q));
       for (std::size_t x = 0; x < q_scaled[k].size(); ++x) q_scaled[k][x] = q[x] / scale;
     }
   }
@@ -806,7 +808,7 @@ void stage_rows_into(const ForwardResult<T>& r, const std::string& stage, std::i
   if (!average) outside("h", h, 0, d.H - 1);
   outside("i0", i0, 0, d.L);
   outside("rows", rows, 0, d.L - i0);
-  const std::int64_t Sp = d.S_total, E = d.E;
+  const std::int64_t Sp = d.S_total, E = d.E, Q = d.qdim();
   if (rows == 0) return;
 
   // The forward's arguments, on the result's q, k, v and merged mask; every output null but one.
@@ -822,7 +824,7 @@ void stage_rows_into(const ForwardResult<T>& r, const std::string& stage, std::i
   };
   // What the heads read: with RoPE, the rotated q and k.
   const bool rotary = r.trace.has("q_rot");
-  const T* q = data(rotary ? "q_rot" : "q");                                            // (N, L, E)
+  const T* q = data(rotary ? "q_rot" : "q");                                            // (N, L, H·d_k)
   a.k = const_cast<T*>(data(rotary ? "k_rot" : "k")), a.v = const_cast<T*>(data("v"));  // read only
   if (const Stage<T>* m = r.trace.find("attn_mask")) {  // strides 0 where the merged mask broadcasts
     a.mask = m->storage->data() + m->offset;
@@ -842,11 +844,11 @@ void stage_rows_into(const ForwardResult<T>& r, const std::string& stage, std::i
     a.scratch =
         scratch.data() +
         (line - std::int64_t(reinterpret_cast<std::uintptr_t>(scratch.data()) % 64 / sizeof(T))) % line;
-    std::vector<T> q_scaled(static_cast<std::size_t>(E));
+    std::vector<T> q_scaled(static_cast<std::size_t>(Q));
     detail::kernels::Tally tally;
     for (std::int64_t i = i0; i < i0 + rows; ++i) {
-      const T* q_row = q + (n * d.L + i) * E;
-      for (std::int64_t x = 0; x < E; ++x) q_scaled[std::size_t(x)] = q_row[x] / scale;
+      const T* q_row = q + (n * d.L + i) * Q;
+      for (std::int64_t x = 0; x < Q; ++x) q_scaled[std::size_t(x)] = q_row[x] / scale;
       a.q_scaled = q_scaled.data(), a.q_row0 = n * d.L + i;
       T* target = out + (i - i0) * Sp;
       a.scores = stage == "scores" ? target : nullptr;
@@ -871,8 +873,8 @@ void stage_rows_into(const ForwardResult<T>& r, const std::string& stage, std::i
   detail::pack_operands(a, threads, a.head_begin, a.head_end, false, false);
   const std::int64_t span0 = first * a.block, span1 = std::min(d.L, (last + 1) * a.block);
   // q / √d_k of those rows, as the in-projection divides (an exact division: the same digits).
-  std::vector<T> q_scaled(std::size_t((span1 - span0) * E));
-  const T* q_rows = q + (n * d.L + span0) * E;
+  std::vector<T> q_scaled(std::size_t((span1 - span0) * Q));
+  const T* q_rows = q + (n * d.L + span0) * Q;
   for (std::size_t x = 0; x < q_scaled.size(); ++x) q_scaled[x] = q_rows[x] / scale;
   a.q_scaled = q_scaled.data(), a.q_row0 = n * d.L + span0;
   // (span rows, S') of this (n, h): straight into `out` when the rows asked for are whole blocks

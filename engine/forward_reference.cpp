@@ -35,7 +35,7 @@ void rotate_rows(const Problem<T>& p, Buffers<T>& b, std::int64_t r0, std::int64
     const bool is_query = r < query_rows;
     const std::int64_t row = is_query ? r : r - query_rows;
     const std::int64_t position = is_query ? row % d.L : row % d.S;  // k has no appended rows with RoPE
-    const std::int64_t width = is_query ? d.E : d.G * dk;
+    const std::int64_t width = is_query ? d.qdim() : d.G * dk;
     const T* x = (is_query ? b.q_proj : b.k_proj)->data() + row * width;
     T* y = (is_query ? b.q : b.k)->data() + row * width;
     const T* cos = p.rope_cos + position * dk;
@@ -54,7 +54,7 @@ template <class T>
 void forward_reference(const Problem<T>& p, Buffers<T>& b) {
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, dk = d.d_k;
-  const std::int64_t kv = d.G * dk;
+  const std::int64_t Q = d.qdim(), kv = d.G * dk;  // Q = H·d_k: E unless the heads have an explicit width
   T* q = b.q->data();
   T* k = b.k->data();
   T* v = b.v->data();
@@ -63,7 +63,7 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
   T* k_proj = p.rope_cos ? b.k_proj->data() : k;
 
   // 1. In-projections. Keys/values get bias_k/bias_v as row S and a zero row last, as torch cats them.
-  linear(p.query->data(), N * L, E, p.w_q, p.b_q, E, q_proj, E);
+  linear(p.query->data(), N * L, E, p.w_q, p.b_q, Q, q_proj, Q);
   for (std::int64_t n = 0; n < N; ++n) {
     linear(p.key->data() + n * S * d.kdim, S, d.kdim, p.w_k, p.b_k, kv, k_proj + n * Sp * kv, kv);
     linear(p.value->data() + n * S * d.vdim, S, d.vdim, p.w_v, p.b_v, kv, v + n * Sp * kv, kv);
@@ -87,7 +87,7 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
     for (std::int64_t h = 0; h < H; ++h) {
       const std::int64_t g = p.kv_head(h);
       for (std::int64_t i = 0; i < L; ++i) {
-        const T* qi = q + (n * L + i) * E + h * dk;
+        const T* qi = q + (n * L + i) * Q + h * dk;
         const std::int64_t row = ((n * H + h) * L + i) * Sp;
         for (std::int64_t j = 0; j < Sp; ++j) {
           const T* kj = k + (n * Sp + j) * kv + g * dk;
@@ -116,10 +116,10 @@ void forward_reference(const Problem<T>& p, Buffers<T>& b) {
     for (std::int64_t i = 0; i < L; ++i)
       for (std::int64_t h = 0; h < H; ++h)
         for (std::int64_t c = 0; c < dk; ++c)
-          (*b.concat)[(n * L + i) * E + h * dk + c] = (*b.context)[((n * H + h) * L + i) * dk + c];
+          (*b.concat)[(n * L + i) * Q + h * dk + c] = (*b.context)[((n * H + h) * L + i) * dk + c];
 
   // 4. Out-projection, and the head-averaged weights (torch: sum over heads, then / num_heads).
-  linear(b.concat->data(), N * L, E, p.w_o, p.b_o, E, b.output->data(), E);
+  linear(b.concat->data(), N * L, Q, p.w_o, p.b_o, E, b.output->data(), E);
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t i = 0; i < L; ++i)
       for (std::int64_t j = 0; j < Sp; ++j) {

@@ -21,9 +21,9 @@ namespace {
 
 bool same_config(const Config& a, const Config& b) {
   return a.embed_dim == b.embed_dim && a.num_heads == b.num_heads && a.kv_heads() == b.kv_heads() &&
-         a.bias == b.bias && a.key_dim() == b.key_dim() && a.value_dim() == b.value_dim() &&
-         a.add_bias_kv == b.add_bias_kv && a.add_zero_attn == b.add_zero_attn &&
-         a.batch_first == b.batch_first;
+         a.head_dim() == b.head_dim() && a.bias == b.bias && a.key_dim() == b.key_dim() &&
+         a.value_dim() == b.value_dim() && a.add_bias_kv == b.add_bias_kv &&
+         a.add_zero_attn == b.add_zero_attn && a.batch_first == b.batch_first;
 }
 
 // Copies each source into its buffer. At L = 512 a mask edit copies 42 MB, most of its time on one
@@ -274,13 +274,13 @@ namespace {
 template <class T>
 void copy_rows(const ForwardResult<T>& from, const std::vector<char>& rows, ForwardResult<T>& to) {
   const Dims& d = from.dims;
-  const std::int64_t Sp = d.S_total, dk = d.d_k, E = d.E;
+  const std::int64_t Sp = d.S_total, dk = d.d_k, E = d.E, Q = d.qdim();
   struct Layout {
     const char* name;
     std::int64_t heads, width;  // heads: H for (N, H, L, ·), 1 for (N, L, ·)
   };
   const Layout layouts[] = {{"scores", d.H, Sp},       {"scores_scaled", d.H, Sp}, {"scores_masked", d.H, Sp},
-                            {"attn_weights", d.H, Sp}, {"context", d.H, dk},       {"concat", 1, E},
+                            {"attn_weights", d.H, Sp}, {"context", d.H, dk},       {"concat", 1, Q},
                             {"output", 1, E},          {"attn_weights_avg", 1, Sp}};
   for (const Layout& l : layouts) {
     const Stage<T>* src = from.trace.find(l.name);

@@ -23,10 +23,10 @@ namespace detail {
 // Points the problem at the weights (in_proj_weight's q, k, v rows, or the separate matrices).
 template <class T>
 void set_weights(detail::Problem<T>& p, const Config& c, const Weights<T>& w) {
-  const std::int64_t E = p.d.E, kv = p.d.G * p.d.d_k;
+  const std::int64_t E = p.d.E, Q = p.d.qdim(), kv = p.d.G * p.d.d_k;
   if (!w.in_proj_weight.empty()) {
     p.w_q = w.in_proj_weight.ptr();
-    p.w_k = p.w_q + E * E;
+    p.w_k = p.w_q + Q * E;
     p.w_v = p.w_k + kv * E;
   } else {
     p.w_q = w.q_proj_weight.ptr();
@@ -35,7 +35,7 @@ void set_weights(detail::Problem<T>& p, const Config& c, const Weights<T>& w) {
   }
   if (c.bias) {
     p.b_q = w.in_proj_bias.ptr();
-    p.b_k = p.b_q + E;
+    p.b_k = p.b_q + Q;
     p.b_v = p.b_k + kv;
     p.b_o = w.out_proj_bias.ptr();
   }
@@ -137,7 +137,7 @@ ForwardResult<T>& forward_from(const Config& c, const Weights<T>& w, const Input
   if (base) {
     const Dims& d = p.d;
     const std::int64_t kv = d.G * d.d_k;
-    p.given_q = plain_stage(*base, "q", d.N * d.L * d.E);
+    p.given_q = plain_stage(*base, "q", d.N * d.L * d.qdim());
     p.given_k = plain_stage(*base, "k", d.N * d.S_total * kv);
     p.given_v = plain_stage(*base, "v", d.N * d.S_total * kv);
     const T* query = plain_stage(*base, "query", d.N * d.L * d.E);
@@ -212,12 +212,12 @@ bool same_projections(const Config& c, const Dims& d, const Weights<T>& w, const
   a.d = b.d = d;
   detail::set_weights(a, c, w);
   detail::set_weights(b, c, was);
-  const std::int64_t E = d.E, kv = d.G * d.d_k;
+  const std::int64_t E = d.E, Q = d.qdim(), kv = d.G * d.d_k;
   auto same = [](const T* x, const T* y, std::int64_t n) {
     return (x == nullptr) == (y == nullptr) && (!x || std::memcmp(x, y, std::size_t(n) * sizeof(T)) == 0);
   };
-  return same(a.w_q, b.w_q, E * E) && same(a.w_k, b.w_k, kv * d.kdim) && same(a.w_v, b.w_v, kv * d.vdim) &&
-         same(a.b_q, b.b_q, E) && same(a.b_k, b.b_k, kv) && same(a.b_v, b.b_v, kv) &&
+  return same(a.w_q, b.w_q, Q * E) && same(a.w_k, b.w_k, kv * d.kdim) && same(a.w_v, b.w_v, kv * d.vdim) &&
+         same(a.b_q, b.b_q, Q) && same(a.b_k, b.b_k, kv) && same(a.b_v, b.b_v, kv) &&
          same(a.bias_k, b.bias_k, kv) && same(a.bias_v, b.bias_v, kv);
 }
 
@@ -239,7 +239,7 @@ bool forward_inputs_edit(const Config& c, const Weights<T>& w, const Weights<T>&
   const bool qualifies =
       &base != &r && o.backend == Backend::eigen && base.backend == Backend::eigen && d.N == e.N &&
       d.L == e.L && d.S == e.S && d.S_total == e.S_total && d.E == e.E && d.kdim == e.kdim &&
-      d.vdim == e.vdim && d.G * d.d_k == e.G * e.d_k && d.batched == e.batched &&
+      d.vdim == e.vdim && d.G * d.d_k == e.G * e.d_k && d.qdim() == e.qdim() && d.batched == e.batched &&
       c.bias == base.config.bias && c.add_bias_kv == base.config.add_bias_kv &&
       c.add_zero_attn == base.config.add_zero_attn &&
       // Products of fewer than 4 rows plus E and the width computed coefficient by coefficient

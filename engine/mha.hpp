@@ -27,8 +27,14 @@ struct Config {
   bool add_bias_kv = false;       // learned bias_k / bias_v rows appended to the keys and values
   bool add_zero_attn = false;     // a zero key/value row appended after the head split
   bool batch_first = true;        // (N, L, E) inputs; false: (L, N, E)
+  // d_k when it is not embed_dim / num_heads (Hugging Face's head_dim): q_proj then maps E to H·d_k
+  // and out_proj maps H·d_k back to E. 0 means embed_dim / num_heads, as torch's module has it.
+  std::int64_t explicit_head_dim = 0;
 
-  std::int64_t head_dim() const { return num_heads > 0 ? embed_dim / num_heads : 0; }
+  std::int64_t head_dim() const {
+    return explicit_head_dim > 0 ? explicit_head_dim : num_heads > 0 ? embed_dim / num_heads : 0;
+  }
+  std::int64_t q_dim() const { return num_heads * head_dim(); }  // H·d_k: Dims::qdim
   std::int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   std::int64_t key_dim() const { return kdim > 0 ? kdim : embed_dim; }
   std::int64_t value_dim() const { return vdim > 0 ? vdim : embed_dim; }
@@ -43,14 +49,14 @@ void validate(const Config& c);
 // The module's parameters, under torch's state_dict names. Empty tensors are absent parameters.
 template <class T>
 struct Weights {
-  Tensor<T> in_proj_weight;   // (E + 2·G·d_k, E): rows q, then k, then v (torch: (3E, E))
-  Tensor<T> q_proj_weight;    // (E, E)        used instead when kdim or vdim differ from E
+  Tensor<T> in_proj_weight;   // (H·d_k + 2·G·d_k, E): rows q, then k, then v (torch: (3E, E))
+  Tensor<T> q_proj_weight;    // (H·d_k, E)    used instead when kdim or vdim differ from E
   Tensor<T> k_proj_weight;    // (G·d_k, kdim)
   Tensor<T> v_proj_weight;    // (G·d_k, vdim)
-  Tensor<T> in_proj_bias;     // (E + 2·G·d_k,)
+  Tensor<T> in_proj_bias;     // (H·d_k + 2·G·d_k,)
   Tensor<T> bias_k;           // (1, 1, G·d_k)  add_bias_kv
   Tensor<T> bias_v;           // (1, 1, G·d_k)
-  Tensor<T> out_proj_weight;  // (E, E)   state_dict name "out_proj.weight"
+  Tensor<T> out_proj_weight;  // (E, H·d_k) state_dict name "out_proj.weight"
   Tensor<T> out_proj_bias;    // (E,)     state_dict name "out_proj.bias"
 };
 
@@ -207,6 +213,9 @@ struct Inputs {
 struct Dims {
   std::int64_t N = 0, L = 0, S = 0, S_total = 0, E = 0, H = 0, G = 0, d_k = 0, kdim = 0, vdim = 0;
   bool batched = true;
+  // The width of q, of the heads side by side and of out_proj's input: E unless
+  // Config::explicit_head_dim makes the heads narrower or wider.
+  std::int64_t qdim() const { return H * d_k; }
 };
 
 // What Options::weights_overview asks of a forward: each attention-weights row pooled to `columns`

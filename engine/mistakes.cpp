@@ -82,8 +82,9 @@ template <class T>
 VariantForward<T> mistaken_forward(const ForwardResult<T>& f, const Weights<T>& w, MistakeSet set) {
   const Dims& d = f.dims;
   const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.E, H = d.H, dk = d.d_k, kv = d.G * dk;
+  const std::int64_t Q = d.qdim();  // H·d_k: E unless the heads have an explicit width
   const std::int64_t group = d.G > 0 ? std::max<std::int64_t>(1, H / d.G) : 1;
-  // Dense copies: q (N, L, E), k and v (N, S', G·d_k), the merged mask (N, H, L, S').
+  // Dense copies: q (N, L, H·d_k), k and v (N, S', G·d_k), the merged mask (N, H, L, S').
   const std::vector<T> q = f.trace["q"].contiguous().data, k = f.trace["k"].contiguous().data,
                        v_right = f.trace["v"].contiguous().data;
   const std::vector<T>& v = set.has(Mistake::value_is_key) ? k : v_right;
@@ -106,7 +107,7 @@ VariantForward<T> mistaken_forward(const ForwardResult<T>& f, const Weights<T>& 
   const bool over_queries = set.has(Mistake::softmax_over_queries);
 
   VariantForward<T> r;
-  r.concat.assign(std::size_t(N * L * E), T(0));
+  r.concat.assign(std::size_t(N * L * Q), T(0));
   r.weights.assign(std::size_t(N * H * L * Sp), T(0));
   std::vector<T> masked(std::size_t(L * Sp)), line(std::size_t(std::max(L, Sp))), line_out(line.size());
   for (std::int64_t n = 0; n < N; ++n)
@@ -120,7 +121,7 @@ VariantForward<T> mistaken_forward(const ForwardResult<T>& f, const Weights<T>& 
         for (std::int64_t j = 0; j < Sp; ++j) {
           T scaled = 0;
           for (std::int64_t c = 0; c < dk; ++c)
-            scaled += (q[std::size_t(at(split_right, n, h, L, E, i, c))] / scale) *
+            scaled += (q[std::size_t(at(split_right, n, h, L, Q, i, c))] / scale) *
                       k[std::size_t(at(split_right, n, g, Sp, kv, j, c))];
           // The mask stays where it was: on the wrong rows when the split is wrong.
           const T m = mask.empty() ? T(0) : mask[std::size_t(((mask_n * H + h) * L + i) * Sp + j)];
@@ -154,20 +155,20 @@ VariantForward<T> mistaken_forward(const ForwardResult<T>& f, const Weights<T>& 
             acc += weights[i * Sp + j] * v[std::size_t(at(split_right, n, g, Sp, kv, j, c))];
           // Heads back side by side: transpose(1, 2).contiguous().view(N, L, E), or, without the
           // transpose, the in-order .view(N, L, E) of the (N, H, L, d_k) context.
-          r.concat[std::size_t(at(merge_right, n, h, L, E, i, c))] = acc;
+          r.concat[std::size_t(at(merge_right, n, h, L, Q, i, c))] = acc;
         }
     }
   if (set.has(Mistake::no_output_projection) || w.out_proj_weight.empty()) {
     r.output = r.concat;
     return r;
   }
-  // output = concat · out_proj_weightᵀ + out_proj_bias: (N·L, E) · (E, E)ᵀ.
-  r.output.assign(r.concat.size(), T(0));
+  // output = concat · out_proj_weightᵀ + out_proj_bias: (N·L, H·d_k) · (E, H·d_k)ᵀ.
+  r.output.assign(std::size_t(N * L * E), T(0));
   const T* W = w.out_proj_weight.ptr();
   for (std::int64_t row = 0; row < N * L; ++row)
     for (std::int64_t o = 0; o < E; ++o) {
       T acc = w.out_proj_bias.empty() ? T(0) : w.out_proj_bias.data[std::size_t(o)];
-      for (std::int64_t c = 0; c < E; ++c) acc += r.concat[std::size_t(row * E + c)] * W[o * E + c];
+      for (std::int64_t c = 0; c < Q; ++c) acc += r.concat[std::size_t(row * Q + c)] * W[o * Q + c];
       r.output[std::size_t(row * E + o)] = acc;
     }
   return r;

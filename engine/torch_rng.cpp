@@ -58,25 +58,27 @@ Weights<T> torch_default_init(const Config& c, TorchGenerator& gen) {
     throw ConfigError("add_bias_kv",
                       "add_bias_kv: torch initialises bias_k/bias_v with xavier_normal_, which this "
                       "generator does not reproduce; load bias_k and bias_v from files instead");
-  const std::int64_t E = c.embed_dim, kv = c.kv_embed_dim();
+  // Q = H·d_k is E for torch's module; with an explicit head_dim the shapes follow it, as
+  // nn.Linear(E, H·d_k) and nn.Linear(H·d_k, E) would be drawn.
+  const std::int64_t E = c.embed_dim, Q = c.q_dim(), kv = c.kv_embed_dim();
   Weights<T> w;
-  // nn.Linear(E, E).reset_parameters(): kaiming_uniform_(weight, a=√5) -> bound 1/√fan_in,
+  // nn.Linear(Q, E).reset_parameters(): kaiming_uniform_(weight, a=√5) -> bound 1/√fan_in,
   // computed as torch does: gain = √(2 / (1 + a²)), bound = √3 · gain / √fan_in.
-  w.out_proj_weight = Tensor<T>({E, E});
+  w.out_proj_weight = Tensor<T>({E, Q});
   const double a = std::sqrt(5.0);
   const double gain = std::sqrt(2.0 / (1 + a * a));
-  const double bound = std::sqrt(3.0) * (gain / std::sqrt(double(E)));
+  const double bound = std::sqrt(3.0) * (gain / std::sqrt(double(Q)));
   gen.uniform_(w.out_proj_weight, -bound, bound);
   if (c.bias) {
     w.out_proj_bias = Tensor<T>({E});
-    const double b = 1 / std::sqrt(double(E));
+    const double b = 1 / std::sqrt(double(Q));
     gen.uniform_(w.out_proj_bias, -b, b);  // drawn, then zeroed below: the draws still count
   }
   if (c.qkv_same_embed_dim()) {
-    w.in_proj_weight = Tensor<T>({E + 2 * kv, E});
+    w.in_proj_weight = Tensor<T>({Q + 2 * kv, E});
     xavier_uniform_(w.in_proj_weight, gen);
   } else {
-    w.q_proj_weight = Tensor<T>({E, E});
+    w.q_proj_weight = Tensor<T>({Q, E});
     w.k_proj_weight = Tensor<T>({kv, c.key_dim()});
     w.v_proj_weight = Tensor<T>({kv, c.value_dim()});
     xavier_uniform_(w.q_proj_weight, gen);
@@ -84,7 +86,7 @@ Weights<T> torch_default_init(const Config& c, TorchGenerator& gen) {
     xavier_uniform_(w.v_proj_weight, gen);
   }
   if (c.bias) {
-    w.in_proj_bias = Tensor<T>({E + 2 * kv});  // constant_(0)
+    w.in_proj_bias = Tensor<T>({Q + 2 * kv});  // constant_(0)
     std::fill(w.out_proj_bias.data.begin(), w.out_proj_bias.data.end(), T(0));
   }
   return w;

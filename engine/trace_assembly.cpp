@@ -50,7 +50,10 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   namespace n = stage_name;
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, S = d.S, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k,
-                     kv = G * dk;
+                     kv = G * dk, Q = d.qdim();
+  // The width of q and of the heads side by side: E, or H·d_k where the config gives the heads
+  // their own width (Hugging Face's head_dim).
+  const std::string q_width = Q == E ? "E" : "H * d_k";
   // Every formula runs as written in torch 1.13 with the names the notes define (W_q, b_q, bias_k,
   // out_proj, N, L, S, E, H, G, d_k, num_heads, attn_mask as the merged additive mask), which
   // tests/trace_snippets.py checks against the stages. bias_k and a zero row are appended along S.
@@ -81,7 +84,7 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   const bool rope = p.rope_cos != nullptr;
   const std::string qh = rope ? n::q_rot : n::q, kh = rope ? n::k_rot : n::k;
   s.push_back(
-      stage<T>(n::q, "F.linear(query, W_q, b_q)", fixed_note(n::q), {N, L, E}, rope ? b.q_proj : b.q));
+      stage<T>(n::q, "F.linear(query, W_q, b_q)", fixed_note(n::q), {N, L, Q}, rope ? b.q_proj : b.q));
   s.push_back(stage<T>(n::k, kv_formula("key", "W_k", "b_k", "bias_k"), fixed_note(n::k) + std::string(gqa),
                        {N, Sp, kv}, rope ? b.k_proj : b.k));
   s.push_back(
@@ -89,8 +92,9 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   if (rope) {
     s.push_back(stage<T>(n::q_rot,
                          "(q.view(N, L, H, d_k) * cos[:L, None] + rotate_half(q.view(N, L, H, d_k)) * "
-                         "sin[:L, None]).view(N, L, E)",
-                         fixed_note(n::q_rot), {N, L, E}, b.q));
+                         "sin[:L, None]).view(N, L, " +
+                             q_width + ")",
+                         fixed_note(n::q_rot), {N, L, Q}, b.q));
     s.push_back(stage<T>(n::k_rot,
                          "(k.view(N, S, G, d_k) * cos[:S, None] + rotate_half(k.view(N, S, G, d_k)) * "
                          "sin[:S, None]).view(N, S, G * d_k)",
@@ -107,7 +111,7 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
   s.push_back(stage<T>(
       n::q_heads, "q_view.transpose(1, 2)",
       "a view of " + qh + ": non-contiguous (only strides swap), so .view() on it fails until .contiguous()",
-      {N, H, L, dk}, b.q, {L * E, dk, E, 1}, qh));
+      {N, H, L, dk}, b.q, {L * Q, dk, Q, 1}, qh));
   s.push_back(stage<T>(n::k_heads, "k_view.transpose(1, 2)", "a view of " + kh + ": non-contiguous",
                        {N, G, Sp, dk}, b.k, {Sp * kv, dk, kv, 1}, kh));
   s.push_back(stage<T>(n::v_heads, "v_view.transpose(1, 2)", fixed_note(n::v_heads), {N, G, Sp, dk}, b.v,
@@ -147,8 +151,8 @@ Trace<T> make_trace(const detail::Problem<T>& p, const detail::Buffers<T>& b,
       stage<T>(n::context, "attn_weights @ " + v_rep, fixed_note(n::context), {N, H, L, dk}, b.context));
   s.push_back(stage<T>(n::context_transposed, "context.transpose(1, 2)", fixed_note(n::context_transposed),
                        {N, L, H, dk}, b.context, {H * L * dk, dk, L * dk, 1}, n::context));
-  s.push_back(stage<T>(n::concat, "context_transposed.contiguous().view(N, L, E)", fixed_note(n::concat),
-                       {N, L, E}, b.concat));
+  s.push_back(stage<T>(n::concat, "context_transposed.contiguous().view(N, L, " + q_width + ")",
+                       fixed_note(n::concat), {N, L, Q}, b.concat));
   s.push_back(stage<T>(n::output, "F.linear(concat, out_proj.weight, out_proj.bias)", fixed_note(n::output),
                        {N, L, E}, b.output));
   s.push_back(stage<T>(n::attn_weights_avg, "attn_weights.sum(dim=1) / num_heads",

@@ -27,14 +27,14 @@ bool same_values(const Tensor<double>& a, const Tensor<double>& b, std::int64_t 
 template <class T>
 bool changed_heads(const Dims& d, const Weights<T>& w, const Weights<T>& was, std::vector<char>& heads,
                    bool& q, bool& kv) {
-  const std::int64_t E = d.E, dk = d.d_k, G = d.G, per_kv = d.H / d.G;
+  const std::int64_t Q = d.qdim(), dk = d.d_k, G = d.G, per_kv = d.H / d.G;
   heads.assign(std::size_t(d.H), 0);
   q = kv = false;
   auto kv_head = [&](std::int64_t g) {
     kv = true;
     for (std::int64_t h = g * per_kv; h < (g + 1) * per_kv; ++h) heads[std::size_t(h)] = 1;
   };
-  // Rows of a (rows, cols) weight or a (rows,) bias from `row0`: row r of q (r < E) is head r / d_k,
+  // Rows of a (rows, cols) weight or a (rows,) bias from `row0`: row r of q (r < H·d_k) is head r / d_k,
   // of k then v (G·d_k rows each) key/value head (r mod G·d_k) / d_k.
   auto rows = [&](const Tensor<T>& a, const Tensor<T>& b, std::int64_t row0, bool q_first) {
     if (a.shape != b.shape) return false;
@@ -43,10 +43,10 @@ bool changed_heads(const Dims& d, const Weights<T>& w, const Weights<T>& was, st
     for (std::int64_t r = 0; r < n; ++r) {
       if (same_values(a, b, r * cols, cols)) continue;
       const std::int64_t at = row0 + r;
-      if (q_first && at < E)
+      if (q_first && at < Q)
         heads[std::size_t(at / dk)] = 1, q = true;
       else
-        kv_head((at - (q_first ? E : 0)) % (G * dk) / dk);
+        kv_head((at - (q_first ? Q : 0)) % (G * dk) / dk);
     }
     return true;
   };

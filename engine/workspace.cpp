@@ -44,7 +44,8 @@ Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& w
                             bool rotary) {
   const std::size_t kv = std::size_t(d.G * d.d_k), NL = std::size_t(d.N * d.L),
                     NSp = std::size_t(d.N * d.S_total);
-  const std::size_t E = std::size_t(d.E), scores = std::size_t(d.N * d.H * d.L * d.S_total);
+  const std::size_t E = std::size_t(d.E), Q = std::size_t(d.qdim()),
+                    scores = std::size_t(d.N * d.H * d.L * d.S_total);
   Buffers<T>& b = ws.buffers;
   // A buffer is wanted when any stage it stores is named (a tensor and its views share one). The
   // Eigen path computes through q, k, v, context and concat, so it keeps them whatever was named; it
@@ -62,11 +63,11 @@ Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& w
     else
       slot.reset();
   };
-  fill(b.q, NL * E, {"q", "q_rot", "q_view", "q_heads"}, true);
+  fill(b.q, NL * Q, {"q", "q_rot", "q_view", "q_heads"}, true);
   fill(b.k, NSp * kv, {"k", "k_rot", "k_view", "k_heads"}, true);
   // With RoPE, q and k above are the rotated ones the heads read; these keep the projections.
   if (rotary) {
-    b.q_proj = reuse_or_allocate(b.q_proj, NL * E, ws, rule);
+    b.q_proj = reuse_or_allocate(b.q_proj, NL * Q, ws, rule);
     b.k_proj = reuse_or_allocate(b.k_proj, NSp * kv, ws, rule);
   } else {
     b.q_proj.reset(), b.k_proj.reset();
@@ -76,12 +77,12 @@ Buffers<T>& prepare_buffers(const Dims& d, Backend backend, WorkspaceState<T>& w
   fill(b.scores_scaled, scores, {"scores_scaled"});
   fill(b.scores_masked, scores, {"scores_masked"});
   fill(b.weights, scores, {"attn_weights"});
-  fill(b.context, NL * std::size_t(d.H * d.d_k), {"context", "context_transposed"}, true);
-  fill(b.concat, NL * E, {"concat"}, true);
+  fill(b.context, NL * Q, {"context", "context_transposed"}, true);
+  fill(b.concat, NL * Q, {"concat"}, true);
   b.output = reuse_or_allocate(b.output, NL * E, ws, rule);  // the module's return value: always
   fill(b.weights_avg, NL * std::size_t(d.S_total), {"attn_weights_avg"});
   if (backend == Backend::eigen)
-    b.q_scaled = reuse_or_allocate(b.q_scaled, NL * E, ws, rule);
+    b.q_scaled = reuse_or_allocate(b.q_scaled, NL * Q, ws, rule);
   else
     b.q_scaled.reset();
   b.overview_block = backend == Backend::eigen && overview_block > 0 ? overview_block : 0;

@@ -46,7 +46,7 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
     throw ConfigError("--batch-index", "--batch-index " + std::to_string(n) + " is out of range: q has " +
                                            std::to_string(d.N) + " batch items (0.." +
                                            std::to_string(d.N - 1) + ")");
-  const int H = int(d.H), dk = int(d.d_k), E = int(d.E);
+  const int H = int(d.H), dk = int(d.d_k), E = int(d.qdim());  // E: q's width, H·d_k
   if (E > kMaxColumns)
     throw ConfigError("--figure", "the reshape figure draws every column of q; E = " + std::to_string(E) +
                                       " is more than " + std::to_string(kMaxColumns) + ", too wide to draw");
@@ -239,7 +239,7 @@ ReshapeFigure reshape_figure(const ForwardResult<float>& r, const ReshapeSpec& s
     const Stage<float>& out = need(r, "output");
     float diff = 0;
     for (std::int64_t i = 0; i < d.L; ++i)
-      for (std::int64_t e = 0; e < d.E; ++e) {
+      for (std::int64_t e = 0; e < d.qdim(); ++e) {
         const float a = concat.at({n, i, e}), b = out.at({n, i, e});
         if (std::isfinite(a - b)) diff = std::max(diff, std::fabs(a - b));
       }

@@ -417,6 +417,28 @@ TEST_CASE("buffers past the device's limit fall back to the CPU with the reason"
   CHECK(run(f, Backend::gpu, gpu).backend == Backend::gpu);
 }
 
+TEST_CASE("heads of an explicit width run on the CPU, which says why", "[gpu]") {
+  gpu::GpuBackend* gpu = headless_or_skip();
+  if (!gpu) return;
+  Config c;
+  c.embed_dim = 16, c.num_heads = 4, c.num_kv_heads = 2, c.explicit_head_dim = 8;  // q is 32 wide
+  const SeededCase<float> sc = torch_seeded_case<float>(c, 7, 2, 9, 9);
+  Options o;
+  o.backend = Backend::gpu;
+  o.device = gpu;
+  const ForwardResult<float> r = forward(c, sc.weights, sc.inputs, o);
+  CHECK(r.backend == Backend::eigen);
+  CHECK_THAT(r.fallback_reason, Catch::Contains("head_dim"));
+  o.backend = Backend::reference;
+  o.device = nullptr;
+  CHECK(mismatch(r.output(), forward(c, sc.weights, sc.inputs, o).output(), 1e-6, 1e-5) == "");
+  o.backend = Backend::automatic;
+  o.device = gpu;
+  CHECK_FALSE(gpu->prefers(r.dims, false));
+  // The next forward of the module's own width runs on the GPU again.
+  CHECK(run(load_fixture<float>("teaching"), Backend::gpu, gpu).backend == Backend::gpu);
+}
+
 TEST_CASE("auto picks the CPU on a software renderer, and gpu without a device is an error", "[gpu]") {
   const Fixture<float> f = load_fixture<float>("teaching");
   CHECK_THROWS_WITH(run(f, Backend::gpu, nullptr), Catch::Contains("needs mha_gpu"));

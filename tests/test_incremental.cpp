@@ -24,6 +24,7 @@ struct Edit {
   bool unblock;      // the base has those rows blocked and the edit opens them again
   bool nan_input;    // a NaN in the query
   FullyMasked policy;
+  std::int64_t head_dim = 0;  // Config::explicit_head_dim: heads H·head_dim wide, not E
 };
 
 template <class T>
@@ -33,6 +34,7 @@ void run_edit(const Edit& e) {
   c.embed_dim = e.E;
   c.num_heads = e.H;
   c.num_kv_heads = e.G;
+  c.explicit_head_dim = e.head_dim;
   SeededCase<T> sc = torch_seeded_case<T>(c, 11, e.N, e.L, e.S);
   if (e.nan_input) sc.inputs.query.data[std::size_t(e.E + 3)] = std::numeric_limits<T>::quiet_NaN();
   Options o;
@@ -167,6 +169,8 @@ const Edit kEdits[] = {
     {"NaN in the query", 1, 10, 10, 16, 2, 0, false, false, 1, false, true, nan_},
     {"several blocks and threads", 2, 300, 70, 64, 4, 0, false, false, 1, false, false, nan_},
     {"several blocks, per-head, GQA", 1, 300, 300, 64, 4, 2, true, false, 2, true, false, zero},
+    {"heads wider than E / H (head_dim 32)", 1, 300, 300, 64, 4, 2, true, false, 2, true, false, zero, 32},
+    {"heads narrower than E / H (head_dim 4)", 2, 12, 12, 32, 4, 2, false, false, 1, false, false, nan_, 4},
 };
 
 }  // namespace
@@ -245,6 +249,7 @@ struct WeightEdit {
   const char* tensor;      // state_dict name
   std::int64_t index;      // flat index into it
   std::vector<int> heads;  // the heads it moves
+  std::int64_t head_dim = 0;  // Config::explicit_head_dim
 };
 
 template <class T>
@@ -254,6 +259,7 @@ void run_weight_edit(const WeightEdit& e) {
   c.embed_dim = e.E;
   c.num_heads = e.H;
   c.num_kv_heads = e.G;
+  c.explicit_head_dim = e.head_dim;
   SeededCase<T> sc = torch_seeded_case<T>(c, 3, e.N, e.L, e.L);
   if (e.bias_kv) {  // torch's xavier_normal_ draws are not reproduced: values of our own
     c.add_bias_kv = true;
@@ -316,6 +322,12 @@ const WeightEdit kWeightEdits[] = {
     {"fully masked rows", 2, 9, 16, 4, 0, false, true, false, "in_proj_weight", 2 * 16, {0}},
     {"several blocks and threads", 2, 300, 64, 4, 0, false, true, false, "in_proj_weight", 40 * 64 + 7, {2}},
     {"the stages the app keeps", 1, 300, 64, 4, 0, false, false, true, "in_proj_weight", (64 + 3) * 64, {0}},
+    // head_dim 8 with E 16, H 4, G 2: q rows 0-31 (head r / 8), k rows 32-47, v rows 48-63
+    {"a row of W_q, head_dim", 2, 9, 16, 4, 2, false, false, false, "in_proj_weight", 20 * 16 + 3, {2}, 8},
+    {"a row of W_k, head_dim", 2, 9, 16, 4, 2, false, false, false, "in_proj_weight", 41 * 16 + 1, {2, 3}, 8},
+    {"out_proj, head_dim", 2, 9, 16, 4, 2, false, false, false, "out_proj.weight", 7 * 32 + 30, {}, 8},
+    // head_dim 32 with E 64, H 4, G 2: v rows 192-255, row 232 is key/value head 1
+    {"W_v, blocks", 1, 300, 64, 4, 2, false, true, false, "in_proj_weight", 232 * 64 + 5, {2, 3}, 32},
 };
 
 }  // namespace
@@ -369,6 +381,7 @@ struct InputsEdit {
   std::int64_t N, L, S, E, H, G, kdim, vdim;  // kdim, vdim 0: E (self-attention's one x)
   bool bias_kv, zero_attn;
   int threads;
+  std::int64_t head_dim = 0;  // Config::explicit_head_dim
 };
 
 // forward_inputs_edit from a base result, after changing the given (N·L) query rows, (N·S) key
@@ -384,6 +397,7 @@ void check_inputs_edit(const InputsEdit& e, const std::vector<std::int64_t>& row
   c.kdim = e.kdim;
   c.vdim = e.vdim;
   c.bias = true;
+  c.explicit_head_dim = e.head_dim;
   const bool self = e.kdim == 0 && e.S == e.L;
   SeededCase<T> sc = torch_seeded_case<T>(c, 5, e.N, e.L, e.S);
   c.add_bias_kv = e.bias_kv;
@@ -427,6 +441,7 @@ const InputsEdit kInputsEdits[] = {
     {"grouped keys 64 wide", 1, 130, 130, 256, 4, 1, 0, 0, false, false, 0},
     {"cross-attention, kdim and vdim", 2, 37, 70, 32, 4, 0, 40, 24, false, false, 0},
     {"bias_kv and zero_attn", 2, 61, 61, 32, 2, 0, 0, 0, true, true, 2},
+    {"heads wider than E / H (head_dim 24)", 2, 70, 70, 32, 4, 2, 0, 0, false, false, 2, 24},
 };
 
 }  // namespace

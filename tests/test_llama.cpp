@@ -1,7 +1,8 @@
 // The Llama-family runner against torch (tests/fixtures/llama/, made by tools/gen_llama_fixtures.py):
 // every stage of every layer, RoPE's q and k before and after the rotation included, on the
 // reference loops and the Eigen path, for grouped-query, multi-query, Qwen2 biases, a Mistral
-// sliding window, llama3 and linear rope_scaling, F32, F16 and sharded BF16 checkpoints; the
+// sliding window, llama3 and linear rope_scaling, heads wider than hidden_size / num_attention_heads
+// (an explicit head_dim), F32, F16 and sharded BF16 checkpoints; the
 // recompute from a layer; RoPE in the traced forward; and every refusal of the config reader.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -70,7 +71,7 @@ std::pair<std::string, std::string> load_error(const std::string& folder) {
   return {"", ""};
 }
 
-const char* const kVariants[] = {"gqa", "mqa", "qwen2", "mistral", "llama3"};
+const char* const kVariants[] = {"gqa", "mqa", "qwen2", "mistral", "llama3", "head_dim"};
 
 }  // namespace
 
@@ -169,8 +170,10 @@ TEST_CASE("Mistral's sliding window is the mask the layers use", "[llama]") {
 }
 
 TEST_CASE("A Llama recompute from a layer equals a full forward", "[llama]") {
-  const LlamaModel m = load_llama(model_dir("gqa")).model;
-  const std::vector<std::int32_t> ids = fixture_ids("gqa");
+  const char* variant = GENERATE("gqa", "head_dim");
+  INFO(variant);
+  const LlamaModel m = load_llama(model_dir(variant)).model;
+  const std::vector<std::int32_t> ids = fixture_ids(variant);
   LlamaRun run = llama_forward(m, ids);
   // Layer 1 with key 2 blocked everywhere: the recompute keeps layer 0 and redoes the rest.
   LlamaOptions o;
@@ -294,10 +297,8 @@ TEST_CASE("Llama config reader refuses malformed or unsupported fields, naming t
       {"mistral", [](nlohmann::json& j) { j["sliding_window"] = 0; }, "sliding_window"},
       {"qwen2", [](nlohmann::json& j) { j["use_sliding_window"] = true; }, "use_sliding_window"},
       {"gqa", [](nlohmann::json& j) { j["head_dim"] = 5; }, "head_dim"},
-      // An explicit head_dim other than hidden_size / num_attention_heads: the traced attention's
-      // heads split hidden_size, so it is refused by name (tests/fixtures/llama/head_dim holds torch's
-      // stages for when it is not).
-      {"head_dim", [](nlohmann::json&) {}, "head_dim"},
+      // head_dim 6 with 4 heads: q_proj must be (24, 16), the file's is (32, 16).
+      {"head_dim", [](nlohmann::json& j) { j["head_dim"] = 6; }, "model.layers.0.self_attn.q_proj.weight"},
   };
   for (const Case& k : cases) {
     const auto [argument, message] = load_error(with_config(k.variant, k.edit));
@@ -392,10 +393,11 @@ TEST_CASE("llama: load_model opens each family through one interface", "[llama][
 }
 
 TEST_CASE("llama: knocking a head out equals zeroing its o_proj columns", "[llama][knockout]") {
-  const std::vector<std::int32_t> ids = fixture_ids("gqa");
+  const char* variant = GENERATE("gqa", "head_dim");  // o_proj (C, C), and (C, H·head_dim) wider
+  const std::vector<std::int32_t> ids = fixture_ids(variant);
   for (const Backend backend : {Backend::reference, Backend::eigen}) {
-    INFO("backend " << (backend == Backend::reference ? "reference" : "eigen"));
-    const LlamaModel m = load_llama(model_dir("gqa")).model;
+    INFO(variant << " on backend " << (backend == Backend::reference ? "reference" : "eigen"));
+    const LlamaModel m = load_llama(model_dir(variant)).model;
     LlamaOptions o;
     o.backend = backend;
     o.knockouts = {{0, 1}};
@@ -404,8 +406,9 @@ TEST_CASE("llama: knocking a head out equals zeroing its o_proj columns", "[llam
     LlamaModel cut = m;
     Weights<float>& w = cut.weights.layers[0].attn;
     const std::int64_t C = m.config.hidden_size, dk = m.config.head_size();
+    const std::int64_t Q = m.config.num_attention_heads * dk;  // o_proj's input width
     for (std::int64_t i = 0; i < C; ++i)
-      for (std::int64_t c = dk; c < 2 * dk; ++c) w.out_proj_weight.data[std::size_t(i * C + c)] = 0;
+      for (std::int64_t c = dk; c < 2 * dk; ++c) w.out_proj_weight.data[std::size_t(i * Q + c)] = 0;
     LlamaOptions plain;
     plain.backend = backend;
     const LlamaRun zeroed = llama_forward(cut, ids, plain);

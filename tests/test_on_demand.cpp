@@ -111,6 +111,7 @@ struct Case {
   std::int64_t N, L, S, E, H, G;
   bool bias_kv, zero_attn, padding;
   FullyMasked policy;
+  std::int64_t head_dim = 0;  // Config::explicit_head_dim
 };
 
 template <class T>
@@ -121,6 +122,7 @@ void run_case(const Case& k) {
   c.num_heads = k.H;
   c.num_kv_heads = k.G;
   c.add_zero_attn = k.zero_attn;
+  c.explicit_head_dim = k.head_dim;
   SeededCase<T> sc = torch_seeded_case<T>(c, 5, k.N, k.L, k.S);
   if (k.bias_kv) {  // torch's xavier_normal_ draws are not reproduced: values of our own
     c.add_bias_kv = true;
@@ -184,6 +186,7 @@ TEST_CASE("trace on demand across row blocks: masks, padding, GQA, bias_kv, zero
       {"self, causal, padding", 2, 300, 300, 32, 4, 4, false, false, true, FullyMasked::nan},
       {"cross, GQA, bias_kv, zero_attn", 1, 200, 137, 48, 6, 2, true, true, false, FullyMasked::zero},
       {"one block", 1, 9, 9, 16, 2, 2, false, false, true, FullyMasked::zero},
+      {"heads wider than E / H", 1, 200, 200, 32, 4, 2, false, false, true, FullyMasked::nan, 16},
   };
   for (const Case& k : cases) {
     run_case<float>(k);

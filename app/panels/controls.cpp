@@ -369,7 +369,11 @@ void ControlsPanel::draw(AppState& state) {
   size_field(state, "num_kv_heads", "G kv heads", s.num_kv_heads,
              "grouped-query attention: G key/value heads (0 = H, 1 = MQA)", 0);
   inline_error(state, "num_kv_heads");
-  if (s.num_heads > 0 && s.embed_dim % s.num_heads == 0)
+  const Dims* shown = model && state.result.forward ? &state.result.forward->dims : nullptr;
+  if (shown && shown->qdim() != shown->E)  // the model's heads have their own width (head_dim)
+    ImGui::TextDisabled("d_k = %lld (the model's head_dim; H·d_k = %lld)", (long long)shown->d_k,
+                        (long long)shown->qdim());
+  else if (s.num_heads > 0 && s.embed_dim % s.num_heads == 0)
     ImGui::TextDisabled("d_k = %lld / %lld = %lld", (long long)s.embed_dim, (long long)s.num_heads,
                         (long long)(s.embed_dim / s.num_heads));
   inline_error(state, "sizes");

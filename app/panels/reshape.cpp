@@ -111,7 +111,7 @@ struct WrongRun {
 void compute_wrong(const F& f, WrongRun& w) {
   const Dims& d = f.dims;
   const Trace<float>& t = f.trace;
-  const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.E, H = d.H, dk = d.d_k;
+  const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.qdim(), H = d.H, dk = d.d_k;
   w.computed = double(N) * double(H) * double(L) * double(Sp) * double(dk) <= kWrongWorkLimit;
   w.concat.clear();
   w.diff.clear();
@@ -150,7 +150,8 @@ const WrongRun& wrong_run(WrongRun& run, const Result& r) {
 
 // Sizes in cells and pixels. A cell is identified by its place in q: token i, head h, column c < d_k.
 struct Grid {
-  std::int64_t L = 0, E = 0, H = 0, dk = 0;
+  std::int64_t L = 0, E = 0, H = 0, dk = 0;  // E: q's width H·d_k
+  bool wide = false;                         // that width is not the model's E (its head_dim)
   int rows = 0, heads = 0, cols = 0;  // shown: token rows, heads, columns per head
   int bcols = 1, brows = 1;           // blocks layout: heads arranged bcols × brows
   float cw = 0, ch = 0;               // cell width and height: E columns squeeze the width before the height
@@ -182,7 +183,8 @@ struct Grid {
 Grid fit_grid(const Dims& d, const std::vector<std::string>& tokens, ImVec2 avail) {
   Grid g;
   g.L = d.L;
-  g.E = d.E;
+  g.E = d.qdim();  // q's width H·d_k: the model's E unless its config gives head_dim
+  g.wide = d.qdim() != d.E;
   g.H = d.H;
   g.dk = d.d_k;
   g.rows = int(std::min<std::int64_t>(d.L, kMaxRows));
@@ -258,7 +260,7 @@ struct Values {
     if (!s.wrong) return at4(context, n, h, i, c);
     const WrongRun& w = wrong_run(no_transpose, result);  // also while animating away from mistake 1
     if (!w.computed) return std::numeric_limits<float>::quiet_NaN();
-    return w.concat[std::size_t((n * d.L + i) * d.E + e)];
+    return w.concat[std::size_t((n * d.L + i) * d.qdim() + e)];
   }
 };
 
@@ -421,7 +423,9 @@ Hover draw_memory(const Grid& g, const StepView& s, const Values& vals, const ch
   const float avail_w = ImGui::GetContentRegionAvail().x;
   const float slot = std::max(font * 0.75f, std::min(font * 1.6f, avail_w / float(total)));
   const bool scrolls = float(total) * slot > avail_w;
-  const char* lines = !s.wrong && (s.step == 3 || s.step == 4) ? "head (L·d_k values)" : "token (E values)";
+  const char* lines = !s.wrong && (s.step == 3 || s.step == 4) ? "head (L·d_k values)"
+                      : g.wide                                 ? "token (H·d_k values)"
+                                                               : "token (E values)";
   ImGui::PushTextWrapPos(0);
   ImGui::Text("Memory of %s, batch item %d, in storage order: all %lld values, a line every %s%s.",
               storage_name, n, (long long)total, lines, scrolls ? "; scroll sideways for the rest" : "");
@@ -496,7 +500,7 @@ void draw_step_facts(const F& f, const StepView& s) {
     shape = stage.shape;
     strides = stage.strides;
   } else {
-    shape = s.step == kLastStep ? Shape{d.N, d.L, d.E} : Shape{d.N, d.H, d.L, d.d_k};
+    shape = s.step == kLastStep ? Shape{d.N, d.L, d.qdim()} : Shape{d.N, d.H, d.L, d.d_k};
     strides = contiguous_strides(shape);
   }
   const bool contiguous = mha::is_contiguous(shape, strides);
@@ -530,7 +534,8 @@ std::string strides_of(const F& f, const char* stage) {
 // One line on why the step costs what it costs.
 std::string step_reason(const F& f, const StepView& s) {
   const Dims& d = f.dims;
-  const std::string values = std::to_string(d.N * d.L * d.E);
+  const std::string values = std::to_string(d.N * d.L * d.qdim());
+  const std::string width = d.qdim() == d.E ? "E" : "H·d_k";  // the heads side by side
   if (s.wrong) {
     switch (s.step) {
       case 0: return "One row per token; head h should own columns h·d_k to (h+1)·d_k-1 (the colours).";
@@ -552,6 +557,11 @@ std::string step_reason(const F& f, const StepView& s) {
   }
   switch (s.step) {
     case 0:
+      if (d.qdim() != d.E)  // q_proj widens (or narrows) E to H·d_k: the model's head_dim
+        return "One row per token, H·d_k = " + std::to_string(d.qdim()) + " features (the model's head_dim " +
+               std::to_string(d.d_k) + " makes q " + (d.qdim() > d.E ? "wider" : "narrower") +
+               " than E = " + std::to_string(d.E) +
+               "); head h will own columns h·d_k to (h+1)·d_k-1 (the colours).";
       return "One row per token, E = H·d_k features; head h will own columns h·d_k to (h+1)·d_k-1 (the "
              "colours).";
     case 1:
@@ -566,10 +576,12 @@ std::string step_reason(const F& f, const StepView& s) {
     case 4:
       return "Free again, strides " + strides_of(f, "context") + " -> " +
              strides_of(f, "context_transposed") +
-             ", but memory is still head-major, so this is not contiguous and .view(N, L, E) would fail.";
+             ", but memory is still head-major, so this is not contiguous and .view(N, L, " + width +
+             ") would fail.";
     default:
       return ".contiguous() copies the " + values + " values into token-major order (" +
-             bytes_str(double(d.N * d.L * d.E) * sizeof(float)) + "); then .view() merges (H, d_k) into E.";
+             bytes_str(double(d.N * d.L * d.qdim()) * sizeof(float)) +
+             "); then .view() merges (H, d_k) into " + width + ".";
   }
 }
 
@@ -642,17 +654,17 @@ void draw_mistake_no_transpose(WrongRun& no_transpose, AppState& state, Textures
   Heatmap a = base_map("reshape/right", v, &state.query_tokens(), run.range, values);
   a.values = right.storage->data() + right.offset + std::int64_t(n) * right.strides[0];
   a.rows = int(d.L);
-  a.cols = int(d.E);
+  a.cols = int(d.qdim());
   a.row_stride = right.strides[1];
   a.col_stride = right.strides[2];
   Heatmap b = a;
   b.id = "reshape/wrong";
-  b.values = run.concat.data() + std::size_t(n * d.L * d.E);
-  b.row_stride = d.E;
+  b.values = run.concat.data() + std::size_t(n * d.L * d.qdim());
+  b.row_stride = d.qdim();
   b.col_stride = 1;
   Heatmap c = b;
   c.id = "reshape/diff";
-  c.values = run.diff.data() + std::size_t(n * d.L * d.E);
+  c.values = run.diff.data() + std::size_t(n * d.L * d.qdim());
   c.vmin = -run.diff_range;
   c.vmax = run.diff_range;
   draw_maps(tex, {{"right concat", a}, {"without transpose", b}, {"wrong - right", c}});
@@ -688,7 +700,7 @@ void draw_mistake_view_remedy(const F& f) {
   ImGui::TextWrapped(
       ".contiguous() copies the N·L·E = %lld values (%s) into token-major order; .reshape() does the "
       "same copy for you when it has to. The transposes themselves never copy.",
-      (long long)(d.N * d.L * d.E), bytes_str(double(d.N * d.L * d.E) * sizeof(float)).c_str());
+      (long long)(d.N * d.L * d.qdim()), bytes_str(double(d.N * d.L * d.qdim()) * sizeof(float)).c_str());
 }
 
 // Mistake 3's largest difference and colour range, recomputed only for a new result.
@@ -705,7 +717,7 @@ void draw_mistake_no_out_proj(OutProjCache& cache, AppState& state, Textures& te
     cache = {state.result.forward, 0, 1e-6f};
     for (std::int64_t b = 0; b < d.N; ++b)
       for (std::int64_t i = 0; i < d.L; ++i)
-        for (std::int64_t e = 0; e < d.E; ++e) {
+        for (std::int64_t e = 0; e < d.qdim(); ++e) {
           const float x = at3(concat, b, i, e), y = at3(out, b, i, e);
           if (std::isfinite(x - y)) cache.max_diff = std::max(cache.max_diff, std::fabs(x - y));
           if (std::isfinite(x)) cache.range = std::max(cache.range, std::fabs(x));
@@ -724,7 +736,7 @@ void draw_mistake_no_out_proj(OutProjCache& cache, AppState& state, Textures& te
                           state.scenario().view.show_values);
     hm.values = s->storage->data() + s->offset + std::int64_t(n) * s->strides[0];
     hm.rows = int(d.L);
-    hm.cols = int(d.E);
+    hm.cols = int(d.qdim());
     hm.row_stride = s->strides[1];
     hm.col_stride = s->strides[2];
     maps.emplace_back(s == &concat ? "concat (returned)" : "output = out_proj(concat)", hm);
@@ -893,6 +905,10 @@ void ReshapePanel::draw(AppState& state, Textures& tex) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.4f, 1));
     ImGui::TextUnformatted("context.transpose(1, 2).view(N, L, E)  ->  RuntimeError");
     ImGui::PopStyleColor();
+  } else if (f.dims.qdim() != f.dims.E) {  // the heads side by side are H·d_k wide, not E
+    std::string code = st.code;
+    if (const std::size_t at = code.rfind(", E)"); at != std::string::npos) code.replace(at, 4, ", H * d_k)");
+    ImGui::TextUnformatted(code.c_str());
   } else {
     ImGui::TextUnformatted(st.code);
   }

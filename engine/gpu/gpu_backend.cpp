@@ -86,7 +86,8 @@ void GpuBackend::release_buffers() {
 }
 
 bool GpuBackend::prefers(const Dims& d, bool full_trace) {
-  if (full_trace || calibrating_ || !available() || forward_multiply_adds(d) < kAutoMinMultiplyAdds)
+  if (full_trace || calibrating_ || !available() || d.qdim() != d.E ||
+      forward_multiply_adds(d) < kAutoMinMultiplyAdds)
     return false;
   if (renderer_.empty()) {
     Release release{release_};
@@ -408,6 +409,10 @@ void GpuBackend::forward(const detail::Problem<float>& p, detail::Buffers<float>
   glGetError();  // start from a clean error state: earlier errors are not ours
   const Dims& d = p.d;
   const std::int64_t N = d.N, L = d.L, Sp = d.S_total, E = d.E, H = d.H, G = d.G, dk = d.d_k;
+  // The shaders take q and the heads side by side at the model's width E.
+  if (d.qdim() != E)
+    throw DeviceError("gpu", "heads of an explicit width (num_heads·head_dim = " + std::to_string(d.qdim()) +
+                                 ", not embed_dim " + std::to_string(E) + ") run on the CPU");
   if (L > kMaxGroups || N * H > kMaxGroups || groups(Sp, sizes_.product_tile) > kMaxGroups)
     throw DeviceError(
         "gpu", "L, N·num_heads and S'/MM_TILE must stay within 65535 work-groups (L=" + std::to_string(L) +

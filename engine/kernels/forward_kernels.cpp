@@ -390,8 +390,9 @@ void plan_packing(Args<T>& a) {
   a.k_group = up(a.Sp, a.k_panel) * a.dk;
   a.v_group = up(a.dk, a.v_panel) * a.Sp;
   a.out_few_rows = a.N * a.L <= kFewOutRows;
-  // W_oᵀ; with few rows, the concat rows' panels and outputᵀ (E, rows) beside them
-  a.o_size = a.out_few_rows ? 2 * up(a.N * a.L, a.o_panel) * a.E : up(a.E, a.o_panel) * a.E;
+  // W_oᵀ (H·d_k, E); with few rows, the concat rows' panels (H·d_k, rows) and outputᵀ (E, rows)
+  const std::int64_t Q = a.H * a.dk;
+  a.o_size = a.out_few_rows ? up(a.N * a.L, a.o_panel) * (Q + a.E) : up(a.E, a.o_panel) * Q;
   a.ld = up(a.Sp, 64 / std::int64_t(sizeof(T)));
 }
 
@@ -432,21 +433,21 @@ void pack_group(const Args<T>& a, std::int64_t n, std::int64_t g, bool keys, boo
 }
 
 template <class T>
-void pack_out(const Args<T>& a) {  // W_oᵀ (E, E): W_o is torch's (out, in)
+void pack_out(const Args<T>& a) {  // W_oᵀ (H·d_k, E): W_o is torch's (out, in)
   if (a.out_few_rows) return;      // out_projection packs the concat rows instead
-  const std::int64_t E = a.E;
+  const std::int64_t Q = a.H * a.dk;
   const T* w = a.w_o;
-  pack_panels(a.w_o_packed, E, E, a.o_panel, [&](std::int64_t r, std::int64_t c) { return w[c * E + r]; });
+  pack_panels(a.w_o_packed, Q, a.E, a.o_panel, [&](std::int64_t r, std::int64_t c) { return w[c * Q + r]; });
 }
 
 template <class T>
 void in_projection(const Args<T>& a, int t) {
-  const std::int64_t N = a.N, L = a.L, S = a.S, E = a.E, threads = a.threads;
+  const std::int64_t N = a.N, L = a.L, S = a.S, E = a.E, Q = a.H * a.dk, threads = a.threads;
   const T scale = a.score_divisor > 0 ? T(a.score_divisor) : std::sqrt(T(a.dk));
   const bool as_torch = a.as_torch;
   const std::int64_t q0 = N * L * t / threads, q1 = N * L * (t + 1) / threads;
-  linear(a.query + q0 * E, q1 - q0, E, a.w_q, a.b_q, E, a.q + q0 * E, E, as_torch);
-  Map<T>(a.q_scaled + q0 * E, q1 - q0, E).array() = Map<T>(a.q + q0 * E, q1 - q0, E).array() / scale;
+  linear(a.query + q0 * E, q1 - q0, E, a.w_q, a.b_q, Q, a.q + q0 * Q, Q, as_torch);
+  Map<T>(a.q_scaled + q0 * Q, q1 - q0, Q).array() = Map<T>(a.q + q0 * Q, q1 - q0, Q).array() / scale;
   const std::int64_t k0 = N * S * t / threads, k1 = N * S * (t + 1) / threads;
   linear_batched_rows(a.key, k0, k1, S, a.Sp, a.kdim, a.w_k, a.b_k, a.kv, a.k, as_torch);
   linear_batched_rows(a.value, k0, k1, S, a.Sp, a.vdim, a.w_v, a.b_v, a.kv, a.v, as_torch);
@@ -487,14 +488,14 @@ void flagged_groups(std::int64_t s0, std::int64_t s1, const Flag& flag, const F&
 
 template <class T>
 void in_projection_rows(const Args<T>& a, int t, const char* q_rows, const char* k_rows, const char* v_rows) {
-  const std::int64_t N = a.N, L = a.L, S = a.S, Sp = a.Sp, E = a.E, threads = a.threads;
+  const std::int64_t N = a.N, L = a.L, S = a.S, Sp = a.Sp, E = a.E, Q = a.H * a.dk, threads = a.threads;
   const bool as_torch = a.as_torch;  // then a row's digits are its own whatever the groups
   const std::int64_t q0 = N * L * t / threads, q1 = N * L * (t + 1) / threads;
   if (q_rows)
     flagged_groups(
         q0, q1, [&](std::int64_t r) { return q_rows[r] != 0; },
         [&](std::int64_t r0, std::int64_t r1) {
-          linear(a.query + r0 * E, r1 - r0, E, a.w_q, a.b_q, E, a.q + r0 * E, E, as_torch);
+          linear(a.query + r0 * E, r1 - r0, E, a.w_q, a.b_q, Q, a.q + r0 * Q, Q, as_torch);
         });
   // Keys and values: the per-batch pieces linear_batched_rows projects, each its own product.
   const std::int64_t k0 = N * S * t / threads, k1 = N * S * (t + 1) / threads;
@@ -565,7 +566,7 @@ void overview_row(const Args<T>& a, std::int64_t n, std::int64_t h, std::int64_t
 // computed only as far as a later stage needs it, and not written.
 template <class T>
 void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1, Tally* tally) {
-  const std::int64_t L = a.L, Sp = a.Sp, E = a.E, dk = a.dk, kv = a.kv, block = a.block;
+  const std::int64_t L = a.L, Sp = a.Sp, Q = a.H * a.dk, dk = a.dk, kv = a.kv, block = a.block;
   const T scale = a.score_divisor > 0 ? T(a.score_divisor) : std::sqrt(T(dk));
   const T neg_inf = -std::numeric_limits<T>::infinity();
   // Softmax arguments below this are left to std::exp (see the loop): well above where Eigen's exp clamps.
@@ -616,7 +617,7 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
     StridedMap<T> avg(avg_block, rows, width, Eigen::OuterStride<>(ld));
     for (std::int64_t h = a.head_begin; h < a.head_end; ++h) {
       const std::int64_t g = h / a.heads_per_kv;
-      const T* Qs = a.q_scaled + (n * L + i0 - a.q_row0) * E + h * dk;  // (rows, d_k), row stride E
+      const T* Qs = a.q_scaled + (n * L + i0 - a.q_row0) * Q + h * dk;  // (rows, d_k), row stride H·d_k
       // Row i0 of (n, h) in the (N, H, L, S') outputs.
       const std::int64_t off = n * a.out_n_stride + h * a.out_h_stride + (i0 - a.out_row0) * Sp;
       // Row i0 of the mask's broadcast (n, h) plane, and its step per query row (0 when shared).
@@ -650,13 +651,13 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
         for (std::int64_t i = 0; i < rows; ++i)
           for (std::int64_t j = 0; j < cols; ++j) {
             T acc = 0;
-            for (std::int64_t c = 0; c < dk; ++c) acc = plain_madd(acc, Qs[i * E + c], k[j * kv + c]);
+            for (std::int64_t c = 0; c < dk; ++c) acc = plain_madd(acc, Qs[i * Q + c], k[j * kv + c]);
             sc_block[i * ld + j] = acc;
           }
       } else if (rows == 1)
         row_product_transposed(Qs, dk, k, kv, sc_block, cols);
       else
-        product<T, kTileVecs>(Qs, E, a.k_packed + (n * G + g) * a.k_group, dk, sc_block, ld, rows, cols);
+        product<T, kTileVecs>(Qs, Q, a.k_packed + (n * G + g) * a.k_group, dk, sc_block, ld, rows, cols);
       if (a.timing) mine.scores += ms_since(t);
 
       for (std::int64_t i = 0; i < rows; ++i) {
@@ -754,7 +755,7 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
         if (a.context) Map<T>(a.context + ((n * a.H + h) * L + i0) * dk, rows, dk) = context;
         // concat[n, i, h·d_k + c] = context[n, h, i, c]: transpose(1, 2).contiguous().view
         if (a.concat)
-          StridedMap<T>(a.concat + (n * L + i0) * E + h * dk, rows, dk, Eigen::OuterStride<>(E)) = context;
+          StridedMap<T>(a.concat + (n * L + i0) * Q + h * dk, rows, dk, Eigen::OuterStride<>(Q)) = context;
         if (a.timing) mine.context += ms_since(t);
       }
     }
@@ -789,23 +790,23 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
 // Rows [r0, r1) of output = concat·W_oᵀ + b_o, each row's digits whatever rows come with it.
 template <class T>
 void out_projection(const Args<T>& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t E = a.E;
+  const std::int64_t E = a.E, Q = a.H * a.dk;  // concat (rows, H·d_k) · W_oᵀ (H·d_k, E)
   T* y = a.output + r0 * E;
   const std::int64_t rows = r1 - r0;
   if (a.as_torch) {  // F.linear at the notebook's sizes: see linear
-    linear(a.concat + r0 * E, rows, E, a.w_o, static_cast<const T*>(nullptr), E, y, E, true);
+    linear(a.concat + r0 * Q, rows, Q, a.w_o, static_cast<const T*>(nullptr), E, y, E, true);
   } else if (rows == 1) {  // W_o as torch stores it, (out, in): no packing for one row
-    row_product_transposed(a.concat + r0 * E, E, a.w_o, E, y, E);
+    row_product_transposed(a.concat + r0 * Q, Q, a.w_o, Q, y, E);
   } else if (a.out_few_rows) {  // outputᵀ (E, rows) = W_o·concatᵀ, then transposed into place
-    const T* x = a.concat + r0 * E;
-    T* panels = a.w_o_packed;
-    T* yt = panels + a.o_size / 2;
-    pack_panels(panels, E, rows, a.o_panel, [&](std::int64_t e, std::int64_t i) { return x[i * E + e]; });
-    product<T, kTileVecs>(a.w_o, E, panels, E, yt, rows, E, rows);
+    const T* x = a.concat + r0 * Q;
+    T* panels = a.w_o_packed;  // concatᵀ's panels (H·d_k, rows), then outputᵀ (plan_packing)
+    T* yt = panels + (a.N * a.L + a.o_panel - 1) / a.o_panel * a.o_panel * Q;
+    pack_panels(panels, Q, rows, a.o_panel, [&](std::int64_t e, std::int64_t i) { return x[i * Q + e]; });
+    product<T, kTileVecs>(a.w_o, Q, panels, Q, yt, rows, E, rows);
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t o = 0; o < E; ++o) y[i * E + o] = yt[o * rows + i];
   } else {
-    product<T, kTileVecs>(a.concat + r0 * E, E, a.w_o_packed, E, y, E, rows, E);
+    product<T, kTileVecs>(a.concat + r0 * Q, Q, a.w_o_packed, Q, y, E, rows, E);
   }
   if (a.b_o)
     for (std::int64_t r = 0; r < r1 - r0; ++r)

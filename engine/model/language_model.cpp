@@ -124,7 +124,8 @@ const Stage<float>& layer_attention(const LanguageModel& m, std::int64_t l, Inpu
 
 void knock_out_heads(const Config& attn, const Weights<float>& w, std::int64_t l, const ModelOptions& o,
                      ForwardResult<float>& r) {
-  const std::int64_t H = attn.num_heads, C = attn.embed_dim, dk = C / H, T = r.dims.L;
+  // Q = H·d_k, the heads side by side: C unless the model gives head_dim.
+  const std::int64_t H = attn.num_heads, C = attn.embed_dim, dk = attn.head_dim(), Q = H * dk, T = r.dims.L;
   std::vector<char> knocked(std::size_t(H), 0);
   for (const HeadRef& h : o.knockouts)
     if (h.layer == l) knocked[std::size_t(h.head)] = 1;
@@ -146,12 +147,12 @@ void knock_out_heads(const Config& attn, const Weights<float>& w, std::int64_t l
       for (std::int64_t t = 0; t < T; ++t) z[t * dk + j] = float(mean);
     }
   }
-  // concat (1, T, C): context_transposed.contiguous().view(1, T, C)
-  auto concat = std::make_shared<std::vector<float>>(std::size_t(T * C));
+  // concat (1, T, Q): context_transposed.contiguous().view(1, T, Q)
+  auto concat = std::make_shared<std::vector<float>>(std::size_t(T * Q));
   for (std::int64_t h = 0; h < H; ++h)
     for (std::int64_t t = 0; t < T; ++t)
-      std::copy_n(context->data() + (h * T + t) * dk, dk, concat->data() + t * C + h * dk);
-  // output (1, T, C) = concat · out_proj.weightᵀ + out_proj.bias, weight (C, C) as torch holds it;
+      std::copy_n(context->data() + (h * T + t) * dk, dk, concat->data() + t * Q + h * dk);
+  // output (1, T, C) = concat · out_proj.weightᵀ + out_proj.bias, weight (C, Q) as torch holds it;
   // a model without an out_proj bias (Llama) has none to add.
   auto output = std::make_shared<std::vector<float>>(std::size_t(T * C));
   const bool bias = !w.out_proj_bias.empty();
@@ -159,13 +160,13 @@ void knock_out_heads(const Config& attn, const Weights<float>& w, std::int64_t l
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t i = 0; i < C; ++i) {
         double acc = bias ? w.out_proj_bias.data[std::size_t(i)] : 0.0;
-        for (std::int64_t k = 0; k < C; ++k)
-          acc += double((*concat)[std::size_t(t * C + k)]) * w.out_proj_weight.data[std::size_t(i * C + k)];
+        for (std::int64_t k = 0; k < Q; ++k)
+          acc += double((*concat)[std::size_t(t * Q + k)]) * w.out_proj_weight.data[std::size_t(i * Q + k)];
         (*output)[std::size_t(t * C + i)] = float(acc);
       }
   } else {
     using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    Eigen::Map<const RowMajor> x(concat->data(), T, C), W(w.out_proj_weight.ptr(), C, C);
+    Eigen::Map<const RowMajor> x(concat->data(), T, Q), W(w.out_proj_weight.ptr(), C, Q);
     Eigen::Map<RowMajor> y(output->data(), T, C);
     y.noalias() = x * W.transpose();
     if (bias) y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(w.out_proj_bias.ptr(), C);

@@ -134,15 +134,6 @@ void validate(const LlamaConfig& c) {
                                                  " is not divisible by num_attention_heads = " +
                                                  std::to_string(c.num_attention_heads) +
                                                  " (and no head_dim is given)");
-  // The traced attention's heads split its embedding: H · head_dim must be hidden_size.
-  if (c.head_dim > 0 && c.head_dim * c.num_attention_heads != c.hidden_size)
-    throw ConfigError("head_dim",
-                      "head_dim = " + std::to_string(c.head_dim) +
-                          " with num_attention_heads = " + std::to_string(c.num_attention_heads) + " gives " +
-                          std::to_string(c.head_dim * c.num_attention_heads) +
-                          " attention columns, not hidden_size = " + std::to_string(c.hidden_size) +
-                          ": the engine's attention does not run heads narrower or wider than "
-                          "hidden_size / num_attention_heads yet");
   if (c.head_size() % 2 != 0)
     throw ConfigError("head_dim", "RoPE rotates the halves of each head: head_dim = " +
                                       std::to_string(c.head_size()) + " is odd");
@@ -173,6 +164,7 @@ Config attention_config(const LlamaConfig& c) {
   a.embed_dim = c.hidden_size;
   a.num_heads = c.num_attention_heads;
   a.num_kv_heads = c.kv_heads();
+  a.explicit_head_dim = c.head_dim;  // q_proj (H·head_dim, hidden), o_proj (hidden, H·head_dim)
   a.bias = c.qkv_bias() || c.o_bias();
   a.batch_first = true;
   return a;
@@ -318,10 +310,10 @@ void LlamaModel::logits_at(const ModelRun& run, std::int64_t position, std::vect
 double LlamaModel::forward_flops(std::int64_t T) const {
   const LlamaConfig& c = config;
   const double t = double(T), C = double(c.hidden_size), I = double(c.intermediate_size);
-  const double kv = double(c.kv_heads() * c.head_size());
-  const double per_layer = 2 * t * C * (C + 2 * kv)  // q_proj, k_proj, v_proj (K and V once per group)
-                           + 2 * 2 * t * t * C       // q·kᵀ and weights·v, every query head
-                           + 2 * t * C * C           // o_proj
+  const double kv = double(c.kv_heads() * c.head_size()), Q = double(c.num_attention_heads * c.head_size());
+  const double per_layer = 2 * t * C * (Q + 2 * kv)  // q_proj, k_proj, v_proj (K and V once per group)
+                           + 2 * 2 * t * t * Q       // q·kᵀ and weights·v, every query head
+                           + 2 * t * Q * C           // o_proj
                            + 3 * 2 * t * C * I;      // gate_proj, up_proj, down_proj
   return double(c.num_hidden_layers) * per_layer + 2 * C * double(c.vocab_size);
 }
@@ -345,7 +337,7 @@ void validate(const LlamaModel& m) {
   const LlamaConfig& c = m.config;
   validate(c);
   const std::int64_t C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
-  const std::int64_t kv = c.kv_heads() * c.head_size();
+  const std::int64_t kv = c.kv_heads() * c.head_size(), Q = c.num_attention_heads * c.head_size();
   const LlamaWeights& w = m.weights;
   expect(w.embed_tokens, {V, C}, "model.embed_tokens.weight");
   if (std::int64_t(w.layers.size()) != c.num_hidden_layers)
@@ -356,9 +348,9 @@ void validate(const LlamaModel& m) {
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LlamaLayer& b = w.layers[std::size_t(l)];
     expect(b.input_layernorm, {C}, layer_name(l, "input_layernorm.weight"));
-    expect(b.attn.in_proj_weight, {C + 2 * kv, C}, layer_name(l, "self_attn.{q,k,v}_proj.weight (stacked)"));
-    expect(b.attn.out_proj_weight, {C, C}, layer_name(l, "self_attn.o_proj.weight"));
-    expect(b.attn.in_proj_bias, bias ? Shape{C + 2 * kv} : Shape{},
+    expect(b.attn.in_proj_weight, {Q + 2 * kv, C}, layer_name(l, "self_attn.{q,k,v}_proj.weight (stacked)"));
+    expect(b.attn.out_proj_weight, {C, Q}, layer_name(l, "self_attn.o_proj.weight"));
+    expect(b.attn.in_proj_bias, bias ? Shape{Q + 2 * kv} : Shape{},
            layer_name(l, "self_attn.{q,k,v}_proj.bias"));
     expect(b.attn.out_proj_bias, bias ? Shape{C} : Shape{}, layer_name(l, "self_attn.o_proj.bias"));
     expect(b.post_attention_layernorm, {C}, layer_name(l, "post_attention_layernorm.weight"));

@@ -579,7 +579,9 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
     const PipelineInfo& p = pipeline_info(env.panels);
     r["pipeline_layout"] = {
         {"view", {p.view.x, p.view.y, p.view.z, p.view.w}},
-        {"export", {p.export_button.x, p.export_button.y, p.export_button.z, p.export_button.w}}};
+        {"export", {p.export_button.x, p.export_button.y, p.export_button.z, p.export_button.w}},
+        {"label_px", p.label_px},
+        {"graph_view", {p.graph_view.x, p.graph_view.y, p.graph_view.z, p.graph_view.w}}};
   }
   if (win.tab == ViewTab::heads) {  // the Heads view's grid as the last frame drew it, in pixels
     const HeadsInfo& h = heads_info(env.panels);

@@ -281,7 +281,7 @@ float fit_zoom(const std::vector<Box>& boxes, const Dims& d, float width, float 
   const float scale = window->FontWindowScale;
   const float floor = std::min(1.0f, kGraphFloorPx / ImGui::GetFontSize());
   float zoom = 1;
-  for (; zoom > floor; zoom -= 0.05f) {
+  for (int step = 1; zoom > floor; zoom = 1 - 0.05f * float(step++)) {  // no drift from repeated sums
     ImGui::SetWindowFontScale(scale * zoom);
     const Graph g = layout_graph(boxes, d, width, ImVec2(0, 0), wrap);
     if (g.height <= height && (!wrap || g.width <= width)) break;
@@ -387,6 +387,7 @@ void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, floa
     const bool hovered = ImGui::IsItemHovered();
     ImGui::PopID();
     const bool selected = s.name == selected_stage;
+    if (selected) info.selected_box = panel::rect(p, q);
     dl->AddRectFilled(p, q, bg, font * 0.3f);
     dl->AddRectFilled(p, ImVec2(p.x + font * 0.35f, q.y), ks.colour, font * 0.3f,
                       ImDrawFlags_RoundCornersLeft);

@@ -253,7 +253,8 @@ KvCost kv_cost(const Dims& d, bool bias, bool mask) {
 std::string kv_summary(const Dims& d, const KvCost& c) {
   const std::string G = std::to_string(d.G), H = std::to_string(d.H);
   if (d.G < d.H)
-    return "K/V cache " + bytes_str(c.bytes) + " at G = " + G + ", " + bytes_str(c.bytes_mha) + " at G = H = " + H;
+    return "K/V cache " + bytes_str(c.bytes) + " at G = " + G + ", " + bytes_str(c.bytes_mha) +
+           " at G = H = " + H;
   if (d.H > 1)
     return "K/V cache " + bytes_str(c.bytes) + " at G = H = " + H + ", " + bytes_str(c.bytes / double(d.H)) +
            " at G = 1";
@@ -449,7 +450,8 @@ void draw_complexity(AppState& state) {
   // GQA's saving.
   ImGui::Separator();
   // K and V projections and tensors at G key/value heads, and what one K/V head per query head costs.
-  const double kv_flops = kv.flops, kv_bytes = kv.bytes, kv_flops_mha = kv.flops_mha, kv_bytes_mha = kv.bytes_mha;
+  const double kv_flops = kv.flops, kv_bytes = kv.bytes, kv_flops_mha = kv.flops_mha,
+               kv_bytes_mha = kv.bytes_mha;
   ImGui::PushTextWrapPos(0);
   if (d.G < d.H) {
     ImGui::Text("GQA: G = %lld key/value heads serve H = %lld query heads (%lld each).", (long long)d.G,

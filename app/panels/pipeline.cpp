@@ -193,7 +193,8 @@ constexpr float kGraphFloorPx = 11;
 
 // Places every box: the three lanes as rows of columns, then the joined chain in rows that wrap at
 // `width`, or (wrap false: a short view, which scrolls the graph sideways) in one row.
-Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, ImVec2 origin, bool wrap = true) {
+Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, ImVec2 origin,
+                   bool wrap = true) {
   const float font = ImGui::GetFontSize(), line = ImGui::GetTextLineHeightWithSpacing();
   const float pad = font * 0.4f, gap = font * 3.2f, row_gap = font * 1.6f, stack = font * 0.3f;
   Graph g;

@@ -747,8 +747,12 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
     for (std::int64_t g = 0; g < dd.G; ++g) {
       const std::string entry = "kv " + std::to_string(g) + " <- q " + std::to_string(g * per) + "-" +
                                 std::to_string(g * per + per - 1);
-      ImGui::SameLine();
-      if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(entry.c_str()).x) ImGui::NewLine();
+      // Folded, the heading fills its line: the entries start the next (a SameLine there would
+      // reach past the edge before its NewLine).
+      if (g > 0 || !compact) {
+        ImGui::SameLine();
+        if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(entry.c_str()).x) ImGui::NewLine();
+      }
       ImGui::TextColored(panel::kv_group_colour(g, dd.G), "%s", entry.c_str());
     }
   }

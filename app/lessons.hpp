@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app_state.hpp"
@@ -44,6 +45,9 @@ bool lesson_points_at(const AppState& state, const std::string& what);
 // where the step points at it, a pulsing outline around the part of it in sight. The panel says so
 // where it was drawn out of sight (scrolled away).
 void lesson_mark_item(const AppState& state, const std::string& what);
+// Whether what the open step points at was drawn in the last frames, and in sight there
+// ({false, false} without a lesson or a pointer).
+std::pair<bool, bool> lesson_pointer_seen(const AppState& state);
 // The menu bar's Lessons menu: every lesson file, Next / Previous step, Close.
 void lessons_menu(AppState& state, UiEnv& env);
 

@@ -552,6 +552,8 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
                    {"steps", p.lesson->steps.size()},
                    {"task", step.has_task ? nlohmann::json(step.task.instruction) : nlohmann::json()},
                    {"task_done", lesson_task_done(state)}};
+    const auto [drawn, shown] = lesson_pointer_seen(state);  // the step's pointer, last frame
+    r["lesson"]["pointer"] = {{"drawn", drawn}, {"shown", shown}};
   } else {
     r["lesson"] = nullptr;
   }
@@ -579,7 +581,11 @@ void Script::after_render(const AppState& state, const UiEnv& env, int width, in
     const PipelineInfo& p = pipeline_info(env.panels);
     r["pipeline_layout"] = {
         {"view", {p.view.x, p.view.y, p.view.z, p.view.w}},
-        {"export", {p.export_button.x, p.export_button.y, p.export_button.z, p.export_button.w}}};
+        {"export", {p.export_button.x, p.export_button.y, p.export_button.z, p.export_button.w}},
+        {"label_px", p.label_px},
+        {"font", ImGui::GetFontSize()},
+        {"selected_box", {p.selected_box.x, p.selected_box.y, p.selected_box.z, p.selected_box.w}},
+        {"graph_view", {p.graph_view.x, p.graph_view.y, p.graph_view.z, p.graph_view.w}}};
   }
   if (win.tab == ViewTab::heads) {  // the Heads view's grid as the last frame drew it, in pixels
     const HeadsInfo& h = heads_info(env.panels);

@@ -5,6 +5,7 @@
 #include <imgui_internal.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <filesystem>
 
 #include "clipboard_image.hpp"
@@ -409,6 +410,9 @@ void draw_ui(AppState& state, Textures& textures, UiEnv& env) {
     // shows the new tab from the next frame); a click on a tab is an action like any other.
     const ViewTab want = w.tab;
     const bool following = env.shown_tab != int(want);
+    // SetSelected scrolls the bar to the tab, animated over a third of a second; an action's tab
+    // (a lesson step's) is in sight at once, so that the frame drawn next shows its button.
+    if (following) GImGui->CurrentTabBar->ScrollingSpeed = FLT_MAX;
     for (const ViewInfo& v : views()) {
       const ImGuiTabItemFlags flags = following && v.id == want ? ImGuiTabItemFlags_SetSelected : 0;
       const bool open = ImGui::BeginTabItem(v.name, nullptr, flags);

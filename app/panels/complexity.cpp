@@ -227,6 +227,40 @@ void loglog_plot(const char* id, const std::vector<double>& xs, const std::vecto
   }
 }
 
+// The K and V projections' FLOPs and the K/V tensors' bytes (float32: what a KV cache holds), from
+// the cost table at these sizes and at G = H (one K/V head per query head).
+struct KvCost {
+  double flops = 0, bytes = 0, flops_mha = 0, bytes_mha = 0;
+};
+KvCost kv_cost(const Dims& d, bool bias, bool mask) {
+  auto at = [&](const Dims& x, double& flops, double& bytes) {
+    const cost::Table t = cost::stages(cost::shape(x, bias, mask));
+    const cost::StageCost &k = cost::stage(t, cost::Stage::k_proj), &v = cost::stage(t, cost::Stage::v_proj);
+    flops = k.flops() + v.flops();
+    bytes = sizeof(float) * (k.written + v.written);
+  };
+  KvCost c;
+  at(d, c.flops, c.bytes);
+  Dims mha = d;
+  mha.G = d.H;
+  at(mha, c.flops_mha, c.bytes_mha);
+  return c;
+}
+
+// The K/V saving in one line, at the top of the view (in sight beside a lesson): the K and V
+// tensors of this forward (float32) at these G key/value heads and at the other end of the range;
+// the paragraph under the plots says the rest.
+std::string kv_summary(const Dims& d, const KvCost& c) {
+  const std::string G = std::to_string(d.G), H = std::to_string(d.H);
+  if (d.G < d.H)
+    return "K/V cache " + bytes_str(c.bytes) + " at G = " + G + ", " + bytes_str(c.bytes_mha) +
+           " at G = H = " + H;
+  if (d.H > 1)
+    return "K/V cache " + bytes_str(c.bytes) + " at G = H = " + H + ", " + bytes_str(c.bytes / double(d.H)) +
+           " at G = 1";
+  return "";
+}
+
 void question(const char* q) {
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_PlotHistogram));
   ImGui::TextWrapped("%s", q);
@@ -259,8 +293,15 @@ void draw_complexity(AppState& state) {
       d.G < d.H ? ("  G=" + std::to_string(d.G)).c_str() : "", count_str(total).c_str(),
       bytes_str(total_bytes).c_str());
   if (state.stale) {
-    ImGui::SameLine();
+    panel::same_line_if_fits(ImGui::CalcTextSize("(stale: recomputing)").x);
     ImGui::TextDisabled("(stale: recomputing)");
+  }
+  const KvCost kv = kv_cost(d, bias, mask);
+  if (const std::string line = kv_summary(d, kv); !line.empty()) {
+    // Wrapped in a tall view; one line in a short one, whole on hover.
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.45f, 0.65f, 1, 1));
+    panel::long_text(line, panel::compact_view());
+    ImGui::PopStyleColor();
   }
 
   const ImGuiTableFlags flags =
@@ -276,6 +317,10 @@ void draw_complexity(AppState& state) {
   const bool formulas =
       widest_stage + widest_formula + ImGui::CalcTextSize("1.54 k 100% no copy").x + font * 3 <=
       ImGui::GetContentRegionAvail().x;
+  // Narrower still, a memory note keeps its first word ("fused"), the rest on hover, so that the
+  // stage names stay whole.
+  const bool whole_notes = widest_stage + ImGui::CalcTextSize("1.54 k 100% fused (baddbmm)").x + font * 3 <=
+                           ImGui::GetContentRegionAvail().x;
   if (ImGui::BeginTable("##cost", formulas ? 5 : 4, flags)) {
     ImGui::TableSetupColumn("stage", ImGuiTableColumnFlags_WidthStretch);
     if (formulas) ImGui::TableSetupColumn("FLOPs formula");
@@ -302,7 +347,13 @@ void draw_complexity(AppState& state) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(pct(r.flops, total).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(r.bytes > 0 ? bytes_str(r.bytes).c_str() : r.note);
+      if (r.bytes > 0) {
+        ImGui::TextUnformatted(bytes_str(r.bytes).c_str());
+      } else {
+        const std::string note = r.note, word = whole_notes ? note : note.substr(0, note.find(" ("));
+        ImGui::TextUnformatted(word.c_str());
+        if (word != note && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", r.note);
+      }
     }
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
@@ -399,10 +450,8 @@ void draw_complexity(AppState& state) {
   // GQA's saving.
   ImGui::Separator();
   // K and V projections and tensors at G key/value heads, and what one K/V head per query head costs.
-  const double to_mha = double(d.H) / double(std::max<std::int64_t>(1, d.G));
-  const double kv_flops = 2 * double(d.N) * double(d.S) * double(d.kdim + d.vdim) * double(d.G * d.d_k);
-  const double kv_bytes = 2 * 4 * double(d.N) * double(d.S_total) * double(d.G * d.d_k);
-  const double kv_flops_mha = kv_flops * to_mha, kv_bytes_mha = kv_bytes * to_mha;
+  const double kv_flops = kv.flops, kv_bytes = kv.bytes, kv_flops_mha = kv.flops_mha,
+               kv_bytes_mha = kv.bytes_mha;
   ImGui::PushTextWrapPos(0);
   if (d.G < d.H) {
     ImGui::Text("GQA: G = %lld key/value heads serve H = %lld query heads (%lld each).", (long long)d.G,

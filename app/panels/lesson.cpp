@@ -249,6 +249,13 @@ void lesson_mark_item(const AppState& state, const std::string& what) {
   note_pointer(p.lesson->steps[std::size_t(p.step)].point_at, outline_visible_part());
 }
 
+std::pair<bool, bool> lesson_pointer_seen(const AppState& state) {
+  const LessonPlace& p = state.window().lesson;
+  if (!p.lesson || p.step < 0 || p.step >= int(p.lesson->steps.size())) return {false, false};
+  const std::string& at = p.lesson->steps[std::size_t(p.step)].point_at;
+  return at.empty() ? std::pair<bool, bool>{false, false} : pointer_seen(at);
+}
+
 void draw_lesson_panel(AppState& state, UiEnv& env) {
   const LessonPlace& p = state.window().lesson;
   if (!p.lesson) return;

@@ -341,7 +341,9 @@ void scope_controls(AppState& state, int N, int H, bool compact) {
   const MaskSpec& m = state.scenario().mask;
   ViewState& view = state.view();
   const float font = ImGui::GetFontSize();
-  ImGui::SetNextItemWidth(ImGui::CalcTextSize(kScopeNames[2]).x + ImGui::GetFrameHeight() * 1.5f);
+  // A short view sizes the scope's picker to the scope shown, so the pickers share its line.
+  ImGui::SetNextItemWidth(ImGui::CalcTextSize(kScopeNames[compact ? int(m.scope) : 2]).x +
+                          ImGui::GetFrameHeight() * 1.5f);
   int scope = int(m.scope);
   if (ImGui::Combo("scope", &scope, kScopeNames, 3) && scope != int(m.scope))
     state.apply(mask_edit(
@@ -351,11 +353,12 @@ void scope_controls(AppState& state, int N, int H, bool compact) {
   // Which slice: the batch item and head are shared view state, so Heads and the inspector follow.
   // Written only when a picker moves: the result can be older than a file just opened, whose saved
   // head may be past this result's H.
-  const float picker_w = font * (compact ? 3 : 5);  // a short view: narrow, to share the scope's line
-  panel::same_line_if_fits(panel::labelled("batch item", picker_w));
+  const float picker_w = font * (compact ? 2.5f : 5);  // a short view: narrow, to share the scope's line
+  const char* item_label = compact ? "item" : "batch item";
+  panel::same_line_if_fits(panel::labelled(item_label, picker_w));
   ImGui::SetNextItemWidth(picker_w);
   int n = std::clamp(view.batch_index, 0, std::max(0, N - 1));
-  if (ImGui::SliderInt("batch item", &n, 0, std::max(0, N - 1)))
+  if (ImGui::SliderInt(item_label, &n, 0, std::max(0, N - 1)))
     view.batch_index = std::clamp(n, 0, std::max(0, N - 1));
   panel::same_line_if_fits(panel::labelled("head", picker_w));
   ImGui::SetNextItemWidth(picker_w);
@@ -375,7 +378,12 @@ void scope_controls(AppState& state, int N, int H, bool compact) {
     state.apply(mask_edit(
         std::string("mask convention: ") + kConventionNames[conv],
         [conv](MaskSpec& x) { x.convention = MaskConvention(conv); }, nullptr));
-  panel::long_text(convention_text(m.convention), compact, true);
+  // A short view: the picker's own text names the convention; what it means is on hover.
+  if (compact) {
+    if (ImGui::IsItemHovered()) panel::text_tooltip(convention_text(m.convention));
+  } else {
+    panel::long_text(convention_text(m.convention), false, true);
+  }
 }
 
 void value_popup(ValuePopup& popup, AppState& state, const std::vector<std::string>& rows,

@@ -142,6 +142,8 @@ struct PipelineInfo {
   ImVec4 graph_view;               // the graph's own scrolling region
   ImVec4 graph;                    // the boxes and arrows
   float zoom = 1;                  // the graph's text and boxes, to the view's font
+  float label_px = 0;              // the graph's text size (its boxes' labels), in pixels
+  ImVec4 selected_box;             // the chosen stage's box, where it was drawn (0: none)
   ImVec4 head_label, head_slider;  // the detail's head picker: its label, its slider
   ImVec4 export_button;            // the detail's Export... button
 };

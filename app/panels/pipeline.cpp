@@ -188,8 +188,13 @@ struct Graph {
   float height = 0, width = 0;
 };
 
-// Places every box: the three lanes as rows of columns, then the joined chain in rows that wrap.
-Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, ImVec2 origin) {
+// The smallest text the graph's boxes and arrows are drawn in, in pixels: it zooms out no further.
+constexpr float kGraphFloorPx = 11;
+
+// Places every box: the three lanes as rows of columns, then the joined chain in rows that wrap at
+// `width`, or (wrap false: a short view, which scrolls the graph sideways) in one row.
+Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, ImVec2 origin,
+                   bool wrap = true) {
   const float font = ImGui::GetFontSize(), line = ImGui::GetTextLineHeightWithSpacing();
   const float pad = font * 0.4f, gap = font * 3.2f, row_gap = font * 1.6f, stack = font * 0.3f;
   Graph g;
@@ -222,9 +227,10 @@ Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, Im
       col_w[c] = std::max(col_w[c], box_size(boxes[std::size_t(lane[c])]).x);
       col_gap[c] = std::max(col_gap[c], gap_before(lane[c]));
     }
-  float y = origin.y;
+  float y = origin.y, chain_y = origin.y;
   for (const auto& lane : lanes) {
     if (lane.empty()) continue;
+    if (&lane - lanes.data() <= 1) chain_y = y;  // the key lane's row (the query's without one)
     float x = origin.x;
     for (std::size_t c = 0; c < lane.size(); ++c) {
       const ImVec2 sz = box_size(boxes[std::size_t(lane[c])]);
@@ -236,56 +242,79 @@ Graph layout_graph(const std::vector<Box>& boxes, const Dims& d, float width, Im
     g.width = std::max(g.width, x - gap - origin.x);
     y += line * 2 + pad * 1.5f + row_gap * 0.6f;
   }
-  // The joined chain, indented under the lanes' last column, wrapping at the width.
+  // The joined chain, indented under the lanes' last column, wrapping at the width. Unwrapped, it
+  // carries on along the key lane's row to the right of the lanes: one row that scrolls sideways,
+  // and the graph no taller than the lanes.
+  const float lanes_bottom = y - row_gap * 0.6f;
   y += row_gap * 0.4f;
   float x = origin.x;
+  if (!wrap) {
+    x = origin.x + g.width;
+    y = chain_y;
+  }
   for (const int i : chain) {
     const Box& b = boxes[std::size_t(i)];
     const ImVec2 sz = box_size(b);
-    const bool heads = per_head(b);
+    const bool heads = wrap && per_head(b);  // unwrapped, a stack reaches into the gap above its row
     const float w = sz.x + (heads ? stack * 2 : 0), before = x > origin.x ? gap_before(i) : 0.0f;
-    if (x > origin.x && x + before + w > origin.x + width) {
+    if (wrap && x > origin.x && x + before + w > origin.x + width) {
       x = origin.x + font;  // a wrapped row starts in a little, so the arrow into it has room
       y += sz.y + stack * 2 + row_gap * 1.4f;
     } else {
       x += before;
     }
-    g.nodes.push_back({i, ImVec2(x + (heads ? stack * 2 : 0), y + (heads ? stack * 2 : 0)), sz, heads});
+    g.nodes.push_back(
+        {i, ImVec2(x + (heads ? stack * 2 : 0), y + (heads ? stack * 2 : 0)), sz, heads || per_head(b)});
     x += w;
     g.width = std::max(g.width, x - origin.x);
   }
-  g.height = y + line * 2 + pad * 1.5f + stack * 2 + font * 0.5f - origin.y;
+  g.height = wrap ? y + line * 2 + pad * 1.5f + stack * 2 + font * 0.5f - origin.y
+                  : std::max(lanes_bottom, y + line * 2 + pad * 1.5f + line) - origin.y;
   return g;
 }
 
 // The graph's zoom: the largest of 1, 0.95, 0.9, … at which it fits width × height, down to text of
-// 11 pixels (below that the graph scrolls instead). Laid out at each zoom: a smaller font also wraps
-// the chain into fewer rows.
-float fit_zoom(const std::vector<Box>& boxes, const Dims& d, float width, float height) {
+// kGraphFloorPx (below that the graph scrolls instead). Laid out at each zoom: a smaller font also
+// wraps the chain into fewer rows. Unwrapped (a short view) only the height has to fit: the graph
+// scrolls sideways.
+float fit_zoom(const std::vector<Box>& boxes, const Dims& d, float width, float height, bool wrap) {
   ImGuiWindow* window = ImGui::GetCurrentWindow();
   const float scale = window->FontWindowScale;
-  const float floor = std::min(1.0f, 11.0f / ImGui::GetFontSize());
+  const float floor = std::min(1.0f, kGraphFloorPx / ImGui::GetFontSize());
   float zoom = 1;
-  for (; zoom > floor; zoom -= 0.05f) {
+  for (int step = 1; zoom > floor; zoom = 1 - 0.05f * float(step++)) {  // no drift from repeated sums
     ImGui::SetWindowFontScale(scale * zoom);
-    const Graph g = layout_graph(boxes, d, width, ImVec2(0, 0));
-    if (g.height <= height && g.width <= width) break;
+    const Graph g = layout_graph(boxes, d, width, ImVec2(0, 0), wrap);
+    if (g.height <= height && (!wrap || g.width <= width)) break;
   }
   ImGui::SetWindowFontScale(scale);
   return std::max(zoom, floor);
 }
 
-void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, float zoom,
-                std::string& selected_stage, PipelineInfo& info) {
+// wrap false: the chain in one row, scrolled sideways; `follow` names a stage just chosen, scrolled
+// into sight.
+void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, float zoom, bool wrap,
+                const std::string& follow, std::string& selected_stage, PipelineInfo& info) {
   ImGui::BeginChild("##pipeline_graph", ImVec2(0, height), false, ImGuiWindowFlags_HorizontalScrollbar);
   ImGui::SetWindowFontScale(zoom);  // the child's own scale, times its parent's
   info.graph_view = panel::window_rect();
   info.zoom = zoom;
+  info.label_px = ImGui::GetFontSize();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float font = ImGui::GetFontSize(), pad = font * 0.4f, stack = font * 0.3f;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float width = ImGui::GetContentRegionAvail().x;
-  const Graph g = layout_graph(boxes, d, width, origin);
+  const Graph g = layout_graph(boxes, d, width, origin, wrap);
+  if (!follow.empty())
+    for (const Node& n : g.nodes)
+      if (boxes[std::size_t(n.box)].stage->name == follow) {
+        // Box's x from the graph's left edge; the part of the graph in sight is [scroll, scroll + width).
+        const float left = n.pos.x - origin.x - (n.per_head ? stack * 2 : 0) - font * 2,
+                    right = n.pos.x - origin.x + n.size.x + font;
+        const float scroll = ImGui::GetScrollX();
+        if (left < scroll || right > scroll + width)
+          ImGui::SetScrollX(std::max(0.0f, right - left > width ? left : right - width));
+      }
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   const ImU32 bg = ImGui::GetColorU32(ImGuiCol_FrameBg), arrow = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   const ImU32 op_col = ImGui::GetColorU32(ImGuiCol_PlotLinesHovered);
@@ -359,6 +388,7 @@ void draw_graph(const std::vector<Box>& boxes, const Dims& d, float height, floa
     const bool hovered = ImGui::IsItemHovered();
     ImGui::PopID();
     const bool selected = s.name == selected_stage;
+    if (selected) info.selected_box = panel::rect(p, q);
     dl->AddRectFilled(p, q, bg, font * 0.3f);
     dl->AddRectFilled(p, ImVec2(p.x + font * 0.35f, q.y), ks.colour, font * 0.3f,
                       ImDrawFlags_RoundCornersLeft);
@@ -543,7 +573,9 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
     first += buf;
   }
   if (sl.cols > 8) first += " ...";
-  if (compact) {
+  if (compact) {  // after Export... on its line, cut short there
+    ImGui::SameLine(0, ImGui::GetFontSize());
+    if (ImGui::GetContentRegionAvail().x < ImGui::GetFontSize() * 6) ImGui::NewLine();
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     panel::folded_text(first);
     ImGui::PopStyleColor();
@@ -610,7 +642,9 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
   const float font = ImGui::GetFontSize();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float bar_w = font * 5;
-  hm.size = ImVec2(std::max(font * 8, avail.x - bar_w), std::max(font * 8, avail.y));
+  // A short view gives the map the height left, however little (the graph above took its share).
+  const float least = compact ? font * 3 : font * 8;
+  hm.size = ImVec2(std::max(font * 8, avail.x - bar_w), std::max(least, avail.y));
   const ImVec2 start = ImGui::GetCursorScreenPos();
   draw_heatmap(tex, hm);
   const ImVec2 end = ImGui::GetCursorScreenPos();
@@ -623,8 +657,9 @@ void draw_detail(AppState& state, Textures& tex, const std::vector<Box>& boxes,
 }  // namespace
 
 struct PipelinePanel {
-  RangeCache range;   // of the shown slice
-  PipelineInfo info;  // what the last frame drew
+  RangeCache range;      // of the shown slice
+  PipelineInfo info;     // what the last frame drew
+  std::string followed;  // the stage the graph last scrolled to follow
   void draw(AppState& state, Textures& tex);
 };
 
@@ -673,23 +708,31 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
   }
 
   // The graph takes what it needs up to 55% of the height, zoomed out until it fits there (a large
-  // font, a small window); the chosen tensor gets the rest.
+  // font, a small window); the chosen tensor gets the rest. A short view would shrink the wrapped
+  // graph's text below legibility: there the chain stays in one row that scrolls sideways, and the
+  // graph takes up to 45% of the height: its text at about half the body font, and the tensor's map
+  // keeps room below its lines.
   const ImGuiStyle& style = ImGui::GetStyle();
+  const bool wrap = !compact;
+  const float share = compact ? 0.45f : 0.55f;
   const float avail_w = ImGui::GetContentRegionAvail().x - style.ScrollbarSize;
   const float avail_h = ImGui::GetContentRegionAvail().y;
   const float room =
-      std::max(ImGui::GetFontSize() * 6, avail_h * 0.55f) - style.ScrollbarSize - style.ItemSpacing.y;
-  const float zoom = fit_zoom(boxes, f.dims, avail_w, room);
+      std::max(ImGui::GetFontSize() * 6, avail_h * share) - style.ScrollbarSize - style.ItemSpacing.y;
+  const float zoom = fit_zoom(boxes, f.dims, avail_w, room, wrap);
   const float own_scale = ImGui::GetCurrentWindow()->FontWindowScale;
   ImGui::SetWindowFontScale(own_scale * zoom);
-  const Graph g = layout_graph(boxes, f.dims, avail_w, ImVec2(0, 0));
+  const Graph g = layout_graph(boxes, f.dims, avail_w, ImVec2(0, 0), wrap);
   ImGui::SetWindowFontScale(own_scale);
   // The stage shown below is the view's (Left / Right step it): a click on a box is an action too.
+  // Scrolled sideways, a stage newly chosen (a key, a lesson step) is brought into sight.
   std::string selected_stage = state.view().pipeline_stage;
+  const std::string follow = selected_stage != followed ? selected_stage : "";
+  followed = selected_stage;
   draw_graph(boxes, f.dims,
              std::max(ImGui::GetFontSize() * 6,
-                      std::min(g.height + style.ScrollbarSize + style.ItemSpacing.y, avail_h * 0.55f)),
-             zoom, selected_stage, info);
+                      std::min(g.height + style.ScrollbarSize + style.ItemSpacing.y, share * avail_h)),
+             zoom, wrap, follow, selected_stage, info);
   if (selected_stage != state.view().pipeline_stage) state.apply(show_pipeline_stage(selected_stage));
   ImGui::Separator();
   // Grouped-query attention, below the graph so that it takes none of the graph's room: k and v
@@ -698,13 +741,18 @@ void PipelinePanel::draw(AppState& state, Textures& tex) {
   const Dims& dd = f.dims;
   if (dd.G > 0 && dd.G < dd.H) {
     const std::int64_t per = dd.H / dd.G;
-    ImGui::TextDisabled("GQA: k, v hold %lld heads, read by %lld query heads each:", (long long)dd.G,
-                        (long long)per);
+    panel::long_text("GQA: k, v hold " + std::to_string(dd.G) + " heads, read by " + std::to_string(per) +
+                         " query heads each:",
+                     compact, true);
     for (std::int64_t g = 0; g < dd.G; ++g) {
       const std::string entry = "kv " + std::to_string(g) + " <- q " + std::to_string(g * per) + "-" +
                                 std::to_string(g * per + per - 1);
-      ImGui::SameLine();
-      if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(entry.c_str()).x) ImGui::NewLine();
+      // Folded, the heading fills its line: the entries start the next (a SameLine there would
+      // reach past the edge before its NewLine).
+      if (g > 0 || !compact) {
+        ImGui::SameLine();
+        if (ImGui::GetContentRegionAvail().x < ImGui::CalcTextSize(entry.c_str()).x) ImGui::NewLine();
+      }
       ImGui::TextColored(panel::kv_group_colour(g, dd.G), "%s", entry.c_str());
     }
   }

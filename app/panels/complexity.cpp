@@ -36,17 +36,21 @@ std::vector<Row> cost_rows(const Dims& d, bool bias, bool mask) {
   const double f = sizeof(float);
   auto flops = [&t](cost::Stage st) { return cost::stage(t, st).flops(); };
   auto bytes = [&t, f](cost::Stage st) { return f * cost::stage(t, st).written; };
-  const bool square_kv = d.G == d.H && d.kdim == d.E && d.vdim == d.E;
+  const bool square_kv = d.G == d.H && d.kdim == d.E && d.vdim == d.E && d.qdim() == d.E;
   const std::string b = bias ? " + bias" : "";
   const std::string kv_formula = (square_kv ? "2·N·S·E²" : "2·N·S·E·G·d_k") + b;
+  // A model's explicit head_dim makes q and the heads side by side H·d_k wide instead of E.
+  const bool q_is_e = d.qdim() == d.E;
+  const std::string q_formula = (q_is_e ? "2·N·L·E²" : "2·N·L·E·H·d_k") + b;
   using St = cost::Stage;
   std::vector<Row> rows = {
-      {"Q projection", "2·N·L·E²" + b, flops(St::q_proj), bytes(St::q_proj), "", Part::projection},
+      {"Q projection", q_formula, flops(St::q_proj), bytes(St::q_proj), "", Part::projection},
       {"K projection", kv_formula, flops(St::k_proj), bytes(St::k_proj), "", Part::projection},
       {"V projection", kv_formula, flops(St::v_proj), bytes(St::v_proj), "", Part::projection},
       {"split heads (views)", "0", 0, 0, "no copy", Part::other},
       {"scores q·k^T", "2·N·H·L·S·d_k", flops(St::scores), bytes(St::scores), "", Part::attention, true},
-      {"scale by 1/sqrt(d_k)", "N·L·E (torch scales q)", flops(St::scale), bytes(St::scale), "", Part::other},
+      {"scale by 1/sqrt(d_k)", q_is_e ? "N·L·E (torch scales q)" : "N·L·H·d_k (torch scales q)",
+       flops(St::scale), bytes(St::scale), "", Part::other},
   };
   if (mask)
     rows.push_back({"add the mask", "N·H·L·S", flops(St::mask_add), bytes(St::mask_add), "fused (baddbmm)",
@@ -57,7 +61,7 @@ std::vector<Row> cost_rows(const Dims& d, bool bias, bool mask) {
       {"weights · v", "2·N·H·L·S·d_k", flops(St::context), bytes(St::context), "", Part::attention});
   rows.push_back({"merge heads (a copy)", "0", flops(St::concat), bytes(St::concat), "", Part::other});
   rows.push_back(
-      {"output projection", "2·N·L·E²" + b, flops(St::out_proj), bytes(St::out_proj), "", Part::projection});
+      {"output projection", q_formula, flops(St::out_proj), bytes(St::out_proj), "", Part::projection});
   rows.push_back(
       {"average over heads", "N·H·L·S", flops(St::average), bytes(St::average), "", Part::attention, true});
   return rows;

@@ -57,21 +57,26 @@ StageCost stage_cost(const std::string& name, const Dims& d, bool bias, bool has
   const double flops = info && info->cost ? cost::stage(t, *info->cost).flops() : 0;  // its cost row's
   const std::string s = d.S_total > d.S ? "S'" : "S";
   const std::string plus_bias = bias ? " + bias" : "";
-  const bool square_kv = d.G == d.H && d.kdim == d.E && d.vdim == d.E;
+  const bool square_kv = d.G == d.H && d.kdim == d.E && d.vdim == d.E && d.qdim() == d.E;
   if (name == "query" || name == "key" || name == "value") return {Kind::input, 0, "input"};
   if (name == "attn_mask") return {Kind::input, 0, "input (masks merged)"};
-  if (name == "q") return {Kind::matmul, flops, "2·N·L·E²" + plus_bias};
+  // A model's explicit head_dim makes q and the heads side by side H·d_k wide instead of E.
+  const bool q_is_e = d.qdim() == d.E;
+  const std::string q_formula = (q_is_e ? "2·N·L·E²" : "2·N·L·E·H·d_k") + plus_bias;
+  if (name == "q") return {Kind::matmul, flops, q_formula};
   if (name == "k" || name == "v")
     return {Kind::matmul, flops, (square_kv ? "2·N·S·E²" : "2·N·S·E·G·d_k") + plus_bias};
   if (name == "scores") return {Kind::matmul, flops, "2·N·H·L·" + s + "·d_k"};
-  if (name == "scores_scaled") return {Kind::elementwise, flops, "N·L·E (torch scales q)"};
+  if (name == "scores_scaled")
+    return {Kind::elementwise, flops, q_is_e ? "N·L·E (torch scales q)" : "N·L·H·d_k (torch scales q)"};
   if (name == "scores_masked")
     return has_mask ? StageCost{Kind::elementwise, flops, "N·H·L·" + s + " (add mask)"}
                     : StageCost{Kind::view, 0, "none: no mask"};
   if (name == "attn_weights") return {Kind::elementwise, flops, "~5·N·H·L·" + s + " (max, -, exp, sum, /)"};
   if (name == "context") return {Kind::matmul, flops, "2·N·H·L·" + s + "·d_k"};
-  if (name == "concat") return {Kind::copy, 0, "0 (copies N·L·E values)"};
-  if (name == "output") return {Kind::matmul, flops, "2·N·L·E²" + plus_bias};
+  if (name == "concat")
+    return {Kind::copy, 0, q_is_e ? "0 (copies N·L·E values)" : "0 (copies N·L·H·d_k values)"};
+  if (name == "output") return {Kind::matmul, flops, q_formula};
   if (name == "attn_weights_avg") return {Kind::elementwise, flops, "N·H·L·" + s + " (sum, /H)"};
   return {Kind::view, 0, "view: no FLOPs"};
 }

@@ -60,6 +60,7 @@ const std::vector<ControlInfo> kControls = {
     {"bias", "bias", "true or false"},
     {"seed", "seed", "an integer from 0"},
     {"fully_masked", "A query that may see no key", "nan (torch) or zero (notebook)"},
+    {"mask_scope", "scope", "shared (L, S), per_batch (N, L, S) or per_head (N·num_heads, L, S)"},
     {"batch_index", "batch item", "a batch item, from 0"},
     {"colormap", "colormap", "viridis, magma, cividis or diverging"},
     {"show_values", "cell values", "true or false"},
@@ -137,6 +138,7 @@ std::string control_value(const Scenario& s, const WindowState& w, const std::st
   if (id == "bias") return b(s.bias);
   if (id == "seed") return std::to_string(s.seed);
   if (id == "fully_masked") return s.fully_masked == FullyMasked::zero ? "zero" : "nan";
+  if (id == "mask_scope") return to_string(s.mask.scope);
   if (id == "batch_index") return std::to_string(s.view.batch_index);
   if (id == "colormap") return to_string(w.colormap);
   if (id == "show_values") return b(s.view.show_values);
@@ -196,6 +198,11 @@ Action set_control(const std::string& id_or_label, const std::string& value) {
       s.fully_masked = zero ? FullyMasked::zero : FullyMasked::nan;
     };
     return a;
+  }
+  if (id == "mask_scope") {
+    for (MaskScope m : {MaskScope::shared, MaskScope::per_batch, MaskScope::per_head})
+      if (value == to_string(m)) return set_mask_scope(m);
+    throw ActionError("mask_scope: expected shared, per_batch or per_head, got \"" + value + "\"");
   }
   if (id == "batch_index") {
     const int v = int(parse_int(id, value, 0, kMaxSize));
@@ -370,6 +377,17 @@ Action set_tensor_value(const std::string& tensor, std::int64_t index, float val
       throw ConfigError(tensor, tensor + " has " + std::to_string(t->numel()) + " values; index " +
                                     std::to_string(index) + " is outside");
     t->data[std::size_t(index)] = value;
+  };
+  return a;
+}
+
+Action set_mask_scope(MaskScope scope) {
+  Action a;
+  a.what = std::string("mask scope: ") + to_string(scope);
+  a.slot = "mask";
+  a.change = [scope](Scenario& s) {
+    s.mask.scope = scope;
+    fit_mask_to_sizes(s);
   };
   return a;
 }

@@ -83,6 +83,9 @@ Action set_tensor_value(const std::string& tensor, std::int64_t index, float val
 
 // The mask (attn_mask) presets by their names in scenario files ("causal", "sliding_window", …).
 Action set_mask_preset(const std::string& name);
+// The attn_mask's scope: one (L, S) slice shared, one per batch item, or one per (item, head), the
+// (N·num_heads, L, S) torch wants; the mask is refitted to it (the Mask editor's scope picker).
+Action set_mask_scope(MaskScope scope);
 // Cells (row, col) of the attn_mask slice the mask editor shows (view.batch_index, view.sel_head by
 // scope): blocked (-inf) or attending (0). The preset becomes custom.
 using Cells = std::vector<std::pair<int, int>>;

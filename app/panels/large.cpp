@@ -61,6 +61,7 @@ struct CpuTile {
 
 // What the view keeps between frames (one instance: there is one Large L tab).
 struct LargeView {
+  int drawn_frame = -1;                    // ImGui's frame count when the view last drew
   std::vector<std::int64_t> prepared_key;  // the problem the row statistics belong to
   std::future<Prepared> pending;           // the preparation running on its thread, if any
   Clock::time_point pending_since;
@@ -274,8 +275,11 @@ void draw_large_body(LargeView& v, AppState& state, Textures& tex, gpu::GpuBacke
 }  // namespace
 
 const LargeViewInfo& large_view_info(const Panels& panels) {
-  static const LargeViewInfo none;  // the view never drew
-  return panels.large ? panels.large->view.info : none;
+  // The view not drawn in the frame just drawn (another tab shows, or it never drew) is computing
+  // nothing anyone waits for: its work is looked at again, or restarted, when it shows next.
+  static const LargeViewInfo none;
+  const bool drawn = panels.large && panels.large->view.drawn_frame == ImGui::GetFrameCount();
+  return drawn ? panels.large->view.info : none;
 }
 
 void large_view_wait(Panels& panels) {
@@ -294,6 +298,7 @@ void draw_large(Panels& panels, AppState& state, Textures& tex, gpu::GpuBackend*
                 bool* causal, LargeDevice* device) {
   // A child without scrollbars: a scrollbar appearing would resize the map and cost another tile.
   ImGui::BeginChild("large-view", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar);
+  panel::made(panels.large).view.drawn_frame = ImGui::GetFrameCount();
   draw_large_body(panel::made(panels.large).view, state, tex, gpu, len, causal, device);
   ImGui::EndChild();
 }

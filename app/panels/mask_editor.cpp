@@ -346,9 +346,7 @@ void scope_controls(AppState& state, int N, int H, bool compact) {
                           ImGui::GetFrameHeight() * 1.5f);
   int scope = int(m.scope);
   if (ImGui::Combo("scope", &scope, kScopeNames, 3) && scope != int(m.scope))
-    state.apply(mask_edit(
-        std::string("mask scope: ") + kScopeNames[scope],
-        [scope](MaskSpec& x) { x.scope = MaskScope(scope); }, fit_mask_to_sizes));
+    state.apply(set_mask_scope(MaskScope(scope)));
   const bool scope_hovered = ImGui::IsItemHovered();
   // Which slice: the batch item and head are shared view state, so Heads and the inspector follow.
   // Written only when a picker moves: the result can be older than a file just opened, whose saved

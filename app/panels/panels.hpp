@@ -175,7 +175,8 @@ AttentionFileInfo attention_file_info(const Panels& panels);
 enum class LargeDevice { automatic, cpu, gpu };
 void draw_large(Panels& panels, AppState& state, Textures& tex, gpu::GpuBackend* gpu, std::int64_t* len,
                 bool* causal, LargeDevice* device);
-struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats)
+struct LargeViewInfo {  // what the last frame drew (tests, --frame-stats); empty when it did not draw the
+                        // view
   bool gpu = false, cpu_heatmap = false;
   bool cpu = false;        // the CPU path drew: on-demand forward, tiles from stage_blocks
   std::string cpu_reason;  // why the CPU computes (no GPU, a software renderer, chosen, the GPU failed)

@@ -403,7 +403,7 @@ bool blocked_key_ends(const Problem<T>& p, const kernels::Args<T>& a, int thread
     return m;
   };
   const std::int64_t kv_count = a.N * a.Sp * a.kv;
-  const T q = largest(a.q_scaled, a.N * a.L * a.H * a.dk), k = largest(a.k, kv_count),
+  const T q = largest(a.q_scaled, a.N * a.L * a.qdim()), k = largest(a.k, kv_count),
           v = largest(a.v, kv_count);
   if (!(std::isfinite(q) && std::isfinite(k) && std::isfinite(v) &&
         T(a.dk) * q * k < std::numeric_limits<T>::max() / 4))

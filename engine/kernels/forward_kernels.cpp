@@ -391,7 +391,7 @@ void plan_packing(Args<T>& a) {
   a.v_group = up(a.dk, a.v_panel) * a.Sp;
   a.out_few_rows = a.N * a.L <= kFewOutRows;
   // W_oᵀ (H·d_k, E); with few rows, the concat rows' panels (H·d_k, rows) and outputᵀ (E, rows)
-  const std::int64_t Q = a.H * a.dk;
+  const std::int64_t Q = a.qdim();
   a.o_size = a.out_few_rows ? up(a.N * a.L, a.o_panel) * (Q + a.E) : up(a.E, a.o_panel) * Q;
   a.ld = up(a.Sp, 64 / std::int64_t(sizeof(T)));
 }
@@ -435,14 +435,14 @@ void pack_group(const Args<T>& a, std::int64_t n, std::int64_t g, bool keys, boo
 template <class T>
 void pack_out(const Args<T>& a) {  // W_oᵀ (H·d_k, E): W_o is torch's (out, in)
   if (a.out_few_rows) return;      // out_projection packs the concat rows instead
-  const std::int64_t Q = a.H * a.dk;
+  const std::int64_t Q = a.qdim();
   const T* w = a.w_o;
   pack_panels(a.w_o_packed, Q, a.E, a.o_panel, [&](std::int64_t r, std::int64_t c) { return w[c * Q + r]; });
 }
 
 template <class T>
 void in_projection(const Args<T>& a, int t) {
-  const std::int64_t N = a.N, L = a.L, S = a.S, E = a.E, Q = a.H * a.dk, threads = a.threads;
+  const std::int64_t N = a.N, L = a.L, S = a.S, E = a.E, Q = a.qdim(), threads = a.threads;
   const T scale = a.score_divisor > 0 ? T(a.score_divisor) : std::sqrt(T(a.dk));
   const bool as_torch = a.as_torch;
   const std::int64_t q0 = N * L * t / threads, q1 = N * L * (t + 1) / threads;
@@ -488,7 +488,7 @@ void flagged_groups(std::int64_t s0, std::int64_t s1, const Flag& flag, const F&
 
 template <class T>
 void in_projection_rows(const Args<T>& a, int t, const char* q_rows, const char* k_rows, const char* v_rows) {
-  const std::int64_t N = a.N, L = a.L, S = a.S, Sp = a.Sp, E = a.E, Q = a.H * a.dk, threads = a.threads;
+  const std::int64_t N = a.N, L = a.L, S = a.S, Sp = a.Sp, E = a.E, Q = a.qdim(), threads = a.threads;
   const bool as_torch = a.as_torch;  // then a row's digits are its own whatever the groups
   const std::int64_t q0 = N * L * t / threads, q1 = N * L * (t + 1) / threads;
   if (q_rows)
@@ -566,7 +566,7 @@ void overview_row(const Args<T>& a, std::int64_t n, std::int64_t h, std::int64_t
 // computed only as far as a later stage needs it, and not written.
 template <class T>
 void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1, Tally* tally) {
-  const std::int64_t L = a.L, Sp = a.Sp, Q = a.H * a.dk, dk = a.dk, kv = a.kv, block = a.block;
+  const std::int64_t L = a.L, Sp = a.Sp, Q = a.qdim(), dk = a.dk, kv = a.kv, block = a.block;
   const T scale = a.score_divisor > 0 ? T(a.score_divisor) : std::sqrt(T(dk));
   const T neg_inf = -std::numeric_limits<T>::infinity();
   // Softmax arguments below this are left to std::exp (see the loop): well above where Eigen's exp clamps.
@@ -790,7 +790,7 @@ void fused(const Args<T>& a, int thread, std::int64_t task0, std::int64_t task1,
 // Rows [r0, r1) of output = concat·W_oᵀ + b_o, each row's digits whatever rows come with it.
 template <class T>
 void out_projection(const Args<T>& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t E = a.E, Q = a.H * a.dk;  // concat (rows, H·d_k) · W_oᵀ (H·d_k, E)
+  const std::int64_t E = a.E, Q = a.qdim();  // concat (rows, H·d_k) · W_oᵀ (H·d_k, E)
   T* y = a.output + r0 * E;
   const std::int64_t rows = r1 - r0;
   if (a.as_torch) {  // F.linear at the notebook's sizes: see linear

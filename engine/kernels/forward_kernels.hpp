@@ -12,6 +12,7 @@ namespace mha::detail::kernels {
 template <class T>
 struct Args {
   std::int64_t N = 0, L = 0, S = 0, Sp = 0, E = 0, H = 0, dk = 0, kv = 0, kdim = 0, vdim = 0;
+  std::int64_t qdim() const { return H * dk; }  // q's width and the heads side by side (Dims::qdim)
   std::int64_t heads_per_kv = 1;  // H / G: query head h reads key/value head h / heads_per_kv
   const T* query = nullptr;       // (N, L, E)
   const T* key = nullptr;         // (N, S, kdim)
